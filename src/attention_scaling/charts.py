@@ -1,0 +1,245 @@
+"""Bokeh figures of the explorer, built once and updated in place.
+
+``Charts`` creates the four figures and their ``ColumnDataSource`` objects a
+single time. ``Charts.update(state, scaled)`` only assigns new ``.data`` (and a
+few styling properties), so the browser patches the existing plots: no figure
+is ever re-created, nothing flickers. Every number comes from a
+:class:`core.State`; nothing is computed here beyond formatting.
+
+Stable Bokeh names for tests: ``scaled-weights``, ``unscaled-weights``,
+``jacobian``, ``jacobian-diagonal`` (figures) and ``<name>-source`` (their main
+data sources).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from bokeh.models import (
+    ColorBar,
+    ColumnDataSource,
+    FactorRange,
+    HoverTool,
+    LinearColorMapper,
+    Range1d,
+)
+from bokeh.palettes import Inferno256, RdBu11, interp_palette
+from bokeh.core.properties import value
+from bokeh.plotting import figure
+
+from . import core
+
+# Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
+SCALED_COLOR = "#0072B2"     # blue
+UNSCALED_COLOR = "#D55E00"   # vermillion
+MUTED_ALPHA = 0.55
+#: Diverging map for the Jacobian: blue < 0 < red, neutral at 0 (ColorBrewer RdBu).
+DIVERGING = interp_palette(RdBu11, 255)
+#: Sequential map for p(1 - p): black ("cold", no gradient) to yellow ("warm").
+SEQUENTIAL = Inferno256
+
+KEY_LABELS = [f"k{i + 1}" for i in range(core.N_KEYS)]
+FONT = "'Inter', 'Segoe UI', 'Helvetica Neue', Arial, sans-serif"
+
+
+def _style(fig) -> None:
+    fig.toolbar.logo = None
+    fig.toolbar_location = None
+    fig.outline_line_color = None
+    fig.background_fill_color = "#ffffff"
+    fig.border_fill_color = "#ffffff"
+    fig.title.text_font = FONT
+    fig.title.text_font_size = "15px"
+    fig.title.text_color = "#1f2933"
+    fig.min_border_left = 10
+    for axis in (fig.xaxis, fig.yaxis):
+        axis.axis_label_text_font = FONT
+        axis.axis_label_text_font_style = "normal"
+        axis.axis_label_text_color = "#52606d"
+        axis.major_label_text_font = FONT
+        axis.major_label_text_color = "#52606d"
+        axis.axis_line_color = "#9aa5b1"
+        axis.major_tick_line_color = "#9aa5b1"
+        axis.minor_tick_line_color = None
+    fig.grid.grid_line_color = "#e4e7eb"
+
+
+def _bars(name: str, title: str, color: str) -> tuple:
+    source = ColumnDataSource(
+        data=dict(key=KEY_LABELS, logit=[0.0] * 8, weight=[0.0] * 8, pq=[0.0] * 8,
+                  alpha=[MUTED_ALPHA] * 8, line=[0.0] * 8),
+        name=f"{name}-source",
+    )
+    label = ColumnDataSource(data=dict(key=["k1"], weight=[0.0], text=[""]),
+                             name=f"{name}-label")
+    fig = figure(
+        name=name, title=title, x_range=FactorRange(*KEY_LABELS), y_range=Range1d(0, 1.0),
+        height=330, sizing_mode="stretch_width", min_width=280, tools="",
+    )
+    fig.vbar(x="key", top="weight", width=0.72, source=source, fill_color=color,
+             fill_alpha="alpha", line_color="#1f2933", line_width="line")
+    fig.text(x="key", y="weight", text="text", source=label, text_align="center",
+             text_baseline="bottom", y_offset=-6, text_font=value(FONT), text_font_size="14px",
+             text_font_style="bold", text_color="#1f2933")
+    fig.add_tools(HoverTool(tooltips=[
+        ("key", "@key"), ("logit", "@logit{0.000}"), ("weight", "@weight{0.0000}"),
+        ("p(1 − p)", "@pq{0.0000}"),
+    ], mode="mouse", point_policy="follow_mouse"))
+    fig.yaxis.axis_label = "attention weight"
+    fig.yaxis.formatter.use_scientific = False
+    fig.xaxis.axis_label = "key"
+    _style(fig)
+    fig.xgrid.grid_line_color = None
+    return fig, source, label
+
+
+def bar_data(v: core.Variant) -> dict:
+    """Column data of one bar chart: keys, logits, weights, p(1-p), highlight of the max."""
+    top = v.argmax
+    return dict(
+        key=KEY_LABELS,
+        logit=v.logits.tolist(),
+        weight=v.probs.tolist(),
+        pq=v.diagonal.tolist(),
+        alpha=[1.0 if i == top else MUTED_ALPHA for i in range(len(KEY_LABELS))],
+        line=[2.0 if i == top else 0.0 for i in range(len(KEY_LABELS))],
+    )
+
+
+def max_label_data(v: core.Variant) -> dict:
+    """Column data of the "max weight 27%" label placed on the highlighted bar."""
+    return dict(key=[KEY_LABELS[v.argmax]], weight=[float(v.max_weight)],
+                text=[f"max weight {core.percent(v.max_weight)}"])
+
+
+def jacobian_data(v: core.Variant) -> dict:
+    """Cells of the n x n Jacobian heatmap (row i = p_i, column j = z_j)."""
+    n = len(v.probs)
+    ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    jac = v.jacobian
+    diag = (ii == jj).ravel()
+    return dict(
+        row=[KEY_LABELS[i] for i in ii.ravel()],
+        col=[KEY_LABELS[j] for j in jj.ravel()],
+        value=jac.ravel().tolist(),
+        text=[f"{x:.3f}" if d else "" for x, d in zip(jac.ravel(), diag)],
+        line=["#1f2933" if d else None for d in diag],
+    )
+
+
+def sweep_data(state: core.State, scaled: bool) -> dict:
+    """Cells of the key x width heatmap of p(1 - p) for the active variant."""
+    grid = state.sweep(scaled)
+    widths = [str(w) for w in state.widths]
+    n, m = grid.shape
+    return dict(
+        key=[KEY_LABELS[i] for i in range(n) for _ in range(m)],
+        width=[widths[j] for _ in range(n) for j in range(m)],
+        value=grid.ravel().tolist(),
+    )
+
+
+class Charts:
+    """The explorer's four Bokeh figures and their data sources, created once."""
+
+    def __init__(self) -> None:
+        self.scaled_fig, self.scaled_source, self.scaled_label = _bars(
+            "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR)
+        self.unscaled_fig, self.unscaled_source, self.unscaled_label = _bars(
+            "unscaled-weights", "Unscaled: logits grow with d_k", UNSCALED_COLOR)
+        self.jacobian_fig, self.jacobian_source = self._jacobian()
+        self.diagonal_fig, self.diagonal_source, self.marker_source = self._diagonal()
+
+    @property
+    def figures(self) -> dict:
+        return {
+            "scaled-weights": self.scaled_fig,
+            "unscaled-weights": self.unscaled_fig,
+            "jacobian": self.jacobian_fig,
+            "jacobian-diagonal": self.diagonal_fig,
+        }
+
+    @property
+    def sources(self) -> list[ColumnDataSource]:
+        return [self.scaled_source, self.scaled_label, self.unscaled_source,
+                self.unscaled_label, self.jacobian_source, self.diagonal_source,
+                self.marker_source]
+
+    def _jacobian(self):
+        source = ColumnDataSource(
+            data=dict(row=[], col=[], value=[], text=[], line=[]), name="jacobian-source")
+        mapper = LinearColorMapper(palette=DIVERGING, low=-core.JACOBIAN_BOUND,
+                                   high=core.JACOBIAN_BOUND)
+        fig = figure(
+            name="jacobian", title="Softmax Jacobian ∂p_i/∂z_j",
+            x_range=FactorRange(*KEY_LABELS), y_range=FactorRange(*reversed(KEY_LABELS)),
+            height=360, width=410, tools="", x_axis_location="above",
+        )
+        fig.rect(x="col", y="row", width=1, height=1, source=source,
+                 fill_color={"field": "value", "transform": mapper},
+                 line_color="line", line_width=1.5)
+        fig.text(x="col", y="row", text="text", source=source, text_align="center",
+                 text_baseline="middle", text_font=value(FONT), text_font_size="11px",
+                 text_color="#1f2933")
+        fig.add_tools(HoverTool(tooltips=[
+            ("∂p", "@row"), ("∂z", "@col"), ("J", "@value{0.000000}")]))
+        bar = ColorBar(color_mapper=mapper, width=12, title="J",
+                       major_label_text_font=FONT, title_text_font=FONT)
+        fig.add_layout(bar, "right")
+        fig.xaxis.axis_label = "logit z_j"
+        fig.yaxis.axis_label = "weight p_i"
+        _style(fig)
+        fig.grid.grid_line_color = None
+        fig.axis.axis_line_color = None
+        fig.axis.major_tick_line_color = None
+        return fig, source
+
+    def _diagonal(self):
+        widths = [str(w) for w in core.D_K_VALUES]
+        source = ColumnDataSource(data=dict(key=[], width=[], value=[]),
+                                  name="jacobian-diagonal-source")
+        marker = ColumnDataSource(data=dict(width=[str(core.D_K_VALUES[0])]),
+                                  name="jacobian-diagonal-marker")
+        mapper = LinearColorMapper(palette=SEQUENTIAL, low=0, high=core.JACOBIAN_BOUND)
+        fig = figure(
+            name="jacobian-diagonal", title="Gradient p_i(1 − p_i) as the head widens",
+            x_range=FactorRange(*widths), y_range=FactorRange(*reversed(KEY_LABELS)),
+            height=300, sizing_mode="stretch_width", min_width=480, tools="",
+        )
+        fig.rect(x="width", y="key", width=1, height=1, source=source,
+                 fill_color={"field": "value", "transform": mapper}, line_color=None)
+        fig.rect(x="width", y=4.0, width=1, height=8.2, source=marker, fill_alpha=0,
+                 line_color="#00b3ff", line_width=3)
+        fig.add_tools(HoverTool(tooltips=[
+            ("key", "@key"), ("d_k", "@width"), ("p(1 − p)", "@value{0.000000}")],
+            renderers=[fig.renderers[0]]))
+        bar = ColorBar(color_mapper=mapper, width=12, title="p(1−p)",
+                       major_label_text_font=FONT, title_text_font=FONT)
+        fig.add_layout(bar, "right")
+        fig.xaxis.axis_label = "head width d_k (log-spaced)"
+        fig.yaxis.axis_label = "key"
+        fig.xaxis.major_label_orientation = 0.9
+        _style(fig)
+        fig.grid.grid_line_color = None
+        fig.axis.axis_line_color = None
+        return fig, source, marker
+
+    def update(self, state: core.State, scaled: bool) -> None:
+        """Replace every source's data (and the active-variant styling) from ``state``."""
+        self.scaled_source.data = bar_data(state.scaled)
+        self.scaled_label.data = max_label_data(state.scaled)
+        self.unscaled_source.data = bar_data(state.unscaled)
+        self.unscaled_label.data = max_label_data(state.unscaled)
+        active = state.active(scaled)
+        self.jacobian_source.data = jacobian_data(active)
+        self.jacobian_fig.title.text = (
+            f"Softmax Jacobian ∂p_i/∂z_j, {'scaled' if scaled else 'unscaled'} logits")
+        self.diagonal_source.data = sweep_data(state, scaled)
+        self.marker_source.data = dict(width=[str(state.d_k)])
+        self.diagonal_fig.title.text = (
+            f"Gradient p_i(1 − p_i) as the head widens, "
+            f"{'scaled' if scaled else 'unscaled'} logits (current d_k = {state.d_k})")
+        for fig, on in ((self.scaled_fig, scaled), (self.unscaled_fig, not scaled)):
+            fig.outline_line_color = "#1f2933" if on else None
+            fig.outline_line_width = 3 if on else 1
+            base = fig.title.text.removesuffix("  ◀ model uses this")
+            fig.title.text = base + ("  ◀ model uses this" if on else "")

@@ -1,0 +1,171 @@
+"""The Panel page: widgets from the state's parameters, the charts, the text, a template.
+
+Thin by design: state lives in :mod:`model`, the figures in :mod:`charts`, the
+math in :mod:`core`. On every control change the page recomputes once and
+sends one message (``pn.io.hold``) that replaces the charts' data in place.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import panel as pn
+
+from .charts import SCALED_COLOR, UNSCALED_COLOR, Charts
+from .model import ExplorerState
+
+_HERE = Path(__file__).resolve().parent
+#: CSS and favicon: inside the package when installed from a wheel, the repository's
+#: assets/ folder in a source checkout (editable install).
+ASSETS = next((p for p in (_HERE / "assets", _HERE.parents[1] / "assets") if p.is_dir()),
+              _HERE / "assets")
+TITLE = "Why attention divides by √d_k"
+
+CAPTION = (
+    "Both charts show the same query–key dot products over eight keys. When the "
+    "components of q and k have unit variance, those products spread out like √d_k: "
+    "the wider the head, the larger the raw logits, and the softmax piles almost all "
+    "weight onto one key. Dividing by √d_k cancels that growth at every width, so "
+    "the left chart looks the same whether d_k is 4 or 4096."
+)
+
+
+def _css() -> str:
+    return (ASSETS / "style.css").read_text(encoding="utf-8")
+
+
+class Fast(pn.theme.Fast):
+    """Panel's Fast design without its Google Fonts link: the page loads nothing off-host.
+
+    Named ``Fast`` on purpose: Panel finds a design's bundled files by its class name.
+    """
+
+    _resources = {**pn.theme.Fast._resources, "font": {}}
+
+
+class Explorer(pn.viewable.Viewer):
+    """The attention-scaling explorer: controls, Fig. 3 bars, Jacobian heatmaps, text."""
+
+    def __init__(self, state: ExplorerState | None = None, **params):
+        super().__init__(**params)
+        self.state = state or ExplorerState()
+        self.charts = Charts()
+        self._build_widgets()
+        self._text = pn.pane.Markdown("", sizing_mode="stretch_width",
+                                      css_classes=["explanation"], renderer="markdown-it")
+        self._readout = pn.pane.HTML("", sizing_mode="stretch_width")
+        self._seed_text = pn.pane.HTML("", margin=(0, 10))
+        self._refresh()
+        self.state.param.watch(self._on_change, ["result", "scaled"])
+
+    # ---- widgets ---------------------------------------------------------------------
+
+    def _build_widgets(self) -> None:
+        s = self.state
+        self.d_k_slider = pn.widgets.DiscreteSlider.from_param(
+            s.param.d_k, name="Head width d_k", sizing_mode="stretch_width")
+        self.temperature_slider = pn.widgets.DiscreteSlider.from_param(
+            s.param.temperature, name="Temperature T", sizing_mode="stretch_width")
+        self.scaled_switch = pn.widgets.Switch.from_param(s.param.scaled, name="", width=50)
+        self.resample_button = pn.widgets.Button.from_param(
+            s.param.resample, name="Resample q and k", button_type="primary",
+            sizing_mode="stretch_width")
+        self.fig3_button = pn.widgets.Button(
+            name="Reset to Fig. 3", button_type="default", sizing_mode="stretch_width")
+        self.fig3_button.on_click(lambda _event: s.reset_to_fig3())
+
+    def controls(self) -> pn.Column:
+        return pn.Column(
+            self.d_k_slider,
+            pn.Row(self.scaled_switch,
+                   pn.pane.HTML("<b>Divide logits by √d_k</b><br>"
+                                "<small>the variant the model uses</small>", margin=(0, 5)),
+                   margin=(8, 10)),
+            self.temperature_slider,
+            pn.Row(self._seed_text, margin=(4, 0)),
+            self.resample_button,
+            self.fig3_button,
+            sizing_mode="stretch_width",
+        )
+
+    # ---- updates ---------------------------------------------------------------------
+
+    def _on_change(self, *_events) -> None:
+        with pn.io.hold():
+            self._refresh()
+
+    def _refresh(self) -> None:
+        r = self.state.result
+        self.charts.update(r, self.state.scaled)
+        self._text.object = self.state.explanation()
+        self._readout.object = self._readout_html()
+        self._seed_text.object = (
+            f"<span class='seed'>seed <code>{int(r.seed)}</code></span>")
+
+    def _readout_html(self) -> str:
+        on = self.state.scaled
+        rows = "".join(
+            f"<tr><th>{html.escape(name)}</th>"
+            f"<td class='{'active' if on else ''}'>{html.escape(a)}</td>"
+            f"<td class='{'' if on else 'active'}'>{html.escape(b)}</td></tr>"
+            for name, a, b in self.state.readout_rows()
+        )
+        return (
+            "<div class='readout'><h3>How much gradient gets through</h3>"
+            "<table><thead><tr><th></th>"
+            f"<th style='color:{SCALED_COLOR}'>scaled</th>"
+            f"<th style='color:{UNSCALED_COLOR}'>unscaled</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>"
+            "<p>p(1 − p) peaks at 1/4 when a weight is ½ and tends to 0 as it nears 0 or 1; "
+            "the highlighted column is the variant the model uses. "
+            "J is the Jacobian with respect to the softmax input z/T.</p></div>"
+        )
+
+    # ---- layout ----------------------------------------------------------------------
+
+    def main(self) -> pn.Column:
+        c = self.charts
+        bars = pn.Row(
+            pn.pane.Bokeh(c.scaled_fig, sizing_mode="stretch_width"),
+            pn.pane.Bokeh(c.unscaled_fig, sizing_mode="stretch_width"),
+            sizing_mode="stretch_width",
+        )
+        caption = pn.pane.HTML(f"<p class='caption'>{html.escape(CAPTION)}</p>",
+                               sizing_mode="stretch_width")
+        jac = pn.Row(pn.pane.Bokeh(c.jacobian_fig), self._readout,
+                     sizing_mode="stretch_width")
+        return pn.Column(
+            bars, caption, self._text, jac,
+            pn.pane.Bokeh(c.diagonal_fig, sizing_mode="stretch_width"),
+            sizing_mode="stretch_width",
+        )
+
+    def __panel__(self):
+        return pn.Row(pn.Column(self.controls(), width=280), self.main(),
+                      sizing_mode="stretch_width")
+
+    def page(self) -> pn.template.BaseTemplate:
+        """The full page: a Panel template with header, sidebar controls and the charts."""
+        template = pn.template.FastListTemplate(
+            title=TITLE,
+            sidebar=[self.controls()],
+            main=[self.main()],
+            favicon=str(ASSETS / "favicon.svg"),
+            accent_base_color=SCALED_COLOR,
+            header_background="#102a43",
+            design=Fast,
+            theme_toggle=False,
+            sidebar_width=300,
+            raw_css=[_css()],
+        )
+        return template
+
+
+def create_page() -> pn.template.BaseTemplate:
+    """A fresh explorer page for one browser session."""
+    pn.extension("mathjax", notifications=False)
+    return Explorer().page()
+
+
+__all__ = ["Explorer", "create_page", "TITLE"]

@@ -123,6 +123,9 @@ def jacobian_data(v: core.Variant) -> dict:
         value=jac.ravel().tolist(),
         text=[f"{x:.3f}" if d else "" for x, d in zip(jac.ravel(), diag)],
         line=["#1f2933" if d else None for d in diag],
+        # dark cells (|J| above ~0.6 of the range) get white text
+        ink=["#ffffff" if abs(x) > 0.6 * core.JACOBIAN_BOUND else "#1f2933"
+             for x in jac.ravel()],
     )
 
 
@@ -166,7 +169,7 @@ class Charts:
 
     def _jacobian(self):
         source = ColumnDataSource(
-            data=dict(row=[], col=[], value=[], text=[], line=[]), name="jacobian-source")
+            data=dict(row=[], col=[], value=[], text=[], line=[], ink=[]), name="jacobian-source")
         mapper = LinearColorMapper(palette=DIVERGING, low=-core.JACOBIAN_BOUND,
                                    high=core.JACOBIAN_BOUND)
         fig = figure(
@@ -179,7 +182,7 @@ class Charts:
                  line_color="line", line_width=1.5)
         fig.text(x="col", y="row", text="text", source=source, text_align="center",
                  text_baseline="middle", text_font=value(FONT), text_font_size="11px",
-                 text_color="#1f2933")
+                 text_color="ink")
         fig.add_tools(HoverTool(tooltips=[
             ("∂p", "@row"), ("∂z", "@col"), ("J", "@value{0.000000}")]))
         bar = ColorBar(color_mapper=mapper, width=12, title="J",

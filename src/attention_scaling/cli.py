@@ -102,7 +102,7 @@ def _serve(args: argparse.Namespace) -> int:
         prefix=args.prefix or "",
         show=args.show,
         title="Why attention divides by √d_k",
-        threaded=False,
+        liveness=True,
     )
     return 0
 

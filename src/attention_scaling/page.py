@@ -7,6 +7,7 @@ sends one message (``pn.io.hold``) that replaces the charts' data in place.
 
 from __future__ import annotations
 
+import functools
 import html
 from pathlib import Path
 
@@ -22,6 +23,15 @@ ASSETS = next((p for p in (_HERE / "assets", _HERE.parents[1] / "assets") if p.i
               _HERE / "assets")
 TITLE = "Why attention divides by √d_k"
 
+GUIDE = (
+    "<div class='guide'><h4>Try this</h4><ol>"
+    "<li>Drag <b>d<sub>k</sub></b> to the right: the unscaled bars collapse onto one key, "
+    "the scaled ones barely move.</li>"
+    "<li>Switch <b>scaling</b> off: the Jacobian fades and the gradient readout drops.</li>"
+    "<li>Lower <b>T</b> below 1: temperature sharpens the softmax the same way.</li>"
+    "<li><b>Resample</b> to see it is not one lucky draw.</li></ol></div>"
+)
+
 CAPTION = (
     "Both charts show the same query–key dot products over eight keys. When the "
     "components of q and k have unit variance, those products spread out like √d_k: "
@@ -31,6 +41,7 @@ CAPTION = (
 )
 
 
+@functools.lru_cache(maxsize=1)
 def _css() -> str:
     return (ASSETS / "style.css").read_text(encoding="utf-8")
 
@@ -52,10 +63,14 @@ class Explorer(pn.viewable.Viewer):
         self.state = state or ExplorerState()
         self.charts = Charts()
         self._build_widgets()
-        self._text = pn.pane.Markdown("", sizing_mode="stretch_width",
-                                      css_classes=["explanation"], renderer="markdown-it")
-        self._readout = pn.pane.HTML("", sizing_mode="stretch_width")
-        self._seed_text = pn.pane.HTML("", margin=(0, 10))
+        css = [_css()]
+        self._text = pn.pane.Markdown(
+            "", sizing_mode="stretch_width", renderer="markdown-it",
+            styles={"background": "#f5f7fa", "border-left": f"4px solid {SCALED_COLOR}",
+                    "border-radius": "4px", "padding": "0 16px", "font-size": "15px",
+                    "line-height": "1.6", "color": "#1f2933"})
+        self._readout = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=css)
+        self._seed_text = pn.pane.HTML("", margin=(0, 10), stylesheets=css)
         self._refresh()
         self.state.param.watch(self._on_change, ["result", "scaled"])
 
@@ -86,6 +101,7 @@ class Explorer(pn.viewable.Viewer):
             pn.Row(self._seed_text, margin=(4, 0)),
             self.resample_button,
             self.fig3_button,
+            pn.pane.HTML(GUIDE, stylesheets=[_css()], sizing_mode="stretch_width"),
             sizing_mode="stretch_width",
         )
 
@@ -132,7 +148,7 @@ class Explorer(pn.viewable.Viewer):
             sizing_mode="stretch_width",
         )
         caption = pn.pane.HTML(f"<p class='caption'>{html.escape(CAPTION)}</p>",
-                               sizing_mode="stretch_width")
+                               sizing_mode="stretch_width", stylesheets=[_css()])
         jac = pn.Row(pn.pane.Bokeh(c.jacobian_fig), self._readout,
                      sizing_mode="stretch_width")
         return pn.Column(

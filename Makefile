@@ -1,0 +1,33 @@
+# attention-scaling: `make serve` and `make test` set everything up from a fresh clone.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PORT   ?= 5006
+ARGS   ?=
+
+.PHONY: serve test chromium clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+
+# Editable install with the test extras; redone when pyproject.toml changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -e ".[test]"
+	touch $@
+
+## serve: create .venv if missing, install, and serve the app on http://127.0.0.1:$(PORT)/
+serve: $(STAMP)
+	$(BIN)/attention-scaling serve --port $(PORT) $(ARGS)
+
+## chromium: make sure a Chromium exists for the browser tests
+chromium: $(STAMP)
+	PLAYWRIGHT=$(BIN)/playwright scripts/ensure-chromium
+
+## test: install, make sure Chromium exists, run the whole suite (browser tests included)
+test: $(STAMP) chromium
+	$(BIN)/python -m pytest $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache

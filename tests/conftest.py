@@ -1,0 +1,107 @@
+"""Shared fixtures: a served app on 127.0.0.1 and a headless Chromium driven by Playwright."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+CLI = str(Path(sys.executable).with_name("attention-scaling"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def chromium_executable() -> str | None:
+    """Debian's Chromium when installed; otherwise None, so Playwright uses its own build."""
+    for name in ("CHROMIUM", ):
+        if os.environ.get(name):
+            return os.environ[name]
+    for path in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
+        if os.path.exists(path):
+            return path
+    return shutil.which("chromium")
+
+
+class Server:
+    """`attention-scaling serve` in a subprocess on a free loopback port; stopped by its PID."""
+
+    def __init__(self, *extra: str, prefix: str = "") -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}{prefix}/"
+        if prefix:
+            extra = ("--prefix", prefix, *extra)
+        self.proc = subprocess.Popen(
+            [CLI, "serve", "--port", str(self.port), "--address", "127.0.0.1", *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.proc.stdout.read()}")
+            try:
+                with urllib.request.urlopen(self.url + "liveness", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("server did not answer within 60 s")
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        return self.proc.stdout.read() if self.proc.stdout else ""
+
+
+@pytest.fixture(scope="session")
+def server():
+    srv = Server()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        exe = chromium_executable()
+        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS) if exe else \
+            p.chromium.launch(args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1440, "height": 1200})
+    pg = context.new_page()
+    pg.console_errors = []
+    pg.failed_requests = []
+    pg.requests = []
+    pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))
+    pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
+    pg.on("request", lambda r: pg.requests.append(r.url))
+    pg.on("requestfailed", lambda r: pg.failed_requests.append(r.url))
+    yield pg
+    context.close()

@@ -1,0 +1,108 @@
+"""The served app in a real headless Chromium: load, named plots, keyboard, labels, toggle, network."""
+
+from urllib.parse import urlparse
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+PLOTS = ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"]
+
+# window.__col(name, col): a ColumnDataSource column from the page's Bokeh documents,
+# as a plain array (BokehJS keeps data as an object or a Map depending on version).
+INIT = """window.__col = (name, col) => {
+  if (!window.Bokeh) return null;
+  for (const doc of Bokeh.documents) {
+    const src = doc.get_model_by_name(name);
+    if (src) { const d = src.data; const v = d instanceof Map ? d.get(col) : d[col];
+               return v ? Array.from(v) : null; }
+  }
+  return null;
+};"""
+
+
+def open_app(page, server):
+    page.add_init_script(INIT)
+    page.goto(server.url)
+    page.wait_for_function("() => (window.__col('jacobian-diagonal-source', 'value') || []).length > 0",
+                           timeout=30_000)
+    page.wait_for_selector(".noUi-handle", timeout=30_000)
+
+
+def column(page, name, col):
+    return page.evaluate("([n, c]) => window.__col(n, c)", [name, col])
+
+
+def wait_changed(page, name, col, before):
+    page.wait_for_function(
+        "([n, c, b]) => JSON.stringify(window.__col(n, c)) !== JSON.stringify(b)",
+        arg=[name, col, before], timeout=10_000)
+
+
+def test_page_loads_with_named_plots_and_no_errors(page, server):
+    open_app(page, server)
+    assert "√d_k" in page.title()
+    names = page.evaluate("""(names) => names.filter(n =>
+        Bokeh.documents.some(d => d.get_model_by_name(n) !== null))""", PLOTS)
+    assert names == PLOTS
+    # every plot is drawn on a canvas with a real size
+    for name in PLOTS:
+        box = page.evaluate("""(n) => { for (const d of Bokeh.documents) {
+              const m = d.get_model_by_name(n); if (m) {
+                const v = Bokeh.index.get_one ? Bokeh.index.get_one(m) : null;
+                return v ? [v.bbox.width, v.bbox.height] : [1, 1]; } } }""", name)
+        assert box[0] > 100 and box[1] > 100, (name, box)
+    body = page.inner_text("body")
+    assert "Traceback" not in body and "NaN" not in body
+    page.wait_for_timeout(500)
+    assert page.console_errors == []
+    assert page.failed_requests == []
+
+
+def test_keyboard_moves_d_k_and_both_bar_charts_change(page, server):
+    open_app(page, server)
+    before_s = column(page, "scaled-weights-source", "weight")
+    before_u = column(page, "unscaled-weights-source", "weight")
+    handle = page.locator(".noUi-handle").first
+    handle.focus()
+    page.keyboard.press("ArrowRight")
+    wait_changed(page, "unscaled-weights-source", "weight", before_u)
+    assert column(page, "scaled-weights-source", "weight") != before_s
+    # d_k went from 64 to the next width, 80, and the data is core's
+    from attention_scaling import core
+    st = core.compute_state(80, 1.0, 2288)
+    assert column(page, "jacobian-diagonal-marker", "width") == ["80"]
+    assert column(page, "unscaled-weights-source", "weight") == pytest.approx(st.unscaled.probs.tolist(), abs=1e-12)
+    assert page.console_errors == []
+
+
+def test_max_weight_labels_equal_the_bar_data(page, server):
+    open_app(page, server)
+    for name in ("scaled-weights", "unscaled-weights"):
+        weights = column(page, f"{name}-source", "weight")
+        text = column(page, f"{name}-label", "text")[0]
+        assert text == f"max weight {round(100 * max(weights))}%"
+    assert column(page, "scaled-weights-label", "text") == ["max weight 27%"]
+    assert column(page, "unscaled-weights-label", "text") == ["max weight 80%"]
+
+
+def test_toggling_scaling_changes_the_heatmap(page, server):
+    open_app(page, server)
+    before = column(page, "jacobian-source", "value")
+    page.locator(".bk-Switch").first.click()
+    wait_changed(page, "jacobian-source", "value", before)
+    from attention_scaling import core
+    st = core.compute_state(64, 1.0, 2288)
+    assert column(page, "jacobian-source", "value") == pytest.approx(st.unscaled.jacobian.ravel().tolist(), abs=1e-15)
+
+
+def test_no_request_leaves_the_serving_host(page, server):
+    open_app(page, server)
+    page.locator(".noUi-handle").first.focus()
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_timeout(1500)
+    host = urlparse(server.url).netloc
+    foreign = [u for u in page.requests
+               if not u.startswith(("data:", "blob:")) and urlparse(u).netloc != host]
+    assert page.requests, "the page made no request at all?"
+    assert foreign == []

@@ -1,0 +1,111 @@
+"""model.py and charts.py: each control change puts exactly core's numbers into the chart data."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from attention_scaling import core
+from attention_scaling.charts import KEY_LABELS, Charts
+from attention_scaling.model import FIG3_SEED, ExplorerState
+
+
+def _bound():
+    state = ExplorerState()
+    charts = Charts()
+    charts.update(state.result, state.scaled)
+    state.param.watch(lambda *_: charts.update(state.result, state.scaled), ["result", "scaled"])
+    return state, charts
+
+
+def _assert_matches(state, charts, d_k, t, seed, scaled):
+    expected = core.compute_state(d_k, t, seed)
+    for source, var in ((charts.scaled_source, expected.scaled),
+                        (charts.unscaled_source, expected.unscaled)):
+        np.testing.assert_array_equal(source.data["weight"], var.probs)
+        np.testing.assert_array_equal(source.data["logit"], var.logits)
+        np.testing.assert_array_equal(source.data["pq"], var.diagonal)
+        assert source.data["key"] == KEY_LABELS
+    assert charts.scaled_label.data["text"] == [f"max weight {core.percent(expected.scaled.max_weight)}"]
+    assert charts.unscaled_label.data["text"] == [f"max weight {core.percent(expected.unscaled.max_weight)}"]
+    active = expected.active(scaled)
+    np.testing.assert_array_equal(charts.jacobian_source.data["value"], active.jacobian.ravel())
+    np.testing.assert_array_equal(charts.diagonal_source.data["value"], expected.sweep(scaled).ravel())
+    assert charts.marker_source.data["width"] == [str(d_k)]
+
+
+@pytest.mark.parametrize("change", [
+    dict(d_k=4096), dict(d_k=1), dict(d_k=80), dict(temperature=0.1), dict(temperature=10.0),
+    dict(seed=5), dict(scaled=False), dict(d_k=128, scaled=False, temperature=2.5, seed=99),
+])
+def test_each_control_updates_chart_data_to_exactly_what_core_computes(change):
+    state, charts = _bound()
+    state.param.update(**change)
+    _assert_matches(state, charts, state.d_k, state.temperature, state.seed, state.scaled)
+
+
+def test_default_is_fig3():
+    state, charts = _bound()
+    assert (state.d_k, state.temperature, state.seed, state.scaled) == (64, 1.0, FIG3_SEED, True)
+    assert charts.scaled_label.data["text"] == ["max weight 27%"]
+    assert charts.unscaled_label.data["text"] == ["max weight 80%"]
+    state.param.update(d_k=512, seed=3, temperature=0.5)
+    state.reset_to_fig3()
+    assert charts.unscaled_label.data["text"] == ["max weight 80%"]
+
+
+def test_resample_draws_a_new_seed_and_new_data():
+    state, charts = _bound()
+    before = list(charts.scaled_source.data["weight"])
+    state.resample(state)
+    assert state.seed != FIG3_SEED
+    assert list(charts.scaled_source.data["weight"]) != before
+    _assert_matches(state, charts, state.d_k, state.temperature, state.seed, state.scaled)
+
+
+def test_scaling_toggle_switches_the_jacobian_not_the_bars():
+    state, charts = _bound()
+    bars = list(charts.unscaled_source.data["weight"])
+    jac_on = list(charts.jacobian_source.data["value"])
+    state.scaled = False
+    assert list(charts.unscaled_source.data["weight"]) == bars
+    assert list(charts.jacobian_source.data["value"]) != jac_on
+    assert charts.unscaled_fig.outline_line_color is not None
+    assert charts.scaled_fig.outline_line_color is None
+
+
+def test_bad_values_are_rejected_by_the_parameters():
+    state = ExplorerState()
+    with pytest.raises(ValueError):
+        state.d_k = 65
+    with pytest.raises(ValueError):
+        state.temperature = 0.0
+    with pytest.raises(ValueError):
+        state.seed = -1
+    assert state.d_k == 64
+
+
+def test_explanation_numbers_come_from_the_state():
+    state = ExplorerState(d_k=256)
+    text = state.explanation()
+    assert "d_k = 256" in text and "\\sqrt{256} = 16" in text and "about ±16" in text
+    raw_sd = f"{float(state.result.raw_logits.std()):.3g}"
+    assert raw_sd in text
+    rows = dict((r[0], r[1:]) for r in state.readout_rows())
+    assert rows["max weight"] == (core.percent(state.result.scaled.max_weight),
+                                  core.percent(state.result.unscaled.max_weight))
+
+
+def test_figures_have_stable_names():
+    charts = Charts()
+    assert {f.name for f in charts.figures.values()} == {
+        "scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"}
+
+
+def test_lower_layers_do_not_import_higher_ones():
+    code = ("import sys, attention_scaling.core; bad = {'panel', 'bokeh', 'param'} & "
+            "{m.split('.')[0] for m in sys.modules}; assert not bad, bad; "
+            "import attention_scaling.model; assert 'panel' not in sys.modules; "
+            "assert 'bokeh' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

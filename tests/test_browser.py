@@ -106,3 +106,19 @@ def test_no_request_leaves_the_serving_host(page, server):
                if not u.startswith(("data:", "blob:")) and urlparse(u).netloc != host]
     assert page.requests, "the page made no request at all?"
     assert foreign == []
+
+
+def test_fast_keyboard_input_ends_on_the_last_value_with_a_matching_label(page, server):
+    open_app(page, server)
+    page.locator(".noUi-handle").first.focus()
+    for _ in range(5):                       # 64 -> 80 -> 96 -> 128 -> 192 -> 256, quickly
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => JSON.stringify(window.__col('jacobian-diagonal-marker', 'width'))"
+                           " === JSON.stringify(['256'])", timeout=10_000)
+    page.wait_for_timeout(1000)              # nothing older may arrive afterwards
+    assert column(page, "jacobian-diagonal-marker", "width") == ["256"]
+    title = page.locator(".bk-slider-title").first.inner_text()
+    assert title.replace("\xa0", " ").strip().endswith("256"), title
+    from attention_scaling import core
+    st = core.compute_state(256, 1.0, 2288)
+    assert column(page, "unscaled-weights-source", "weight") == pytest.approx(st.unscaled.probs.tolist(), abs=1e-12)

@@ -69,15 +69,15 @@ def _bars(name: str, title: str, color: str) -> tuple:
                   alpha=[MUTED_ALPHA] * 8, line=[0.0] * 8),
         name=f"{name}-source",
     )
-    label = ColumnDataSource(data=dict(key=["k1"], weight=[0.0], text=[""]),
+    label = ColumnDataSource(data=dict(key=["k1"], weight=[0.0], text=[""], align=["center"]),
                              name=f"{name}-label")
     fig = figure(
-        name=name, title=title, x_range=FactorRange(*KEY_LABELS), y_range=Range1d(0, 1.0),
+        name=name, title=title, x_range=FactorRange(*KEY_LABELS), y_range=Range1d(0, 1.13),
         height=330, sizing_mode="stretch_width", min_width=280, tools="",
     )
     fig.vbar(x="key", top="weight", width=0.72, source=source, fill_color=color,
              fill_alpha="alpha", line_color="#1f2933", line_width="line")
-    fig.text(x="key", y="weight", text="text", source=label, text_align="center",
+    fig.text(x="key", y="weight", text="text", source=label, text_align="align",
              text_baseline="bottom", y_offset=-6, text_font=value(FONT), text_font_size="14px",
              text_font_style="bold", text_color="#1f2933")
     fig.add_tools(HoverTool(tooltips=[
@@ -85,6 +85,7 @@ def _bars(name: str, title: str, color: str) -> tuple:
         ("p(1 − p)", "@pq{0.0000}"),
     ], mode="mouse", point_policy="follow_mouse"))
     fig.yaxis.axis_label = "attention weight"
+    fig.yaxis.ticker = [0, 0.2, 0.4, 0.6, 0.8, 1.0]
     fig.yaxis.formatter.use_scientific = False
     fig.xaxis.axis_label = "key"
     _style(fig)
@@ -107,8 +108,11 @@ def bar_data(v: core.Variant) -> dict:
 
 def max_label_data(v: core.Variant) -> dict:
     """Column data of the "max weight 27%" label placed on the highlighted bar."""
-    return dict(key=[KEY_LABELS[v.argmax]], weight=[float(v.max_weight)],
-                text=[f"max weight {core.percent(v.max_weight)}"])
+    top = v.argmax
+    # keep the label inside the plot when the highlighted bar is the first or last
+    align = "left" if top == 0 else "right" if top == len(KEY_LABELS) - 1 else "center"
+    return dict(key=[KEY_LABELS[top]], weight=[float(v.max_weight)],
+                text=[f"max weight {core.percent(v.max_weight)}"], align=[align])
 
 
 def jacobian_data(v: core.Variant) -> dict:

@@ -123,7 +123,7 @@ class ExplorerState(param.Parameterized):
             f"as {_m('p_i')} nears 0 or 1. The model here uses the **{which}** logits: largest "
             f"{_m('p(1-p)')} = {_fmt(act.max_diagonal)}, {norm} = "
             f"{_fmt(act.frobenius)}, max weight {core.percent(act.max_weight)} spread over "
-            f"{_fmt(act.effective_keys, 2)} effective keys."
+            f"{_fmt(act.effective_keys)} effective keys."
         )
 
     def readout_rows(self) -> list[tuple[str, str, str]]:

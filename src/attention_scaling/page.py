@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import functools
 import html
+import json
 from pathlib import Path
 
 import panel as pn
+from bokeh.models import CustomJSTickFormatter
 
+from . import core
 from .charts import SCALED_COLOR, UNSCALED_COLOR, Charts
 from .model import ExplorerState
 
@@ -44,6 +47,25 @@ CAPTION = (
 @functools.lru_cache(maxsize=1)
 def _css() -> str:
     return (ASSETS / "style.css").read_text(encoding="utf-8")
+
+
+def index_slider(state, name: str, label: str, labels: list[str]) -> pn.widgets.IntSlider:
+    """A slider over the positions of a Selector parameter's values, kept in sync both ways.
+
+    The browser shows ``labels[position]`` through a client-side tick formatter, so the
+    label always matches the handle, however fast it is dragged. (Panel's DiscreteSlider
+    sets its label from the server as well, and under fast keyboard input an older label
+    can arrive last.)
+    """
+    values = list(state.param[name].objects)
+    slider = pn.widgets.IntSlider(
+        name=label, start=0, end=len(values) - 1, value=values.index(getattr(state, name)),
+        format=CustomJSTickFormatter(code=f"return {json.dumps(labels)}[tick] ?? '';"),
+        sizing_mode="stretch_width",
+    )
+    slider.param.watch(lambda e: setattr(state, name, values[e.new]), "value")
+    state.param.watch(lambda e: setattr(slider, "value", values.index(e.new)), name)
+    return slider
 
 
 class Fast(pn.theme.Fast):
@@ -78,10 +100,9 @@ class Explorer(pn.viewable.Viewer):
 
     def _build_widgets(self) -> None:
         s = self.state
-        self.d_k_slider = pn.widgets.DiscreteSlider.from_param(
-            s.param.d_k, name="Head width d_k", sizing_mode="stretch_width")
-        self.temperature_slider = pn.widgets.DiscreteSlider.from_param(
-            s.param.temperature, name="Temperature T", sizing_mode="stretch_width")
+        self.d_k_slider = index_slider(s, "d_k", "Head width d_k", [str(v) for v in core.D_K_VALUES])
+        self.temperature_slider = index_slider(
+            s, "temperature", "Temperature T", [f"{v:g}" for v in core.TEMPERATURES])
         self.scaled_switch = pn.widgets.Switch.from_param(s.param.scaled, name="", width=50)
         self.resample_button = pn.widgets.Button.from_param(
             s.param.resample, name="Resample q and k", button_type="primary",

@@ -32,24 +32,23 @@ def _num_procs(text: str) -> int:
     return value
 
 
-_ORIGIN = re.compile(r"^(\*|[A-Za-z0-9*]([A-Za-z0-9.*-]*[A-Za-z0-9*])?)(:[0-9]{1,5})?$")
+def _matching(pattern: str, message: str, normalise=lambda text: text):
+    """An argparse type that accepts text matching ``pattern`` and refuses the rest clearly."""
+    regex = re.compile(pattern)
+
+    def check(text: str) -> str:
+        if not regex.match(text):
+            raise argparse.ArgumentTypeError(f"{message}, got {text!r}")
+        return normalise(text)
+
+    return check
 
 
-def _origin(text: str) -> str:
-    if not _ORIGIN.match(text):
-        raise argparse.ArgumentTypeError(
-            f"websocket origin must look like HOST or HOST:PORT (e.g. localhost:5006), got {text!r}")
-    return text
-
-
-_PREFIX = re.compile(r"^/?[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*/?$")
-
-
-def _prefix(text: str) -> str:
-    if not _PREFIX.match(text):
-        raise argparse.ArgumentTypeError(
-            f"prefix must be a URL path such as /explorer (letters, digits, . _ ~ -), got {text!r}")
-    return "/" + text.strip("/")
+_origin = _matching(r"^(\*|[A-Za-z0-9*]([A-Za-z0-9.*-]*[A-Za-z0-9*])?)(:[0-9]{1,5})?$",
+                    "websocket origin must look like HOST or HOST:PORT (e.g. localhost:5006)")
+_prefix = _matching(r"^/?[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*/?$",
+                    "prefix must be a URL path such as /explorer (letters, digits, . _ ~ -)",
+                    lambda text: "/" + text.strip("/"))
 
 
 def build_parser() -> argparse.ArgumentParser:

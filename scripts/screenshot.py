@@ -24,7 +24,7 @@ def main() -> None:
             exe = chromium_executable()
             browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS) if exe \
                 else p.chromium.launch(args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1440, "height": 1240})
+            page = browser.new_page(viewport={"width": 1440, "height": 1400})
             page.goto(srv.url + query)
             page.wait_for_selector(".bk-Canvas, canvas", timeout=30_000)
             page.wait_for_timeout(3000)

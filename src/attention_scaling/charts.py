@@ -13,17 +13,20 @@ data sources).
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 from bokeh.models import (
     ColorBar,
     ColumnDataSource,
+    Div,
     FactorRange,
     HoverTool,
     LinearColorMapper,
     Range1d,
 )
 from bokeh.palettes import Inferno256, RdBu11, interp_palette
-from bokeh.core.properties import value
+from bokeh.core.properties import value, without_property_validation
 from bokeh.plotting import figure
 
 from . import core
@@ -64,9 +67,10 @@ def _style(fig) -> None:
 
 
 def _bars(name: str, title: str, color: str) -> tuple:
+    zeros = np.zeros(len(KEY_LABELS))
     source = ColumnDataSource(
-        data=dict(key=KEY_LABELS, logit=[0.0] * 8, weight=[0.0] * 8, pq=[0.0] * 8,
-                  alpha=[MUTED_ALPHA] * 8, line=[0.0] * 8),
+        data=dict(key=KEY_LABELS, logit=zeros, weight=zeros, pq=zeros,
+                  alpha=zeros + MUTED_ALPHA, line=zeros),
         name=f"{name}-source",
     )
     label = ColumnDataSource(data=dict(key=["k1"], weight=[0.0], text=[""], align=["center"]),
@@ -93,16 +97,19 @@ def _bars(name: str, title: str, color: str) -> tuple:
     return fig, source, label
 
 
+# The *_data functions return only the columns that change; the static ones (key labels,
+# heatmap coordinates) are set once when the sources are created. Numeric columns are
+# NumPy arrays, which Bokeh sends as binary buffers.
+
 def bar_data(v: core.Variant) -> dict:
-    """Column data of one bar chart: keys, logits, weights, p(1-p), highlight of the max."""
-    top = v.argmax
+    """Changing columns of one bar chart: logits, weights, p(1-p), highlight of the max."""
+    top = np.arange(len(v.probs)) == v.argmax
     return dict(
-        key=KEY_LABELS,
-        logit=v.logits.tolist(),
-        weight=v.probs.tolist(),
-        pq=v.diagonal.tolist(),
-        alpha=[1.0 if i == top else MUTED_ALPHA for i in range(len(KEY_LABELS))],
-        line=[2.0 if i == top else 0.0 for i in range(len(KEY_LABELS))],
+        logit=v.logits,
+        weight=v.probs,
+        pq=v.diagonal,
+        alpha=np.where(top, 1.0, MUTED_ALPHA),
+        line=np.where(top, 2.0, 0.0),
     )
 
 
@@ -116,32 +123,41 @@ def max_label_data(v: core.Variant) -> dict:
 
 
 def jacobian_data(v: core.Variant) -> dict:
-    """Cells of the n x n Jacobian heatmap (row i = p_i, column j = z_j)."""
-    n = len(v.probs)
-    ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    jac = v.jacobian
-    diag = (ii == jj).ravel()
+    """Values of the n x n Jacobian heatmap, row-major (row i = p_i, column j = z_j)."""
+    return dict(value=v.jacobian.ravel())
+
+
+def jacobian_diagonal_labels(v: core.Variant) -> dict:
+    """The diagonal p_i(1 - p_i) printed in its cells; dark cells get white text."""
+    diag = v.diagonal
     return dict(
-        row=[KEY_LABELS[i] for i in ii.ravel()],
-        col=[KEY_LABELS[j] for j in jj.ravel()],
-        value=jac.ravel().tolist(),
-        text=[f"{x:.3f}" if d else "" for x, d in zip(jac.ravel(), diag)],
-        line=["#1f2933" if d else None for d in diag],
-        # dark cells (|J| above ~0.6 of the range) get white text
-        ink=["#ffffff" if abs(x) > 0.6 * core.JACOBIAN_BOUND else "#1f2933"
-             for x in jac.ravel()],
+        text=[f"{x:.3f}" for x in diag],
+        ink=["#ffffff" if x > 0.6 * core.JACOBIAN_BOUND else "#1f2933" for x in diag],
     )
 
 
 def sweep_data(state: core.State, scaled: bool) -> dict:
-    """Cells of the key x width heatmap of p(1 - p) for the active variant."""
-    grid = state.sweep(scaled)
-    widths = [str(w) for w in state.widths]
-    n, m = grid.shape
-    return dict(
-        key=[KEY_LABELS[i] for i in range(n) for _ in range(m)],
-        width=[widths[j] for _ in range(n) for j in range(m)],
-        value=grid.ravel().tolist(),
+    """Values of the key x width heatmap of p(1 - p) for the active variant, row-major."""
+    return dict(value=state.sweep(scaled).ravel())
+
+
+def readout_html(rows: list[tuple[str, str, str]], scaled: bool) -> str:
+    """The gradient readout table: (quantity, scaled, unscaled) rows, active column marked."""
+    body = "".join(
+        f"<tr><th>{html.escape(name)}</th>"
+        f"<td class='{'active' if scaled else ''}'>{html.escape(a)}</td>"
+        f"<td class='{'' if scaled else 'active'}'>{html.escape(b)}</td></tr>"
+        for name, a, b in rows
+    )
+    return (
+        "<div class='readout'><h3>How much gradient gets through</h3>"
+        "<table><thead><tr><th></th>"
+        f"<th style='color:{SCALED_COLOR}'>scaled</th>"
+        f"<th style='color:{UNSCALED_COLOR}'>unscaled</th></tr></thead>"
+        f"<tbody>{body}</tbody></table>"
+        "<p>p(1 − p) peaks at 1/4 when a weight is ½ and tends to 0 as it nears 0 or 1; "
+        "the highlighted column is the variant the model uses. "
+        "J is the Jacobian with respect to the softmax input z/T.</p></div>"
     )
 
 
@@ -149,11 +165,15 @@ class Charts:
     """The explorer's four Bokeh figures and their data sources, created once."""
 
     def __init__(self) -> None:
+        #: The live explanation (HTML with \\( ... \\) math) and the gradient readout.
+        self.explanation = Div(text="", disable_math=False, sizing_mode="stretch_width",
+                               name="explanation")
+        self.readout = Div(text="", sizing_mode="stretch_width", name="readout")
         self.scaled_fig, self.scaled_source, self.scaled_label = _bars(
             "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR)
         self.unscaled_fig, self.unscaled_source, self.unscaled_label = _bars(
             "unscaled-weights", "Unscaled: logits grow with d_k", UNSCALED_COLOR)
-        self.jacobian_fig, self.jacobian_source = self._jacobian()
+        self.jacobian_fig, self.jacobian_source, self.jacobian_labels = self._jacobian()
         self.diagonal_fig, self.diagonal_source, self.marker_source = self._diagonal()
 
     @property
@@ -168,12 +188,17 @@ class Charts:
     @property
     def sources(self) -> list[ColumnDataSource]:
         return [self.scaled_source, self.scaled_label, self.unscaled_source,
-                self.unscaled_label, self.jacobian_source, self.diagonal_source,
-                self.marker_source]
+                self.unscaled_label, self.jacobian_source, self.jacobian_labels,
+                self.diagonal_source, self.marker_source]
 
     def _jacobian(self):
-        source = ColumnDataSource(
-            data=dict(row=[], col=[], value=[], text=[], line=[], ink=[]), name="jacobian-source")
+        n = len(KEY_LABELS)
+        source = ColumnDataSource(data=dict(
+            row=[KEY_LABELS[i] for i in range(n) for _ in range(n)],
+            col=[KEY_LABELS[j] for _ in range(n) for j in range(n)],
+            value=np.zeros(n * n)), name="jacobian-source")
+        labels = ColumnDataSource(data=dict(key=KEY_LABELS, text=[""] * n, ink=["#1f2933"] * n),
+                                  name="jacobian-diagonal-labels")
         mapper = LinearColorMapper(palette=DIVERGING, low=-core.JACOBIAN_BOUND,
                                    high=core.JACOBIAN_BOUND)
         fig = figure(
@@ -181,13 +206,14 @@ class Charts:
             x_range=FactorRange(*KEY_LABELS), y_range=FactorRange(*reversed(KEY_LABELS)),
             height=360, width=410, tools="", x_axis_location="above",
         )
-        fig.rect(x="col", y="row", width=1, height=1, source=source,
-                 fill_color={"field": "value", "transform": mapper},
-                 line_color="line", line_width=1.5)
-        fig.text(x="col", y="row", text="text", source=source, text_align="center",
+        cells = fig.rect(x="col", y="row", width=1, height=1, source=source,
+                         fill_color={"field": "value", "transform": mapper}, line_color=None)
+        fig.rect(x="key", y="key", width=1, height=1, source=labels, fill_alpha=0,
+                 line_color="#1f2933", line_width=1.5)
+        fig.text(x="key", y="key", text="text", source=labels, text_align="center",
                  text_baseline="middle", text_font=value(FONT), text_font_size="11px",
                  text_color="ink")
-        fig.add_tools(HoverTool(tooltips=[
+        fig.add_tools(HoverTool(renderers=[cells], tooltips=[
             ("∂p", "@row"), ("∂z", "@col"), ("J", "@value{0.000000}")]))
         bar = ColorBar(color_mapper=mapper, width=12, title="J",
                        major_label_text_font=FONT, title_text_font=FONT)
@@ -198,12 +224,15 @@ class Charts:
         fig.grid.grid_line_color = None
         fig.axis.axis_line_color = None
         fig.axis.major_tick_line_color = None
-        return fig, source
+        return fig, source, labels
 
     def _diagonal(self):
         widths = [str(w) for w in core.D_K_VALUES]
-        source = ColumnDataSource(data=dict(key=[], width=[], value=[]),
-                                  name="jacobian-diagonal-source")
+        n, m = len(KEY_LABELS), len(widths)
+        source = ColumnDataSource(data=dict(
+            key=[KEY_LABELS[i] for i in range(n) for _ in range(m)],
+            width=[widths[j] for _ in range(n) for j in range(m)],
+            value=np.zeros(n * m)), name="jacobian-diagonal-source")
         marker = ColumnDataSource(data=dict(width=[str(core.D_K_VALUES[0])]),
                                   name="jacobian-diagonal-marker")
         mapper = LinearColorMapper(palette=SEQUENTIAL, low=0, high=core.JACOBIAN_BOUND)
@@ -230,17 +259,23 @@ class Charts:
         fig.axis.axis_line_color = None
         return fig, source, marker
 
-    def update(self, state: core.State, scaled: bool) -> None:
-        """Replace every source's data (and the active-variant styling) from ``state``."""
-        self.scaled_source.data = bar_data(state.scaled)
+    @without_property_validation   # the values are ours and known good; saves ~60% of the time
+    def update(self, state: core.State, scaled: bool, explanation: str = "",
+               readout_rows: list[tuple[str, str, str]] | None = None) -> None:
+        """Replace the sources' changing columns (and the active-variant styling) from ``state``,
+        and the text of the explanation and the readout."""
+        self.explanation.text = f"<div class='explanation'>{explanation}</div>"
+        self.readout.text = readout_html(readout_rows or [], scaled)
+        self.scaled_source.data.update(bar_data(state.scaled))
         self.scaled_label.data = max_label_data(state.scaled)
-        self.unscaled_source.data = bar_data(state.unscaled)
+        self.unscaled_source.data.update(bar_data(state.unscaled))
         self.unscaled_label.data = max_label_data(state.unscaled)
         active = state.active(scaled)
-        self.jacobian_source.data = jacobian_data(active)
+        self.jacobian_source.data.update(jacobian_data(active))
+        self.jacobian_labels.data.update(jacobian_diagonal_labels(active))
         self.jacobian_fig.title.text = (
             f"Softmax Jacobian ∂p_i/∂z_j, {'scaled' if scaled else 'unscaled'} logits")
-        self.diagonal_source.data = sweep_data(state, scaled)
+        self.diagonal_source.data.update(sweep_data(state, scaled))
         self.marker_source.data = dict(width=[str(state.d_k)])
         self.diagonal_fig.title.text = (
             f"Gradient p_i(1 − p_i) as the head widens, "

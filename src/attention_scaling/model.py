@@ -34,8 +34,8 @@ def _fmt(x: float, digits: int = 3) -> str:
 
 
 def _m(tex: str) -> str:
-    """Inline math for a Markdown pane (rendered by Bokeh's bundled MathJax)."""
-    return "\\\\(" + tex + "\\\\)"
+    """Inline math, rendered in the browser by Bokeh's bundled MathJax (a Div with math on)."""
+    return "\\(" + tex + "\\)"
 
 
 class ExplorerState(param.Parameterized):
@@ -95,7 +95,10 @@ class ExplorerState(param.Parameterized):
         return self.result.active(self.scaled)
 
     def explanation(self) -> str:
-        """Markdown explaining the current state, with its numbers; math in \\( ... \\)."""
+        """HTML explaining the current state, with its numbers; math in \\( ... \\).
+
+        Only numbers and fixed words go into it, so nothing needs escaping.
+        """
         r = self.result
         d = r.d_k
         root = _fmt(math.sqrt(d))
@@ -114,16 +117,16 @@ class ExplorerState(param.Parameterized):
         diag = _m("p_i(1-p_i)")
         norm = _m(r"\lVert J \rVert_F")
         return (
-            f"With independent unit-variance components, {qk} is a sum of {width} terms of "
+            f"<p>With independent unit-variance components, {qk} is a sum of {width} terms of "
             f"variance 1, so its variance is {d} and typical logits are about ±{root}. "
             f"Dividing by {divisor} restores unit variance. In this draw the raw logits have "
             f"standard deviation {_fmt(float(r.raw_logits.std()))}; scaled, "
-            f"{_fmt(float(r.scaled.logits.std()))}.{temp_line}\n\n"
-            f"The softmax Jacobian is {jac}; its diagonal {diag} is at most 1/4 and vanishes "
-            f"as {_m('p_i')} nears 0 or 1. The model here uses the **{which}** logits: largest "
+            f"{_fmt(float(r.scaled.logits.std()))}.{temp_line}</p>"
+            f"<p>The softmax Jacobian is {jac}; its diagonal {diag} is at most 1/4 and vanishes "
+            f"as {_m('p_i')} nears 0 or 1. The model here uses the <b>{which}</b> logits: largest "
             f"{_m('p(1-p)')} = {_fmt(act.max_diagonal)}, {norm} = "
             f"{_fmt(act.frobenius)}, max weight {core.percent(act.max_weight)} spread over "
-            f"{_fmt(act.effective_keys)} effective keys."
+            f"{_fmt(act.effective_keys)} effective keys.</p>"
         )
 
     def readout_rows(self) -> list[tuple[str, str, str]]:

@@ -16,7 +16,7 @@ import panel as pn
 from bokeh.models import CustomJSTickFormatter
 
 from . import core
-from .charts import SCALED_COLOR, UNSCALED_COLOR, Charts
+from .charts import SCALED_COLOR, Charts
 from .model import ExplorerState
 
 _HERE = Path(__file__).resolve().parent
@@ -85,14 +85,7 @@ class Explorer(pn.viewable.Viewer):
         self.state = state or ExplorerState()
         self.charts = Charts()
         self._build_widgets()
-        css = [_css()]
-        self._text = pn.pane.Markdown(
-            "", sizing_mode="stretch_width", renderer="markdown-it",
-            styles={"background": "#f5f7fa", "border-left": f"4px solid {SCALED_COLOR}",
-                    "border-radius": "4px", "padding": "0 16px", "font-size": "15px",
-                    "line-height": "1.6", "color": "#1f2933"})
-        self._readout = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=css)
-        self._seed_text = pn.pane.HTML("", margin=(0, 10), stylesheets=css)
+        self._seed_text = pn.pane.HTML("", margin=(0, 10), stylesheets=[_css()])
         self._refresh()
         self.state.param.watch(self._on_change, ["result", "scaled"])
 
@@ -134,30 +127,11 @@ class Explorer(pn.viewable.Viewer):
 
     def _refresh(self) -> None:
         r = self.state.result
-        self.charts.update(r, self.state.scaled)
-        self._text.object = self.state.explanation()
-        self._readout.object = self._readout_html()
-        self._seed_text.object = (
-            f"<span class='seed'>seed <code>{int(r.seed)}</code></span>")
-
-    def _readout_html(self) -> str:
-        on = self.state.scaled
-        rows = "".join(
-            f"<tr><th>{html.escape(name)}</th>"
-            f"<td class='{'active' if on else ''}'>{html.escape(a)}</td>"
-            f"<td class='{'' if on else 'active'}'>{html.escape(b)}</td></tr>"
-            for name, a, b in self.state.readout_rows()
-        )
-        return (
-            "<div class='readout'><h3>How much gradient gets through</h3>"
-            "<table><thead><tr><th></th>"
-            f"<th style='color:{SCALED_COLOR}'>scaled</th>"
-            f"<th style='color:{UNSCALED_COLOR}'>unscaled</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>"
-            "<p>p(1 − p) peaks at 1/4 when a weight is ½ and tends to 0 as it nears 0 or 1; "
-            "the highlighted column is the variant the model uses. "
-            "J is the Jacobian with respect to the softmax input z/T.</p></div>"
-        )
+        self.charts.update(r, self.state.scaled, self.state.explanation(),
+                           self.state.readout_rows())
+        seed = f"<span class='seed'>seed <code>{int(r.seed)}</code></span>"
+        if self._seed_text.object != seed:
+            self._seed_text.object = seed
 
     # ---- layout ----------------------------------------------------------------------
 
@@ -170,10 +144,14 @@ class Explorer(pn.viewable.Viewer):
         )
         caption = pn.pane.HTML(f"<p class='caption'>{html.escape(CAPTION)}</p>",
                                sizing_mode="stretch_width", stylesheets=[_css()])
-        jac = pn.Row(pn.pane.Bokeh(c.jacobian_fig), self._readout,
+        jac = pn.Row(pn.pane.Bokeh(c.jacobian_fig),
+                     pn.pane.Bokeh(c.readout, sizing_mode="stretch_width",
+                                   stylesheets=[_css()]),
                      sizing_mode="stretch_width")
         return pn.Column(
-            bars, caption, self._text, jac,
+            bars, caption,
+            pn.pane.Bokeh(c.explanation, sizing_mode="stretch_width", stylesheets=[_css()]),
+            jac,
             pn.pane.Bokeh(c.diagonal_fig, sizing_mode="stretch_width"),
             sizing_mode="stretch_width",
         )

@@ -122,3 +122,47 @@ def test_fast_keyboard_input_ends_on_the_last_value_with_a_matching_label(page, 
     from attention_scaling import core
     st = core.compute_state(256, 1.0, 2288)
     assert column(page, "unscaled-weights-source", "weight") == pytest.approx(st.unscaled.probs.tolist(), abs=1e-12)
+
+
+def test_updates_replace_data_in_place_no_new_models(page, server):
+    """No flicker: the figures and data sources keep their model ids across updates."""
+    names = PLOTS + [f"{n}-source" for n in PLOTS] + ["scaled-weights-label", "unscaled-weights-label"]
+    ids = """(names) => names.map(n => { for (const d of Bokeh.documents) {
+                 const m = d.get_model_by_name(n); if (m) return m.id; } return null; })"""
+    open_app(page, server)
+    before = page.evaluate(ids, names)
+    assert None not in before
+    n_models = page.evaluate("() => Bokeh.documents[0].all_models.size")
+    old = column(page, "jacobian-source", "value")
+    page.locator(".noUi-handle").first.focus()
+    page.keyboard.press("ArrowRight")
+    page.locator(".bk-Switch").first.click()
+    wait_changed(page, "jacobian-source", "value", old)
+    page.wait_for_timeout(500)
+    assert page.evaluate(ids, names) == before
+    assert page.evaluate("() => Bokeh.documents[0].all_models.size") == n_models
+
+
+def test_explanation_and_readout_numbers_follow_the_controls(page, server):
+    """The text is filled in the browser from the text source: check what is displayed."""
+    from attention_scaling.model import ExplorerState
+    open_app(page, server)
+    shown = """(name) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
+                 if (m) return Bokeh.index.find_one(m).markup_el.textContent; } }"""
+    assert "about ±8" in page.evaluate(shown, "explanation")
+    before = column(page, "unscaled-weights-source", "weight")
+    page.locator(".noUi-handle").first.focus()
+    for _ in range(4):                       # 64 -> 80 -> 96 -> 128 -> 192
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => JSON.stringify(window.__col('jacobian-diagonal-marker', 'width'))"
+                           " === JSON.stringify(['192'])", timeout=10_000)
+    page.wait_for_timeout(500)
+    text = page.evaluate(shown, "explanation")
+    expected = ExplorerState(d_k=192).text_fields()
+    assert "sum of dk = 192 terms" in text and "√192 = 13.9" in text
+    assert f"standard deviation {expected['raw_sd']}; scaled, {expected['scaled_sd']}." in text
+    assert f"max weight {expected['max_w']} spread over {expected['eff']} effective keys" in text
+    readout = page.evaluate(shown, "readout")
+    for key in ("s_max_w", "u_max_w", "s_frob", "u_frob"):
+        assert expected[key] in readout
+    assert column(page, "unscaled-weights-source", "weight") != before

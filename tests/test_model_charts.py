@@ -1,5 +1,6 @@
 """model.py and charts.py: each control change puts exactly core's numbers into the chart data."""
 
+import re
 import subprocess
 import sys
 
@@ -14,8 +15,9 @@ from attention_scaling.model import FIG3_SEED, ExplorerState
 def _bound():
     state = ExplorerState()
     charts = Charts()
-    charts.update(state.result, state.scaled)
-    state.param.watch(lambda *_: charts.update(state.result, state.scaled), ["result", "scaled"])
+    charts.update(state.result, state.scaled, state.text_fields())
+    state.param.watch(lambda *_: charts.update(state.result, state.scaled, state.text_fields()),
+                      ["result", "scaled"])
     return state, charts
 
 
@@ -89,12 +91,25 @@ def test_bad_values_are_rejected_by_the_parameters():
 def test_explanation_numbers_come_from_the_state():
     state = ExplorerState(d_k=256)
     text = state.explanation()
-    assert "d_k = 256" in text and "\\sqrt{256} = 16" in text and "about ±16" in text
+    plain = re.sub(r"<[^>]+>", "", text)
+    assert "dk = 256 terms" in plain and "√256 = 16" in plain and "about ±16" in plain
     raw_sd = f"{float(state.result.raw_logits.std()):.3g}"
     assert raw_sd in text
-    rows = dict((r[0], r[1:]) for r in state.readout_rows())
-    assert rows["max weight"] == (core.percent(state.result.scaled.max_weight),
-                                  core.percent(state.result.unscaled.max_weight))
+    fields = state.text_fields()
+    assert (fields["s_max_w"], fields["u_max_w"]) == (
+        core.percent(state.result.scaled.max_weight), core.percent(state.result.unscaled.max_weight))
+    assert fields["frob"] == f"{state.result.scaled.frobenius:.3g}"
+    assert '<span data-k="raw_sd">' in text
+
+
+def test_text_source_carries_the_fields_and_the_divs_are_written_once():
+    state, charts = _bound()
+    first = charts.explanation.text
+    assert '<span data-k="d">64</span>' in first
+    state.d_k = 512
+    assert charts.explanation.text == first          # the browser fills the spans
+    values = dict(zip(charts.text_source.data["field"], charts.text_source.data["value"]))
+    assert values == state.text_fields() and values["d"] == "512"
 
 
 def test_figures_have_stable_names():

@@ -13,12 +13,11 @@ data sources).
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 from bokeh.models import (
     ColorBar,
     ColumnDataSource,
+    CustomJS,
     Div,
     FactorRange,
     HoverTool,
@@ -30,6 +29,7 @@ from bokeh.core.properties import value, without_property_validation
 from bokeh.plotting import figure
 
 from . import core
+from .model import EXPLANATION, fill
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
 SCALED_COLOR = "#0072B2"     # blue
@@ -98,18 +98,20 @@ def _bars(name: str, title: str, color: str) -> tuple:
 
 
 # The *_data functions return only the columns that change; the static ones (key labels,
-# heatmap coordinates) are set once when the sources are created. Numeric columns are
-# NumPy arrays, which Bokeh sends as binary buffers.
+# heatmap coordinates) are set once when the sources are created. Small columns go as plain
+# lists: Bokeh sends every NumPy array as a binary buffer in two extra websocket frames, and
+# for a handful of numbers those frames cost more (on both ends) than the JSON. The large,
+# rarely sent sweep stays a NumPy buffer.
 
 def bar_data(v: core.Variant) -> dict:
     """Changing columns of one bar chart: logits, weights, p(1-p), highlight of the max."""
     top = np.arange(len(v.probs)) == v.argmax
     return dict(
-        logit=v.logits,
-        weight=v.probs,
-        pq=v.diagonal,
-        alpha=np.where(top, 1.0, MUTED_ALPHA),
-        line=np.where(top, 2.0, 0.0),
+        logit=v.logits.tolist(),
+        weight=v.probs.tolist(),
+        pq=v.diagonal.tolist(),
+        alpha=np.where(top, 1.0, MUTED_ALPHA).tolist(),
+        line=np.where(top, 2.0, 0.0).tolist(),
     )
 
 
@@ -124,7 +126,7 @@ def max_label_data(v: core.Variant) -> dict:
 
 def jacobian_data(v: core.Variant) -> dict:
     """Values of the n x n Jacobian heatmap, row-major (row i = p_i, column j = z_j)."""
-    return dict(value=v.jacobian.ravel())
+    return dict(value=v.jacobian.ravel().tolist())
 
 
 def jacobian_diagonal_labels(v: core.Variant) -> dict:
@@ -141,40 +143,64 @@ def sweep_data(state: core.State, scaled: bool) -> dict:
     return dict(value=state.sweep(scaled).ravel())
 
 
-def readout_html(rows: list[tuple[str, str, str]], scaled: bool) -> str:
-    """The gradient readout table: (quantity, scaled, unscaled) rows, active column marked."""
-    body = "".join(
-        f"<tr><th>{html.escape(name)}</th>"
-        f"<td class='{'active' if scaled else ''}'>{html.escape(a)}</td>"
-        f"<td class='{'' if scaled else 'active'}'>{html.escape(b)}</td></tr>"
-        for name, a, b in rows
-    )
-    return (
-        "<div class='readout'><h3>How much gradient gets through</h3>"
-        "<table><thead><tr><th></th>"
-        f"<th style='color:{SCALED_COLOR}'>scaled</th>"
-        f"<th style='color:{UNSCALED_COLOR}'>unscaled</th></tr></thead>"
-        f"<tbody>{body}</tbody></table>"
-        "<p>p(1 − p) peaks at 1/4 when a weight is ½ and tends to 0 as it nears 0 or 1; "
-        "the highlighted column is the variant the model uses. "
-        "J is the Jacobian with respect to the softmax input z/T.</p></div>"
-    )
+#: The gradient readout: a table with {field} slots (see model.fill); the variant the model
+#: uses is highlighted through the table's data-active attribute.
+READOUT = (
+    "<div class='readout'><h3>How much gradient gets through</h3>"
+    "<table data-active='{which}'><thead><tr><th></th>"
+    f"<th class='s' style='color:{SCALED_COLOR}'>scaled</th>"
+    f"<th class='u' style='color:{UNSCALED_COLOR}'>unscaled</th></tr></thead><tbody>"
+    "<tr><th>max weight</th><td class='s'>{s_max_w}</td><td class='u'>{u_max_w}</td></tr>"
+    "<tr><th>effective keys e<sup>H</sup></th><td class='s'>{s_eff}</td>"
+    "<td class='u'>{u_eff}</td></tr>"
+    "<tr><th>largest p(1 − p)</th><td class='s'>{s_diag}</td><td class='u'>{u_diag}</td></tr>"
+    "<tr><th>‖J‖<sub>F</sub></th><td class='s'>{s_frob}</td><td class='u'>{u_frob}</td></tr>"
+    "</tbody></table>"
+    "<p>p(1 − p) peaks at ¼ when a weight is ½ and tends to 0 as it nears 0 or 1; "
+    "the highlighted column is the variant the model uses. "
+    "J is the Jacobian with respect to the softmax input z/T.</p></div>"
+)
+
+#: Browser side of the text update: put each field's new value into the spans that show it.
+#: Changing text nodes only (no re-render of the Divs) keeps the page from re-laying itself
+#: out on every change, which costs tens of milliseconds.
+_FILL_SPANS_JS = """
+const d = source.data;
+const col = (k) => (d instanceof Map ? d.get(k) : d[k]);
+const keys = col('field'), vals = col('value'), values = {};
+for (let i = 0; i < keys.length; i++) values[keys[i]] = vals[i];
+for (const div of divs) {
+  const view = Bokeh.index.find_one(div);
+  if (view == null) continue;
+  for (const el of view.shadow_el.querySelectorAll('[data-k]')) {
+    const v = values[el.dataset.k];
+    if (v !== undefined && el.textContent !== v) el.textContent = v;
+  }
+  for (const el of view.shadow_el.querySelectorAll('[data-active]')) el.dataset.active = values.which;
+}
+"""
 
 
 class Charts:
     """The explorer's four Bokeh figures and their data sources, created once."""
 
     def __init__(self) -> None:
-        #: The live explanation (HTML with \\( ... \\) math) and the gradient readout.
-        self.explanation = Div(text="", disable_math=False, sizing_mode="stretch_width",
-                               name="explanation")
+        #: The live explanation and the gradient readout: Divs whose HTML is written once;
+        #: later changes send only ``text_source`` (field, value) and the browser fills the spans.
+        self.explanation = Div(text="", sizing_mode="stretch_width", name="explanation")
         self.readout = Div(text="", sizing_mode="stretch_width", name="readout")
+        self.text_source = ColumnDataSource(data=dict(field=[], value=[]), name="text-source")
+        self.explanation.tags = [self.text_source]   # so it is part of the document
+        self.text_source.js_on_change("data", CustomJS(
+            args=dict(source=self.text_source, divs=[self.explanation, self.readout]),
+            code=_FILL_SPANS_JS))
         self.scaled_fig, self.scaled_source, self.scaled_label = _bars(
             "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR)
         self.unscaled_fig, self.unscaled_source, self.unscaled_label = _bars(
             "unscaled-weights", "Unscaled: logits grow with d_k", UNSCALED_COLOR)
         self.jacobian_fig, self.jacobian_source, self.jacobian_labels = self._jacobian()
         self.diagonal_fig, self.diagonal_source, self.marker_source = self._diagonal()
+        self._sweep_key = None
 
     @property
     def figures(self) -> dict:
@@ -260,12 +286,9 @@ class Charts:
         return fig, source, marker
 
     @without_property_validation   # the values are ours and known good; saves ~60% of the time
-    def update(self, state: core.State, scaled: bool, explanation: str = "",
-               readout_rows: list[tuple[str, str, str]] | None = None) -> None:
-        """Replace the sources' changing columns (and the active-variant styling) from ``state``,
-        and the text of the explanation and the readout."""
-        self.explanation.text = f"<div class='explanation'>{explanation}</div>"
-        self.readout.text = readout_html(readout_rows or [], scaled)
+    def update(self, state: core.State, scaled: bool, fields: dict[str, str] | None = None) -> None:
+        """Replace the sources' changing columns (and the active-variant styling) from ``state``;
+        ``fields`` (model.ExplorerState.text_fields) are the numbers of the text."""
         self.scaled_source.data.update(bar_data(state.scaled))
         self.scaled_label.data = max_label_data(state.scaled)
         self.unscaled_source.data.update(bar_data(state.unscaled))
@@ -275,13 +298,26 @@ class Charts:
         self.jacobian_labels.data.update(jacobian_diagonal_labels(active))
         self.jacobian_fig.title.text = (
             f"Softmax Jacobian ∂p_i/∂z_j, {'scaled' if scaled else 'unscaled'} logits")
-        self.diagonal_source.data.update(sweep_data(state, scaled))
+        # The sweep depends on seed, T and the variant, not on d_k: resend only when it changed.
+        sweep_key = (state.seed, state.temperature, scaled)
+        if sweep_key != self._sweep_key:
+            self.diagonal_source.data.update(sweep_data(state, scaled))
+            self._sweep_key = sweep_key
         self.marker_source.data = dict(width=[str(state.d_k)])
+        # Titles change only with the variant: a changing title re-lays the figure out.
         self.diagonal_fig.title.text = (
             f"Gradient p_i(1 − p_i) as the head widens, "
-            f"{'scaled' if scaled else 'unscaled'} logits (current d_k = {state.d_k})")
+            f"{'scaled' if scaled else 'unscaled'} logits (outlined: current d_k)")
         for fig, on in ((self.scaled_fig, scaled), (self.unscaled_fig, not scaled)):
             fig.outline_line_color = "#1f2933" if on else None
             fig.outline_line_width = 3 if on else 1
             base = fig.title.text.removesuffix("  ◀ model uses this")
             fig.title.text = base + ("  ◀ model uses this" if on else "")
+        if fields:
+            self._update_text(fields)
+
+    def _update_text(self, fields: dict[str, str]) -> None:
+        if not self.explanation.text:   # first time: the whole HTML, numbers filled in
+            self.explanation.text = f"<div class='explanation'>{fill(EXPLANATION, fields)}</div>"
+            self.readout.text = fill(READOUT, fields)
+        self.text_source.data = dict(field=list(fields), value=list(fields.values()))

@@ -9,8 +9,10 @@ the charts. No Panel import: this layer runs anywhere ``param`` does.
 
 from __future__ import annotations
 
+import html
 import math
 import random
+import re
 
 import param
 
@@ -33,9 +35,13 @@ def _fmt(x: float, digits: int = 3) -> str:
     return f"{x:.1e}"
 
 
-def _m(tex: str) -> str:
-    """Inline math, rendered in the browser by Bokeh's bundled MathJax (a Div with math on)."""
-    return "\\(" + tex + "\\)"
+#: The fixed formulas shown above the live explanation (TeX, typeset once in the browser).
+FORMULAS = (
+    r"$$\operatorname{Var}(q \cdot k) = d_k \qquad "
+    r"\operatorname{Var}\!\left(\frac{q \cdot k}{\sqrt{d_k}}\right) = 1 \qquad "
+    r"p = \operatorname{softmax}(z / T) \qquad "
+    r"\frac{\partial p_i}{\partial z_j} = p_i\,(\delta_{ij} - p_j)$$"
+)
 
 
 class ExplorerState(param.Parameterized):
@@ -94,47 +100,65 @@ class ExplorerState(param.Parameterized):
     def active(self) -> core.Variant:
         return self.result.active(self.scaled)
 
-    def explanation(self) -> str:
-        """HTML explaining the current state, with its numbers; math in \\( ... \\).
-
-        Only numbers and fixed words go into it, so nothing needs escaping.
-        """
+    def text_fields(self) -> dict[str, str]:
+        """Every number (and variable word) of the explanation and the readout, as shown."""
         r = self.result
-        d = r.d_k
-        root = _fmt(math.sqrt(d))
         t = r.temperature
         act = r.active(self.scaled)
-        which = "scaled" if self.scaled else "unscaled"
-        temp_line = ""
+        s, u = r.scaled, r.unscaled
+        temp = ""
         if t != 1:
             effect = "flattens" if t > 1 else "sharpens"
-            temp_line = (f" Both charts also divide by the temperature {_m('T = ' + _fmt(t))},"
-                         f" which {effect} the weights.")
-        qk = _m(r"q \cdot k")
-        width = _m(f"d_k = {d}")
-        divisor = _m(r"\sqrt{%d} = %s" % (d, root))
-        jac = _m(r"\partial p_i / \partial z_j = p_i(\delta_{ij} - p_j)")
-        diag = _m("p_i(1-p_i)")
-        norm = _m(r"\lVert J \rVert_F")
-        return (
-            f"<p>With independent unit-variance components, {qk} is a sum of {width} terms of "
-            f"variance 1, so its variance is {d} and typical logits are about ±{root}. "
-            f"Dividing by {divisor} restores unit variance. In this draw the raw logits have "
-            f"standard deviation {_fmt(float(r.raw_logits.std()))}; scaled, "
-            f"{_fmt(float(r.scaled.logits.std()))}.{temp_line}</p>"
-            f"<p>The softmax Jacobian is {jac}; its diagonal {diag} is at most 1/4 and vanishes "
-            f"as {_m('p_i')} nears 0 or 1. The model here uses the <b>{which}</b> logits: largest "
-            f"{_m('p(1-p)')} = {_fmt(act.max_diagonal)}, {norm} = "
-            f"{_fmt(act.frobenius)}, max weight {core.percent(act.max_weight)} spread over "
-            f"{_fmt(act.effective_keys)} effective keys.</p>"
-        )
+            temp = (f" Both charts also divide by the temperature T = {_fmt(t)}, which {effect}"
+                    " the weights.")
+        return {
+            "d": str(r.d_k),
+            "root": _fmt(math.sqrt(r.d_k)),
+            "raw_sd": _fmt(float(r.raw_logits.std())),
+            "scaled_sd": _fmt(float(s.logits.std())),
+            "temp": temp,
+            "which": "scaled" if self.scaled else "unscaled",
+            "max_diag": _fmt(act.max_diagonal),
+            "frob": _fmt(act.frobenius),
+            "max_w": core.percent(act.max_weight),
+            "eff": _fmt(act.effective_keys),
+            "s_max_w": core.percent(s.max_weight), "u_max_w": core.percent(u.max_weight),
+            "s_eff": _fmt(s.effective_keys), "u_eff": _fmt(u.effective_keys),
+            "s_diag": _fmt(s.max_diagonal), "u_diag": _fmt(u.max_diagonal),
+            "s_frob": _fmt(s.frobenius), "u_frob": _fmt(u.frobenius),
+        }
 
-    def readout_rows(self) -> list[tuple[str, str, str]]:
-        """(quantity, scaled, unscaled) rows of the gradient readout."""
-        s, u = self.result.scaled, self.result.unscaled
-        return [
-            ("max weight", core.percent(s.max_weight), core.percent(u.max_weight)),
-            ("effective keys e^H", _fmt(s.effective_keys, 3), _fmt(u.effective_keys, 3)),
-            ("largest p(1 − p)", _fmt(s.max_diagonal), _fmt(u.max_diagonal)),
-            ("‖J‖_F", _fmt(s.frobenius), _fmt(u.frobenius)),
-        ]
+    def explanation(self) -> str:
+        """The explanation as HTML, with the current numbers filled in (see :func:`fill`)."""
+        return fill(EXPLANATION, self.text_fields())
+
+
+_DK = "<i>d</i><sub><i>k</i></sub>"
+_PI = "<i>p</i><sub><i>i</i></sub>"
+
+#: The live explanation: HTML with {field} slots that :func:`fill` turns into
+#: ``<span data-k="field">value</span>``. Formulas are typeset in HTML (italic variables,
+#: sub- and superscripts); the fixed ones above it (FORMULAS) are typeset once by MathJax.
+EXPLANATION = (
+    "<p>With independent unit-variance components, <i>q</i>·<i>k</i> is a sum of "
+    + _DK + " = {d} terms of variance 1, so its variance is {d} and typical logits are about "
+    "±{root}. Dividing by √{d} = {root} restores unit variance. In this draw the raw logits "
+    "have standard deviation {raw_sd}; scaled, {scaled_sd}.{temp}</p>"
+    "<p>The Jacobian's diagonal " + _PI + "(1 − " + _PI + ") is at most ¼ and vanishes as "
+    + _PI + " nears 0 or 1. The model here uses the <b>{which}</b> logits: largest "
+    "<i>p</i>(1 − <i>p</i>) = {max_diag}, ‖<i>J</i>‖<sub>F</sub> = {frob}, max weight {max_w} "
+    "spread over {eff} effective keys.</p>"
+)
+
+
+def fill(template: str, fields: dict[str, str]) -> str:
+    """Fill a template's {field} slots with ``<span data-k="field">value</span>`` (escaped).
+
+    The spans let the browser replace just the numbers on later changes (see
+    charts.Charts), with no re-render of the surrounding text.
+    """
+    return re.sub(
+        r"\{(\w+)\}",
+        lambda m: f'<span data-k="{m.group(1)}">{html.escape(fields[m.group(1)])}</span>',
+        template,
+    )

@@ -13,11 +13,11 @@ import json
 from pathlib import Path
 
 import panel as pn
-from bokeh.models import CustomJSTickFormatter
+from bokeh.models import CustomJSTickFormatter, Div
 
-from . import core
+from . import core, latency
 from .charts import SCALED_COLOR, Charts
-from .model import ExplorerState
+from .model import FORMULAS, ExplorerState
 
 _HERE = Path(__file__).resolve().parent
 #: CSS and favicon: inside the package when installed from a wheel, the repository's
@@ -58,11 +58,11 @@ def index_slider(state, name: str, label: str, labels: list[str]) -> pn.widgets.
     can arrive last.)
     """
     values = list(state.param[name].objects)
-    slider = pn.widgets.IntSlider(
+    slider = latency.fast(pn.widgets.IntSlider(
         name=label, start=0, end=len(values) - 1, value=values.index(getattr(state, name)),
         format=CustomJSTickFormatter(code=f"return {json.dumps(labels)}[tick] ?? '';"),
         sizing_mode="stretch_width",
-    )
+    ))
     slider.param.watch(lambda e: setattr(state, name, values[e.new]), "value")
     state.param.watch(lambda e: setattr(slider, "value", values.index(e.new)), name)
     return slider
@@ -96,7 +96,8 @@ class Explorer(pn.viewable.Viewer):
         self.d_k_slider = index_slider(s, "d_k", "Head width d_k", [str(v) for v in core.D_K_VALUES])
         self.temperature_slider = index_slider(
             s, "temperature", "Temperature T", [f"{v:g}" for v in core.TEMPERATURES])
-        self.scaled_switch = pn.widgets.Switch.from_param(s.param.scaled, name="", width=50)
+        self.scaled_switch = latency.fast(
+            pn.widgets.Switch.from_param(s.param.scaled, name="", width=50))
         self.resample_button = pn.widgets.Button.from_param(
             s.param.resample, name="Resample q and k", button_type="primary",
             sizing_mode="stretch_width")
@@ -127,8 +128,7 @@ class Explorer(pn.viewable.Viewer):
 
     def _refresh(self) -> None:
         r = self.state.result
-        self.charts.update(r, self.state.scaled, self.state.explanation(),
-                           self.state.readout_rows())
+        self.charts.update(r, self.state.scaled, self.state.text_fields())
         seed = f"<span class='seed'>seed <code>{int(r.seed)}</code></span>"
         if self._seed_text.object != seed:
             self._seed_text.object = seed
@@ -148,8 +148,12 @@ class Explorer(pn.viewable.Viewer):
                      pn.pane.Bokeh(c.readout, sizing_mode="stretch_width",
                                    stylesheets=[_css()]),
                      sizing_mode="stretch_width")
+        # Typeset once by Bokeh's bundled MathJax; the live text below it is plain HTML.
+        formulas = pn.pane.Bokeh(
+            Div(text=f"<div class='formulas'>{FORMULAS}</div>", disable_math=False,
+                sizing_mode="stretch_width"), sizing_mode="stretch_width", stylesheets=[_css()])
         return pn.Column(
-            bars, caption,
+            bars, caption, formulas,
             pn.pane.Bokeh(c.explanation, sizing_mode="stretch_width", stylesheets=[_css()]),
             jac,
             pn.pane.Bokeh(c.diagonal_fig, sizing_mode="stretch_width"),
@@ -171,6 +175,9 @@ class Explorer(pn.viewable.Viewer):
             header_background="#102a43",
             design=Fast,
             theme_toggle=False,
+            # No busy spinner: updates take milliseconds, and toggling it on every change
+            # costs two extra model updates (and messages) per change.
+            busy_indicator=None,
             sidebar_width=300,
             raw_css=[_css()],
         )
@@ -180,6 +187,7 @@ class Explorer(pn.viewable.Viewer):
 def create_page() -> pn.template.BaseTemplate:
     """A fresh explorer page for one browser session."""
     pn.extension("mathjax", notifications=False)
+    latency.install()
     return Explorer().page()
 
 

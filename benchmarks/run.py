@@ -1,0 +1,453 @@
+"""The benchmark suite: `make bench` (or `make bench-quick`).
+
+    python benchmarks/run.py [--quick] [--out PATH]
+
+Measures, in one run, and prints a table (and writes the same figures as JSON, path printed):
+  core     one full recompute of everything shown (core.compute_state), µs, at d_k = 64 and 4096,
+           warm (the seed's draw cached, as when a slider moves) and cold (a new seed);
+  server   one control change to the finished document update (PATCH-DOC message built), µs;
+  browser  real headless Chromium against three servers on 127.0.0.1, side by side:
+             floor   a plain Bokeh app doing the same update (benchmarks/apps/bokeh_floor.py)
+             panel   a plain Panel app, default behaviour (benchmarks/apps/panel_default.py)
+             ours    `attention-scaling serve`
+           slider change -> new bar data applied in the browser, and -> the next painted frame,
+           median and p95 over N changes after a warm-up, driven through the widget model and
+           through the keyboard;
+  load     navigation -> first chart drawn (median of >= 10 page loads);
+  sessions server memory per open session (RSS delta over 50 sessions) and time to open one.
+
+Timings never fail anything: this reports. `--quick` runs few iterations (CI keeps it working).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+# ---------------------------------------------------------------------------- helpers
+
+def pct(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def summary(xs, unit):
+    return {"median": round(pct(xs, 0.5), 3), "p95": round(pct(xs, 0.95), 3),
+            "n": len(xs), "unit": unit}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+class Served:
+    """One server subprocess on a free loopback port, stopped by its PID (process group)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.port = port = free_port()
+        origin = f"127.0.0.1:{port}"
+        common = ["--address", "127.0.0.1", "--port", str(port)]
+        if kind == "floor":
+            cmd = [str(BIN / "bokeh"), "serve", str(ROOT / "benchmarks/apps/bokeh_floor.py"),
+                   *common, "--allow-websocket-origin", origin]
+            self.url = f"http://{origin}/bokeh_floor"
+        elif kind == "panel":
+            cmd = [str(BIN / "panel"), "serve", str(ROOT / "benchmarks/apps/panel_default.py"),
+                   *common, "--allow-websocket-origin", origin]
+            self.url = f"http://{origin}/panel_default"
+        else:
+            cmd = [str(BIN / "attention-scaling"), "serve", *common]
+            self.url = f"http://{origin}/"
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True, cwd=ROOT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"{kind} server exited early")
+                time.sleep(0.2)
+        else:
+            self.stop()
+            raise RuntimeError(f"{kind} server did not start")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+# ---------------------------------------------------------------------------- core + server
+
+def bench_core(n: int) -> dict:
+    from attention_scaling import core
+    out = {}
+    for d in (64, 4096):
+        warm = []
+        core.compute_state(d, 1.0, 2288)
+        for i in range(n):
+            t = time.perf_counter()
+            core.compute_state(d, 1.0, 2288)
+            warm.append((time.perf_counter() - t) * 1e6)
+        cold = []
+        for i in range(max(10, n // 10)):
+            seed = 10_000_000 + d * 1000 + i
+            t = time.perf_counter()
+            core.compute_state(d, 1.0, seed)
+            cold.append((time.perf_counter() - t) * 1e6)
+        out[f"recompute d_k={d} warm"] = summary(warm, "µs")
+        out[f"recompute d_k={d} cold (new seed)"] = summary(cold, "µs")
+    return out
+
+
+def bench_server(n: int) -> dict:
+    """A control change on a live Explorer in a Bokeh Document, to the PATCH-DOC message built."""
+    from bokeh.document import Document
+    from bokeh.protocol import Protocol
+
+    from attention_scaling import core
+    from attention_scaling.page import Explorer
+
+    # No session here, so pn.io.hold() is a no-op and every Bokeh event reaches on_change
+    # directly; the PATCH-DOC built from them is what the server would send.
+    doc = Document()
+    explorer = Explorer()
+    doc.add_root(explorer.__panel__().get_root(doc))
+    events = []
+    doc.on_change(events.append)
+    proto = Protocol()
+    values = list(core.D_K_VALUES)
+    times, sizes = [], []
+    gc.collect()
+    for i in range(n + 20):
+        target = (i * 7) % len(values)
+        if values[target] == explorer.state.d_k:
+            target = (target + 1) % len(values)
+        events.clear()
+        t = time.perf_counter()
+        explorer.state.d_k = values[target]
+        msg = proto.create("PATCH-DOC", events)
+        dt = (time.perf_counter() - t) * 1e6
+        if i >= 20:
+            times.append(dt)
+            sizes.append(len(msg.content_json) + sum(len(b.to_bytes()) for b in msg.buffers))
+    return {"control change -> patch built": summary(times, "µs"),
+            "patch size": {"median": statistics.median(sizes), "unit": "bytes"}}
+
+
+# ---------------------------------------------------------------------------- browser
+
+SETUP_JS = r"""
+(expected) => {
+  const doc = Bokeh.documents[0];
+  const models = [...doc.all_models];
+  const slider = models.find(m => m.type === 'Slider' || (m.constructor && m.constructor.__name__ === 'Slider'))
+  const src = doc.get_model_by_name('scaled-weights-source');
+  const first = () => { const d = src.data; const w = d instanceof Map ? d.get('weight') : d.weight; return w[0]; };
+  const L = {slider, src, pending: null, keyT0: null};
+  const check = () => {
+    const p = L.pending;
+    if (!p || Math.abs(first() - expected[p.index]) > 1e-12) return;
+    L.pending = null;
+    const t0 = p.key ? L.keyT0 : p.t0;
+    const tData = performance.now() - t0;
+    // next painted frame: the task after the next animation frame; if no frame comes
+    // (a hidden page gets none), report the data time alone after 1 s
+    let settled = false;
+    const done = (frame) => { if (!settled) { settled = true; p.resolve([tData, frame]); } };
+    requestAnimationFrame(() => setTimeout(() => done(performance.now() - t0), 0));
+    setTimeout(() => done(null), 1000);
+  };
+  src.properties.data.change.connect(check);
+  src.change.connect(check);
+  L.arm = (index, key) => { L.done = new Promise(resolve => {
+      L.pending = {index, key, t0: performance.now(), resolve};
+      setTimeout(() => { if (L.pending && L.pending.index === index) { L.pending = null; resolve(null); } }, 5000);
+    }); };
+  document.addEventListener('keydown', () => { L.keyT0 = performance.now(); }, true);
+  window.__lat = L;
+  return [models.filter(m => m.type === 'Slider').length, slider.value];
+}
+"""
+
+RUN_MODEL_JS = r"""
+async ({indices, gap}) => {
+  const L = window.__lat; const out = [];
+  for (const i of indices) {
+    L.arm(i, false);
+    L.slider.value = i;
+    out.push(await L.done);
+    await new Promise(r => setTimeout(r, gap * (0.5 + Math.random())));
+  }
+  return out;
+}
+"""
+
+
+def _launch(p):
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import chromium_executable
+    exe = chromium_executable()
+    return p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS) if exe \
+        else p.chromium.launch(args=CHROMIUM_ARGS)
+
+
+def _open(page, url):
+    page.goto(url)
+    page.wait_for_function(
+        "() => window.Bokeh && Bokeh.documents.length > 0 && "
+        "Bokeh.documents[0].get_model_by_name('scaled-weights-source') && "
+        "document.querySelector('body') !== null", timeout=60_000)
+    page.wait_for_timeout(800)
+
+
+def bench_browser(servers: dict, n: int, warm: int) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    from attention_scaling import core
+    values = list(core.D_K_VALUES)
+    expected = [float(core.compute_state(d, 1.0, 2288).scaled.probs[0]) for d in values]
+    start = values.index(64)
+    results = {}
+    with sync_playwright() as p:
+        browser = _launch(p)
+        for kind, srv in servers.items():
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            _open(page, srv.url)
+            page.evaluate(SETUP_JS, expected)
+            # widget model: jump between widths (each step changes the data), 30-60 ms apart
+            idx, cur = [], start
+            for i in range(n + warm):
+                nxt = (cur + 1 + (i * 5) % (len(values) - 1)) % len(values)
+                idx.append(nxt)
+                cur = nxt
+            for pace, gap in (("paced", 150), ("drag", 40)):
+                page.evaluate(RUN_MODEL_JS, {"indices": idx[:warm], "gap": gap})
+                res = page.evaluate(RUN_MODEL_JS, {"indices": idx[warm:], "gap": gap})
+                ok = [r for r in res if r]
+                results[f"{kind} model {pace}: data"] = summary([r[0] for r in ok], "ms")
+                results[f"{kind} model {pace}: frame"] = summary(
+                    [r[1] for r in ok if r[1] is not None], "ms")
+                results[f"{kind} model {pace}: lost"] = {"median": len(res) - len(ok),
+                                                         "unit": "count"}
+            # keyboard: ArrowRight / ArrowLeft on the slider handle
+            page.evaluate(f"() => {{ window.__lat.slider.value = {start}; }}")
+            page.wait_for_timeout(300)
+            handle = page.locator(".noUi-handle").first
+            handle.focus()
+            cur, data, frame, lost = start, [], [], 0
+            direction = 1
+            for i in range(n + warm):
+                if not 0 <= cur + direction < len(values):
+                    direction = -direction
+                cur += direction
+                page.evaluate("(i) => window.__lat.arm(i, true)", cur)
+                page.keyboard.press("ArrowRight" if direction > 0 else "ArrowLeft")
+                r = page.evaluate("() => window.__lat.done")
+                time.sleep(0.1)
+                if i < warm:
+                    continue
+                if r:
+                    data.append(r[0])
+                    if r[1] is not None:
+                        frame.append(r[1])
+                else:
+                    lost += 1
+            results[f"{kind} keyboard: data"] = summary(data, "ms")
+            results[f"{kind} keyboard: frame"] = summary(frame, "ms")
+            results[f"{kind} keyboard: lost"] = {"median": lost, "unit": "count"}
+            page.close()
+        browser.close()
+    return results
+
+
+LOAD_JS = r"""
+() => new Promise(resolve => {
+  const t0 = performance.now();
+  const poll = () => {
+    try {
+      const doc = window.Bokeh && Bokeh.documents[0];
+      const fig = doc && doc.get_model_by_name('scaled-weights');
+      const view = fig && Bokeh.index && (Bokeh.index.get_one ? Bokeh.index.get_one(fig) : null);
+      if (view && view.has_finished && view.has_finished()) { resolve(performance.now()); return; }
+    } catch (e) {}
+    requestAnimationFrame(poll);
+  };
+  poll();
+})
+"""
+
+
+def bench_load(servers: dict, n: int) -> dict:
+    from playwright.sync_api import sync_playwright
+    out = {}
+    with sync_playwright() as p:
+        browser = _launch(p)
+        for kind, srv in servers.items():
+            times = []
+            for i in range(n + 1):
+                ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+                page = ctx.new_page()
+                page.goto(srv.url, wait_until="commit")
+                t = page.evaluate(LOAD_JS)   # ms since navigation start
+                if i:
+                    times.append(t)
+                ctx.close()
+            out[f"{kind} navigation -> first chart drawn"] = summary(times, "ms")
+    return out
+
+
+def bench_sessions(srv: Served, n_sessions: int) -> dict:
+    """RSS growth of the server per open session, and time to open one (HTTP page + websocket)."""
+    from bokeh.client import pull_session
+    url = srv.url.rstrip("/") + "/"
+    # warm up: imports, first document
+    with urllib.request.urlopen(url, timeout=60) as r:
+        r.read()
+    time.sleep(1)
+    base = rss_kib(srv.proc.pid)
+    sessions, open_ms = [], []
+    for _ in range(n_sessions):
+        t = time.perf_counter()
+        sessions.append(pull_session(url=url))
+        open_ms.append((time.perf_counter() - t) * 1e3)
+    time.sleep(1)
+    after = rss_kib(srv.proc.pid)
+    for s in sessions:
+        s.close()
+    per = (after - base) / n_sessions / 1024
+    return {"memory per session": {"median": round(per, 3), "unit": "MiB",
+                                   "n": n_sessions, "rss_before_MiB": round(base / 1024, 1),
+                                   "rss_after_MiB": round(after / 1024, 1)},
+            "time to open a session": summary(open_ms, "ms")}
+
+
+# ---------------------------------------------------------------------------- report
+
+def table(results: dict) -> str:
+    lines = [f"{'measure':58} {'median':>10} {'p95':>10}  unit"]
+    for section, rows in results.items():
+        if not isinstance(rows, dict) or section == "machine":
+            continue
+        lines.append(f"-- {section}")
+        for name, r in rows.items():
+            if isinstance(r, dict) and "median" in r:
+                p95 = r.get("p95")
+                lines.append(f"{name:58} {r['median']:>10} {'' if p95 is None else p95:>10}  {r['unit']}")
+    return "\n".join(lines)
+
+
+def ratios(b: dict) -> dict:
+    out = {}
+    for mode in ("model paced", "model drag", "keyboard"):
+        ours = b.get(f"ours {mode}: data", {}).get("median")
+        panel = b.get(f"panel {mode}: data", {}).get("median")
+        floor = b.get(f"floor {mode}: data", {}).get("median")
+        if ours and panel and floor:
+            out[f"{mode}: default Panel / ours (data, median)"] = {
+                "median": round(panel / ours, 2), "unit": "x"}
+            out[f"{mode}: ours / Bokeh floor (data, median)"] = {
+                "median": round(ours / floor, 2), "unit": "x"}
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="few iterations (CI: keep it working)")
+    ap.add_argument("--out", type=Path, default=None, help="JSON output path")
+    ap.add_argument("--servers", default="floor,panel,ours",
+                    help="which servers to compare in the browser (default floor,panel,ours)")
+    ap.add_argument("--sections", default="core,server,browser,load,sessions",
+                    help="which sections to run (default: all)")
+    args = ap.parse_args(argv)
+    sections = set(args.sections.split(","))
+    n_core, n_srv, n_browser, warm, n_load, n_sess = (
+        (50, 30, 12, 4, 3, 5) if args.quick else (2000, 500, 150, 20, 12, 50))
+
+    results = {"machine": {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(), "platform": platform.platform(),
+        "cpus": os.cpu_count(), "quick": args.quick,
+    }}
+    import bokeh
+    import numpy
+    import panel
+    results["machine"].update(panel=panel.__version__, bokeh=bokeh.__version__,
+                              numpy=numpy.__version__)
+    if "core" in sections:
+        results["core"] = bench_core(n_core)
+    if "server" in sections:
+        results["server"] = bench_server(n_srv)
+    servers = {}
+    try:
+        if sections & {"browser", "load"}:
+            for kind in args.servers.split(","):
+                servers[kind] = Served(kind)
+        if "browser" in sections:
+            results["browser"] = bench_browser(servers, n_browser, warm)
+            results["ratios"] = ratios(results["browser"])
+        if "load" in sections:
+            results["load"] = bench_load(servers, n_load)
+    finally:
+        for srv in servers.values():
+            srv.stop()
+    if "sessions" in sections:
+        srv = Served("ours")
+        try:
+            results["sessions"] = bench_sessions(srv, n_sess)
+        finally:
+            srv.stop()
+
+    out = args.out or ROOT / "benchmarks" / "results" / (
+        "quick.json" if args.quick else "latest.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(table(results))
+    print(f"\nJSON: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

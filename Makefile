@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PORT   ?= 5006
 ARGS   ?=
 
-.PHONY: serve test chromium clean
+.PHONY: serve test bench bench-quick chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,14 @@ chromium: $(STAMP)
 ## test: install, make sure Chromium exists, run the whole suite (browser tests included)
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest $(ARGS)
+
+## bench: the benchmark suite (table printed, JSON written to benchmarks/results/)
+bench: $(STAMP) chromium
+	$(BIN)/python benchmarks/run.py $(ARGS)
+
+## bench-quick: the same with few iterations (CI runs it to keep it working)
+bench-quick: $(STAMP) chromium
+	$(BIN)/python benchmarks/run.py --quick $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

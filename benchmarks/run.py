@@ -201,9 +201,10 @@ SETUP_JS = r"""
   };
   src.properties.data.change.connect(check);
   src.change.connect(check);
-  L.arm = (index, key) => { L.done = new Promise(resolve => {
-      L.pending = {index, key, t0: performance.now(), resolve};
-      setTimeout(() => { if (L.pending && L.pending.index === index) { L.pending = null; resolve(null); } }, 5000);
+  L.arm = (index, key) => { L.result = undefined; L.done = new Promise(resolve => {
+      const finish = (r) => { L.result = r; resolve(r); };
+      L.pending = {index, key, t0: performance.now(), resolve: finish};
+      setTimeout(() => { if (L.pending && L.pending.index === index) { L.pending = null; finish(null); } }, 5000);
     }); };
   document.addEventListener('keydown', () => { L.keyT0 = performance.now(); }, true);
   window.__lat = L;
@@ -211,18 +212,29 @@ SETUP_JS = r"""
 }
 """
 
+# Started without awaiting it; Python polls window.__run with a timeout (an awaited
+# page.evaluate can hang forever if the page stalls).
 RUN_MODEL_JS = r"""
-async ({indices, gap}) => {
-  const L = window.__lat; const out = [];
-  for (const i of indices) {
-    L.arm(i, false);
-    L.slider.value = i;
-    out.push(await L.done);
-    await new Promise(r => setTimeout(r, gap * (0.5 + Math.random())));
-  }
-  return out;
+({indices, gap}) => {
+  const L = window.__lat; window.__run = null;
+  (async () => {
+    const out = [];
+    for (const i of indices) {
+      L.arm(i, false);
+      L.slider.value = i;
+      out.push(await L.done);
+      await new Promise(r => setTimeout(r, gap * (0.5 + Math.random())));
+    }
+    window.__run = out;
+  })();
 }
 """
+
+
+def run_model(page, indices, gap):
+    page.evaluate(RUN_MODEL_JS, {"indices": indices, "gap": gap})
+    page.wait_for_function("() => window.__run !== null", timeout=len(indices) * 7000 + 10_000)
+    return page.evaluate("() => window.__run")
 
 
 def _launch(p):
@@ -263,8 +275,8 @@ def bench_browser(servers: dict, n: int, warm: int) -> dict:
                 idx.append(nxt)
                 cur = nxt
             for pace, gap in (("paced", 150), ("drag", 40)):
-                page.evaluate(RUN_MODEL_JS, {"indices": idx[:warm], "gap": gap})
-                res = page.evaluate(RUN_MODEL_JS, {"indices": idx[warm:], "gap": gap})
+                run_model(page, idx[:warm], gap)
+                res = run_model(page, idx[warm:], gap)
                 ok = [r for r in res if r]
                 results[f"{kind} model {pace}: data"] = summary([r[0] for r in ok], "ms")
                 results[f"{kind} model {pace}: frame"] = summary(
@@ -284,7 +296,8 @@ def bench_browser(servers: dict, n: int, warm: int) -> dict:
                 cur += direction
                 page.evaluate("(i) => window.__lat.arm(i, true)", cur)
                 page.keyboard.press("ArrowRight" if direction > 0 else "ArrowLeft")
-                r = page.evaluate("() => window.__lat.done")
+                page.wait_for_function("() => window.__lat.result !== undefined", timeout=10_000)
+                r = page.evaluate("() => window.__lat.result")
                 time.sleep(0.1)
                 if i < warm:
                     continue
@@ -302,21 +315,15 @@ def bench_browser(servers: dict, n: int, warm: int) -> dict:
     return results
 
 
-LOAD_JS = r"""
-() => new Promise(resolve => {
-  const t0 = performance.now();
-  const poll = () => {
-    try {
-      const doc = window.Bokeh && Bokeh.documents[0];
-      const fig = doc && doc.get_model_by_name('scaled-weights');
-      const view = fig && Bokeh.index && (Bokeh.index.get_one ? Bokeh.index.get_one(fig) : null);
-      if (view && view.has_finished && view.has_finished()) { resolve(performance.now()); return; }
-    } catch (e) {}
-    requestAnimationFrame(poll);
-  };
-  poll();
-})
-"""
+# True once the scaled bar chart's view has finished drawing.
+DRAWN_JS = """() => {
+  try {
+    const doc = window.Bokeh && Bokeh.documents[0];
+    const fig = doc && doc.get_model_by_name('scaled-weights');
+    const view = fig && Bokeh.index.find_one(fig);
+    return view != null && view.has_finished();
+  } catch (e) { return false; }
+}"""
 
 
 def bench_load(servers: dict, n: int) -> dict:
@@ -330,7 +337,8 @@ def bench_load(servers: dict, n: int) -> dict:
                 ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
                 page = ctx.new_page()
                 page.goto(srv.url, wait_until="commit")
-                t = page.evaluate(LOAD_JS)   # ms since navigation start
+                page.wait_for_function(DRAWN_JS, polling="raf", timeout=60_000)
+                t = page.evaluate("() => performance.now()")   # ms since navigation start
                 if i:
                     times.append(t)
                 ctx.close()
@@ -404,7 +412,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     sections = set(args.sections.split(","))
     n_core, n_srv, n_browser, warm, n_load, n_sess = (
-        (50, 30, 12, 4, 3, 5) if args.quick else (2000, 500, 150, 20, 12, 50))
+        (50, 30, 12, 4, 3, 5) if args.quick else (2000, 500, 100, 20, 10, 50))
 
     results = {"machine": {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

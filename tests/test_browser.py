@@ -166,3 +166,72 @@ def test_explanation_and_readout_numbers_follow_the_controls(page, server):
     for key in ("s_max_w", "u_max_w", "s_frob", "u_frob"):
         assert expected[key] in readout
     assert column(page, "unscaled-weights-source", "weight") != before
+
+
+# Change a control's model from the page and time until the chart data it drives changes.
+LATENCY_JS = """async ({n, gap, control}) => {
+  const doc = Bokeh.documents[0];
+  const models = [...doc.all_models];
+  const slider = models.find(m => m.type === 'Slider' && m.title.startsWith('Head width'));
+  const toggle = models.find(m => m.type === 'Switch');
+  const watched = control === 'slider' ? 'unscaled-weights-source' : 'jacobian-source';
+  const col = control === 'slider' ? 'weight' : 'value';
+  const src = doc.get_model_by_name(watched);
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    const before = JSON.stringify(window.__col(watched, col));
+    const t0 = performance.now();
+    const changed = new Promise(resolve => {
+      const check = () => { if (JSON.stringify(window.__col(watched, col)) !== before) resolve(performance.now() - t0); };
+      src.properties.data.change.connect(check); src.change.connect(check);
+      setTimeout(() => resolve(5000), 5000);
+    });
+    if (control === 'slider') slider.value = (slider.value + 7) % (slider.end + 1);
+    else toggle.active = !toggle.active;
+    out.push(await changed);
+    await new Promise(r => setTimeout(r, gap));
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("control", ["slider", "switch"])
+def test_a_change_arrives_well_under_panels_50_ms_debounce(page, server, control):
+    """Fails if an upgrade brings back Panel's debounce or dispatch delays (see latency.py).
+
+    The head-width slider is a Bokeh model handled in Bokeh's own callback; the scaling
+    switch is a Panel widget with the debounce removed. Healthy: ~10-20 ms here; with
+    Panel's defaults: 60-70 ms.
+    """
+    open_app(page, server)
+    page.evaluate(LATENCY_JS, {"n": 4, "gap": 100, "control": control})      # warm-up
+    times = sorted(page.evaluate(LATENCY_JS, {"n": 30, "gap": 60, "control": control}))
+    median = times[len(times) // 2]
+    assert median < 35, f"median {control} -> data latency {median:.1f} ms: {times}"
+
+
+def test_fast_drag_applies_values_in_order_and_the_last_one_wins(page, server):
+    open_app(page, server)
+    seen = page.evaluate("""async () => {
+      const doc = Bokeh.documents[0];
+      const slider = [...doc.all_models].find(m => m.type === 'Slider' && m.title.startsWith('Head width'));
+      const marker = doc.get_model_by_name('jacobian-diagonal-marker');
+      const seen = [];
+      const record = () => seen.push(window.__col('jacobian-diagonal-marker', 'width')[0]);
+      marker.properties.data.change.connect(record); marker.change.connect(record);
+      slider.value = 0;
+      await new Promise(r => setTimeout(r, 500));
+      seen.length = 0;
+      for (let v = 1; v <= 24; v++) { slider.value = v; await new Promise(r => setTimeout(r, 3)); }
+      const t0 = performance.now();
+      while (window.__col('jacobian-diagonal-marker', 'width')[0] !== '4096' && performance.now() - t0 < 5000)
+        await new Promise(r => setTimeout(r, 10));
+      await new Promise(r => setTimeout(r, 500));
+      return seen;
+    }""")
+    from attention_scaling import core
+    order = [core.D_K_VALUES.index(int(w)) for w in seen]
+    assert order, "no update arrived"
+    assert order == sorted(order), f"applied out of order: {seen}"
+    assert seen[-1] == "4096"
+    assert column(page, "jacobian-diagonal-marker", "width") == ["4096"]

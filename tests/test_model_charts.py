@@ -106,6 +106,7 @@ def test_text_source_carries_the_fields_and_the_divs_are_written_once():
     state, charts = _bound()
     first = charts.explanation.text
     assert '<span data-k="d">64</span>' in first
+    assert "<table data-active='scaled'>" in charts.readout.text
     state.d_k = 512
     assert charts.explanation.text == first          # the browser fills the spans
     values = dict(zip(charts.text_source.data["field"], charts.text_source.data["value"]))

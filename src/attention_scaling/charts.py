@@ -13,6 +13,8 @@ data sources).
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 from bokeh.models import (
     ColorBar,
@@ -144,10 +146,11 @@ def sweep_data(state: core.State, scaled: bool) -> dict:
 
 
 #: The gradient readout: a table with {field} slots (see model.fill); the variant the model
-#: uses is highlighted through the table's data-active attribute.
+#: uses is highlighted through the table's data-active attribute ('@which' is filled in as a
+#: plain attribute value, not a span).
 READOUT = (
     "<div class='readout'><h3>How much gradient gets through</h3>"
-    "<table data-active='{which}'><thead><tr><th></th>"
+    "<table data-active='@which'><thead><tr><th></th>"
     f"<th class='s' style='color:{SCALED_COLOR}'>scaled</th>"
     f"<th class='u' style='color:{UNSCALED_COLOR}'>unscaled</th></tr></thead><tbody>"
     "<tr><th>max weight</th><td class='s'>{s_max_w}</td><td class='u'>{u_max_w}</td></tr>"
@@ -319,5 +322,6 @@ class Charts:
     def _update_text(self, fields: dict[str, str]) -> None:
         if not self.explanation.text:   # first time: the whole HTML, numbers filled in
             self.explanation.text = f"<div class='explanation'>{fill(EXPLANATION, fields)}</div>"
-            self.readout.text = fill(READOUT, fields)
+            self.readout.text = fill(READOUT, fields).replace(
+                "@which", html.escape(fields["which"], quote=True))
         self.text_source.data = dict(field=list(fields), value=list(fields.values()))

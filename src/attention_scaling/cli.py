@@ -1,4 +1,5 @@
-"""Command line: ``attention-scaling serve`` runs the explorer on a Panel server."""
+"""Command line: ``attention-scaling serve`` runs the explorer on a Panel server;
+``attention-scaling export OUT.html`` writes an offline copy (see :mod:`export`)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--prefix", type=_prefix, default=None, metavar="P",
                        help="URL path prefix, e.g. /explorer behind a reverse proxy")
     serve.add_argument("--show", action="store_true", help="open a browser tab")
+    export = sub.add_parser(
+        "export", help="write a self-contained offline HTML copy of the explorer",
+        description="Write the explorer as one HTML file that works from file:// with no "
+                    "server and no network: every setting of the controls is precomputed.",
+    )
+    export.add_argument("out", metavar="OUT.html", help="the HTML file to write")
+    export.add_argument("--seeds", default="4", metavar="N",
+                        help="number of random draws to include, 1 to 4 (default 4; the "
+                             "first is the seed of Fig. 3)")
     return parser
 
 
@@ -106,11 +116,50 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    import os
+    from pathlib import Path
+
+    from . import export
+
+    def fail(message: str) -> int:
+        print(f"attention-scaling export: error: {message}", file=sys.stderr)
+        return 2
+
+    try:
+        seeds = int(args.seeds)
+    except ValueError:
+        return fail(f"--seeds must be an integer, got {args.seeds!r}")
+    if not 1 <= seeds <= export.MAX_SEEDS:
+        return fail(f"--seeds must be between 1 and {export.MAX_SEEDS} (the file must stay "
+                    f"under {export.MAX_BYTES / 1e6:g} MB), got {seeds}")
+    out = Path(args.out)
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.is_dir():
+        return fail(f"{args.out!r} is a directory")
+    if not parent.is_dir():
+        return fail(f"cannot write {args.out!r}: directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        return fail(f"cannot write {args.out!r}: permission denied")
+    try:
+        info = export.export(out, seeds)
+    except (OSError, ValueError) as exc:
+        return fail(f"cannot write {args.out!r}: {exc}")
+    print(f"attention-scaling: wrote {info['path']}: {info['states']} states "
+          f"({len(info['seeds'])} seeds x {len(export.core.D_K_VALUES)} widths x "
+          f"{len(export.core.TEMPERATURES)} temperatures, both variants), "
+          f"{info['bytes'] / 1e6:.2f} MB ({info['bytes']} bytes), "
+          f"in {info['seconds']:.1f} s", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "export":
+        return _export(args)
     parser.error(f"unknown command {args.command!r}")  # pragma: no cover
     return 2
 

@@ -1,4 +1,4 @@
-"""Why a slider change reaches the browser in milliseconds here, not Panel's ~60 ms: four costs removed.
+"""Why a slider change reaches the browser in ~10 ms here, not Panel's ~70 ms: five costs removed.
 
 Measured on 127.0.0.1 in headless Chromium (slider value set → new bar data in the browser),
 a plain Panel app takes ~60 ms where a plain Bokeh app needs ~5-10 ms. The time goes to:
@@ -28,6 +28,19 @@ a plain Panel app takes ~60 ms where a plain Bokeh app needs ~5-10 ms. The time 
    :func:`fast` opts our widgets out through Panel's ``_busy__ignore`` list, and the page
    has no busy spinner.
 
+5. **Panel's widget path itself**: even with 1-4 removed, a change to a Panel widget is
+   applied in a callback scheduled *after* Bokeh has begun its reply to the browser's
+   message, through Panel's parameter syncing (~3-5 ms here), and the update then waits for
+   that reply to finish writing. The two sliders that carry drags (head width, temperature)
+   are therefore plain Bokeh ``Slider`` models in a ``pn.pane.Bokeh`` (page.index_slider): their
+   Python ``on_change`` runs while Bokeh applies the message, and :func:`session_hold` batches
+   the whole update into one PATCH-DOC that leaves before Bokeh's reply. Bokeh applies
+   messages in arrival order, so values are never applied out of order and the last one
+   wins. The switch and buttons stay Panel widgets (with :func:`fast`).
+
+Measured effect (benchmarks/run.py, docs/benchmarks.md): default Panel ~70 ms, 1-4 ~17 ms,
+1-5 ~10 ms, the same page as a plain Bokeh app (one message per event) ~12 ms.
+
 Everything is in this module, idempotent, and checked by tests: unit tests assert that the
 patches are in place, and a browser test fails if a change takes anywhere near 50 ms again
 (median of many), which is what a Panel or Bokeh upgrade that reintroduces a delay would do.
@@ -36,6 +49,7 @@ patches are in place, and a browser test fails if a change takes anywhere near 5
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +67,23 @@ def fast(widget):
     widget._debounce = 0
     widget._busy__ignore = [*type(widget)._busy__ignore, "value"]
     return widget
+
+
+@contextmanager
+def session_hold(doc):
+    """Batch the Bokeh events of a change made in a plain Bokeh callback into one message.
+
+    Panel's ``pn.io.hold()`` needs Panel's current document, which a Bokeh ``on_change``
+    callback does not set; this sets it, then holds.
+    """
+    import panel as pn
+    from panel.io.state import set_curdoc
+
+    if doc is None:
+        yield
+        return
+    with set_curdoc(doc), pn.io.hold():
+        yield
 
 
 def _patch_dispatch() -> bool:

@@ -162,3 +162,126 @@ def fill(template: str, fields: dict[str, str]) -> str:
         lambda m: f'<span data-k="{m.group(1)}">{html.escape(fields[m.group(1)])}</span>',
         template,
     )
+
+
+# ---- URL state: the one place where controls are written to and read from a query string ----
+
+#: Query keys of the controls, in the order they are written.
+QUERY_KEYS = ("d_k", "scaled", "temperature", "seed")
+#: Parts of the page that ``?hide=`` can hide; ``?embed=1`` hides the header.
+VIEW_PARTS = ("header", "controls", "text")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _shown(raw: str, limit: int = 32) -> str:
+    """A user-supplied value for a notice: truncated, as a repr (escaping is the page's job)."""
+    text = raw if len(raw) <= limit else raw[:limit] + "…"
+    return repr(text)
+
+
+def _nearest_log(x: float, options) -> float:
+    return min(options, key=lambda o: abs(math.log(o) - math.log(x)))
+
+
+def to_query(state: ExplorerState) -> dict[str, str]:
+    """The controls of ``state`` as query-string values (all of them, the seed included)."""
+    return {
+        "d_k": str(state.d_k),
+        "scaled": "1" if state.scaled else "0",
+        "temperature": f"{state.temperature:g}",
+        "seed": str(state.seed),
+    }
+
+
+def parse_query(args) -> tuple[dict, set[str], list[str]]:
+    """Read controls and view switches from query arguments, safely.
+
+    ``args`` maps a key to a list of values (str or bytes), as a server hands them over.
+    Returns (parameter values to apply, parts of the page to hide, notices). Every value is
+    checked: numbers out of range are clamped to the nearest valid value, unusable ones
+    (text, NaN, infinity, empty) are ignored; each adjustment adds a notice in plain text.
+    Nothing that comes in is ever returned as markup.
+    """
+    values: dict = {}
+    hidden: set[str] = set()
+    notices: list[str] = []
+
+    def last(key: str) -> str | None:
+        items = args.get(key) or []
+        if not items:
+            return None
+        if len(items) > 1:
+            notices.append(f"{key} was given {len(items)} times; using the last one.")
+        raw = items[-1]
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8", errors="replace")
+        return str(raw).strip()
+
+    def number(key: str, raw: str) -> float | None:
+        try:
+            x = float(raw)
+        except ValueError:
+            x = float("nan")
+        if not math.isfinite(x):
+            notices.append(f"Ignored {key}={_shown(raw)}: not a finite number.")
+            return None
+        return x
+
+    raw = last("d_k")
+    if raw is not None and (x := number("d_k", raw)) is not None:
+        widths = core.D_K_VALUES
+        if x in widths:
+            values["d_k"] = int(x)
+        else:
+            near = int(_nearest_log(min(max(x, widths[0]), widths[-1]), widths))
+            notices.append(f"d_k={_shown(raw)} is not one of the widths offered; using {near}.")
+            values["d_k"] = near
+
+    raw = last("temperature")
+    if raw is not None and (x := number("temperature", raw)) is not None:
+        temps = core.TEMPERATURES
+        if x <= 0:
+            notices.append(f"Ignored temperature={_shown(raw)}: it must be positive.")
+        else:
+            near = _nearest_log(min(max(x, temps[0]), temps[-1]), temps)
+            if not math.isclose(near, x, rel_tol=1e-9):
+                notices.append(f"temperature={_shown(raw)} is not one of the values offered; "
+                               f"using {near:g}.")
+            values["temperature"] = near
+
+    raw = last("seed")
+    if raw is not None:
+        if raw.isascii() and raw.isdigit() and len(raw) <= 30:
+            seed = int(raw)
+            if seed > MAX_SEED:
+                notices.append(f"seed={_shown(raw)} is too large; using {MAX_SEED}.")
+                seed = MAX_SEED
+            values["seed"] = seed
+        else:
+            notices.append(f"Ignored seed={_shown(raw)}: not a whole number from 0 to {MAX_SEED}.")
+
+    raw = last("scaled")
+    if raw is not None:
+        if raw.lower() in _TRUE:
+            values["scaled"] = True
+        elif raw.lower() in _FALSE:
+            values["scaled"] = False
+        else:
+            notices.append(f"Ignored scaled={_shown(raw)}: use 1 or 0.")
+
+    raw = last("embed")
+    if raw is not None:
+        if raw.lower() in _TRUE:
+            hidden.add("header")
+        elif raw.lower() not in _FALSE:
+            notices.append(f"Ignored embed={_shown(raw)}: use 1 or 0.")
+    raw = last("hide")
+    if raw:
+        for token in (t.strip().lower() for t in raw.split(",")):
+            if token in VIEW_PARTS:
+                hidden.add(token)
+            elif token:
+                notices.append(f"Ignored hide={_shown(token)}: can hide "
+                               f"{', '.join(VIEW_PARTS)}.")
+    return values, hidden, notices

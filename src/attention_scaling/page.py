@@ -10,14 +10,16 @@ from __future__ import annotations
 import functools
 import html
 import json
+import sys
+import urllib.parse
 from pathlib import Path
 
 import panel as pn
-from bokeh.models import CustomJSTickFormatter, Div
+from bokeh.models import CustomJSTickFormatter, Div, InlineStyleSheet, Slider
 
 from . import core, latency
 from .charts import SCALED_COLOR, Charts
-from .model import FORMULAS, ExplorerState
+from .model import FORMULAS, QUERY_KEYS, ExplorerState, parse_query, to_query
 
 _HERE = Path(__file__).resolve().parent
 #: CSS and favicon: inside the package when installed from a wheel, the repository's
@@ -25,6 +27,19 @@ _HERE = Path(__file__).resolve().parent
 ASSETS = next((p for p in (_HERE / "assets", _HERE.parents[1] / "assets") if p.is_dir()),
               _HERE / "assets")
 TITLE = "Why attention divides by √d_k"
+
+COPY_LINK_JS = """
+const url = window.location.href;
+const done = (ok) => { cb_obj.label = ok ? 'Link copied' : 'Copy failed: use the address bar';
+                       setTimeout(() => { cb_obj.label = 'Copy link to this view'; }, 1800); };
+if (navigator.clipboard && window.isSecureContext) {
+  navigator.clipboard.writeText(url).then(() => done(true), () => done(false));
+} else {
+  const ta = document.createElement('textarea'); ta.value = url; document.body.appendChild(ta);
+  ta.select(); let ok = false; try { ok = document.execCommand('copy'); } catch (e) {}
+  ta.remove(); done(ok);
+}
+"""
 
 GUIDE = (
     "<div class='guide'><h4>Try this</h4><ol>"
@@ -49,21 +64,28 @@ def _css() -> str:
     return (ASSETS / "style.css").read_text(encoding="utf-8")
 
 
-def index_slider(state, name: str, label: str, labels: list[str]) -> pn.widgets.IntSlider:
+def index_slider(state, name: str, label: str, labels: list[str]) -> Slider:
     """A slider over the positions of a Selector parameter's values, kept in sync both ways.
 
+    A plain Bokeh ``Slider`` whose Python ``on_change`` callback runs while Bokeh applies the
+    browser's message, so the update leaves before Bokeh's reply: see :mod:`latency` (5) for
+    why this, rather than a Panel widget, carries the head width and the temperature.
     The browser shows ``labels[position]`` through a client-side tick formatter, so the
-    label always matches the handle, however fast it is dragged. (Panel's DiscreteSlider
-    sets its label from the server as well, and under fast keyboard input an older label
-    can arrive last.)
+    label always matches the handle however fast it is dragged.
     """
     values = list(state.param[name].objects)
-    slider = latency.fast(pn.widgets.IntSlider(
-        name=label, start=0, end=len(values) - 1, value=values.index(getattr(state, name)),
+    slider = Slider(
+        title=label, start=0, end=len(values) - 1, step=1,
+        value=values.index(getattr(state, name)),
         format=CustomJSTickFormatter(code=f"return {json.dumps(labels)}[tick] ?? '';"),
-        sizing_mode="stretch_width",
-    ))
-    slider.param.watch(lambda e: setattr(state, name, values[e.new]), "value")
+        sizing_mode="stretch_width", margin=(5, 10),
+    )
+
+    def from_browser(_attr, _old, new) -> None:
+        with latency.session_hold(slider.document):
+            setattr(state, name, values[new])
+
+    slider.on_change("value", from_browser)
     state.param.watch(lambda e: setattr(slider, "value", values.index(e.new)), name)
     return slider
 
@@ -81,9 +103,14 @@ class Explorer(pn.viewable.Viewer):
     """The attention-scaling explorer: controls, Fig. 3 bars, Jacobian heatmaps, text."""
 
     def __init__(self, state: ExplorerState | None = None, **params):
+        _load_extension_in_notebook()
         super().__init__(**params)
         self.state = state or ExplorerState()
         self.charts = Charts()
+        # The text Divs carry the page CSS themselves too: Panel applies a pane's
+        # stylesheets only under a design (the template), not in the bare embed layout.
+        for div in (self.charts.explanation, self.charts.readout):
+            div.stylesheets = [InlineStyleSheet(css=_css())]
         self._build_widgets()
         self._seed_text = pn.pane.HTML("", margin=(0, 10), stylesheets=[_css()])
         self._refresh()
@@ -104,18 +131,24 @@ class Explorer(pn.viewable.Viewer):
         self.fig3_button = pn.widgets.Button(
             name="Reset to Fig. 3", button_type="default", sizing_mode="stretch_width")
         self.fig3_button.on_click(lambda _event: s.reset_to_fig3())
+        self.copy_button = pn.widgets.Button(
+            name="Copy link to this view", button_type="default", sizing_mode="stretch_width")
+        # In the browser: the page's own URL (kept equal to the controls) to the clipboard,
+        # with a fallback for pages served over plain http to other machines.
+        self.copy_button.js_on_click(code=COPY_LINK_JS)
 
     def controls(self) -> pn.Column:
         return pn.Column(
-            self.d_k_slider,
+            pn.pane.Bokeh(self.d_k_slider, sizing_mode="stretch_width"),
             pn.Row(self.scaled_switch,
                    pn.pane.HTML("<b>Divide logits by √d_k</b><br>"
                                 "<small>the variant the model uses</small>", margin=(0, 5)),
                    margin=(8, 10)),
-            self.temperature_slider,
+            pn.pane.Bokeh(self.temperature_slider, sizing_mode="stretch_width"),
             pn.Row(self._seed_text, margin=(4, 0)),
             self.resample_button,
             self.fig3_button,
+            self.copy_button,
             pn.pane.HTML(GUIDE, stylesheets=[_css()], sizing_mode="stretch_width"),
             sizing_mode="stretch_width",
         )
@@ -135,7 +168,7 @@ class Explorer(pn.viewable.Viewer):
 
     # ---- layout ----------------------------------------------------------------------
 
-    def main(self) -> pn.Column:
+    def main(self, show_text: bool = True) -> pn.Column:
         c = self.charts
         bars = pn.Row(
             pn.pane.Bokeh(c.scaled_fig, sizing_mode="stretch_width"),
@@ -152,10 +185,10 @@ class Explorer(pn.viewable.Viewer):
         formulas = pn.pane.Bokeh(
             Div(text=f"<div class='formulas'>{FORMULAS}</div>", disable_math=False,
                 sizing_mode="stretch_width"), sizing_mode="stretch_width", stylesheets=[_css()])
+        text = [caption, formulas,
+                pn.pane.Bokeh(c.explanation, sizing_mode="stretch_width", stylesheets=[_css()])]
         return pn.Column(
-            bars, caption, formulas,
-            pn.pane.Bokeh(c.explanation, sizing_mode="stretch_width", stylesheets=[_css()]),
-            jac,
+            bars, *(text if show_text else []), jac,
             pn.pane.Bokeh(c.diagonal_fig, sizing_mode="stretch_width"),
             sizing_mode="stretch_width",
         )
@@ -164,12 +197,36 @@ class Explorer(pn.viewable.Viewer):
         return pn.Row(pn.Column(self.controls(), width=280), self.main(),
                       sizing_mode="stretch_width")
 
-    def page(self) -> pn.template.BaseTemplate:
-        """The full page: a Panel template with header, sidebar controls and the charts."""
+    def sync_url(self) -> None:
+        """Keep the browser's query string equal to the controls (all of them, live)."""
+        location = pn.state.location
+        if location is None:
+            return
+
+        def write(*_events) -> None:
+            location.update_query(**to_query(self.state))
+
+        pn.state.onload(write)   # once the browser is connected: the full state, seed included
+        self.state.param.watch(write, list(QUERY_KEYS))
+
+    def page(self, hidden: set[str] = frozenset(), notices: list[str] = ()):
+        """The full page: a Panel template with header, sidebar controls and the charts.
+
+        With anything in ``hidden`` (header, controls, text) it is a bare layout instead,
+        for an iframe in a course page. ``notices`` are shown above the charts.
+        """
+        main = [self.main(show_text="text" not in hidden)]
+        if notices:
+            main.insert(0, pn.pane.HTML(notice_html(list(notices)), stylesheets=[_css()],
+                                        sizing_mode="stretch_width", name="notice"))
+        if hidden:
+            parts = [] if "controls" in hidden else [pn.Column(self.controls(), width=280)]
+            return pn.Row(*parts, pn.Column(*main, sizing_mode="stretch_width"),
+                          sizing_mode="stretch_width", design=Fast)
         template = pn.template.FastListTemplate(
             title=TITLE,
             sidebar=[self.controls()],
-            main=[self.main()],
+            main=main,
             favicon=str(ASSETS / "favicon.svg"),
             accent_base_color=SCALED_COLOR,
             header_background="#102a43",
@@ -184,11 +241,63 @@ class Explorer(pn.viewable.Viewer):
         return template
 
 
-def create_page() -> pn.template.BaseTemplate:
-    """A fresh explorer page for one browser session."""
+def _load_extension_in_notebook() -> None:
+    """In Jupyter, load Panel's JavaScript (and MathJax) once, so ``Explorer()`` just renders."""
+    in_kernel = "ipykernel" in sys.modules and pn.state.curdoc is None
+    if in_kernel and not pn.extension._loaded:
+        pn.extension("mathjax")
+
+
+def harden_location() -> None:
+    """Keep a hostile query string from crashing Panel's own URL parsing (a 500 page).
+
+    Panel's ``Location`` parses the query string into Python values on every session
+    (``panel.util.parse_query``) and calls ``int()`` on any all-digit value: Python refuses
+    numbers over 4,300 digits with a ValueError, so ``?seed=999…`` (5,000 nines) took the page
+    down before our own parsing ran. This wraps Panel's parser to fall back to plain strings;
+    our controls are read by model.parse_query either way. Idempotent.
+    """
+    import panel.io.location as location
+
+    original = location.parse_query
+    if getattr(original, "_attention_scaling", False):
+        return
+
+    def parse_query(query: str) -> dict:
+        try:
+            return original(query)
+        except ValueError:
+            return dict(urllib.parse.parse_qsl(query[1:]))
+
+    parse_query._attention_scaling = True
+    location.parse_query = parse_query
+
+
+def notice_html(notices: list[str]) -> str:
+    """The notice about adjusted URL values: plain text, escaped, never markup."""
+    if not notices:
+        return ""
+    items = "".join(f"<li>{html.escape(n)}</li>" for n in notices[:8])
+    more = f"<li>… and {len(notices) - 8} more.</li>" if len(notices) > 8 else ""
+    return (f"<div class='notice' role='status'><b>Some link settings were adjusted:</b>"
+            f"<ul>{items}{more}</ul></div>")
+
+
+def create_page():
+    """A fresh explorer page for one browser session, set up from the URL's query string.
+
+    Controls (d_k, scaled, temperature, seed) are read with model.parse_query (bad values are
+    clamped or ignored, with a visible notice) and written back to the URL on every change.
+    ``?embed=1`` or ``?hide=header,controls,text`` gives a bare layout for an iframe.
+    """
     pn.extension("mathjax", notifications=False)
     latency.install()
-    return Explorer().page()
+    harden_location()
+    args = pn.state.session_args or {}
+    values, hidden, notices = parse_query(args)
+    explorer = Explorer(ExplorerState(**values))
+    explorer.sync_url()
+    return explorer.page(hidden=hidden, notices=notices)
 
 
 __all__ = ["Explorer", "create_page", "TITLE"]

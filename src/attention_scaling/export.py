@@ -1,0 +1,417 @@
+"""A standalone, offline copy of the explorer: one self-contained HTML file.
+
+``attention-scaling export OUT.html`` precomputes every state of the discrete
+controls (each seed, head width d_k and temperature T, both variants) with
+:mod:`core`, turns each into exactly the column values :class:`charts.Charts`
+would set (through the same ``charts.*_data`` functions and
+``ExplorerState.text_fields``), packs them compactly, and writes a plain Bokeh
+page (``bokeh.embed.file_html`` with ``bokeh.resources.INLINE``) whose controls
+pick a state in the browser with one ``CustomJS``. No server, no network: every
+script and style sheet is inside the file, and it opens from ``file://``.
+
+Packing (see :func:`decode`, the Python mirror of the browser's decoder):
+
+* ``floats``: one float64 array (little-endian, base64) of the exact values. Per
+  record (seed, d_k, T, variant) the 8 weights and the upper triangle (36) of the
+  Jacobian, which is exactly symmetric (checked); then the logits per (seed, d_k,
+  variant), which do not depend on T; then the p(1 - p) sweep per (seed, T, variant).
+* ``ints``: a uint16 array, per record: the bar style, the max-weight label, the
+  diagonal labels' inks, the 8 diagonal label texts and every text field, each an
+  index into a small table of the distinct values actually produced.
+
+Nothing is rounded: the browser shows the float64 values core computed.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import param
+from bokeh.embed import file_html
+from bokeh.layouts import column, row
+from bokeh.models import (
+    Button,
+    CustomJS,
+    CustomJSTickFormatter,
+    Div,
+    InlineStyleSheet,
+    Slider,
+    Spinner,
+    Switch,
+)
+from bokeh.resources import INLINE
+
+from . import core
+from .charts import (
+    KEY_LABELS,
+    Charts,
+    bar_data,
+    jacobian_data,
+    jacobian_diagonal_labels,
+    max_label_data,
+    sweep_data,
+)
+from .model import FIG3_D_K, FIG3_SEED, ExplorerState
+
+TITLE = "Why attention divides by √d_k"
+#: Largest file the export may write; every state of 4 seeds fits in it.
+MAX_BYTES = 5_000_000
+DEFAULT_SEEDS = 4
+#: Each seed adds ~0.75 MB of exact float64 data on top of ~1.7 MB of BokehJS.
+MAX_SEEDS = 4
+N = core.N_KEYS
+#: (i, j) of the Jacobian's upper triangle, row-major: what is stored of each matrix.
+_UPPER = [(i, j) for i in range(N) for j in range(i, N)]
+_RECORD_FLOATS = N + len(_UPPER)          # weights + Jacobian upper triangle
+_INT_HEAD = 3                              # style, label, ink
+_DIAG_TEXTS = N
+
+_HERE = Path(__file__).resolve().parent
+_STYLE_CSS = next((p / "style.css" for p in (_HERE / "assets", _HERE.parents[1] / "assets")
+                   if (p / "style.css").is_file()), None)
+
+#: The fixed formulas, as HTML text (no MathJax in the offline file).
+FORMULAS_HTML = (
+    "<div class='formulas'>Var(<i>q</i>·<i>k</i>) = <i>d</i><sub><i>k</i></sub>"
+    "&emsp;&emsp;Var(<i>q</i>·<i>k</i> / √<i>d</i><sub><i>k</i></sub>) = 1"
+    "&emsp;&emsp;<i>p</i> = softmax(<i>z</i> / <i>T</i>)"
+    "&emsp;&emsp;∂<i>p</i><sub><i>i</i></sub>/∂<i>z</i><sub><i>j</i></sub> = "
+    "<i>p</i><sub><i>i</i></sub>(δ<sub><i>ij</i></sub> − <i>p</i><sub><i>j</i></sub>)</div>"
+)
+
+CAPTION = (
+    "Both charts show the same query–key dot products over eight keys. When the "
+    "components of q and k have unit variance, those products spread out like √d_k: "
+    "the wider the head, the larger the raw logits, and the softmax piles almost all "
+    "weight onto one key. Dividing by √d_k cancels that growth at every width. "
+    "This offline copy holds every setting of the controls, precomputed."
+)
+
+
+def seed_list(n: int) -> list[int]:
+    """The seeds exported: the reference figure's seed first, then 1, 2, 3, ..."""
+    if not 1 <= n <= MAX_SEEDS:
+        raise ValueError(f"--seeds must be between 1 and {MAX_SEEDS} (the file must stay "
+                         f"under {MAX_BYTES / 1e6:g} MB), got {n}")
+    return [FIG3_SEED] + list(range(1, n))
+
+
+class _Table:
+    """Distinct values (compared by their JSON), each stored once; ``add`` gives the index."""
+
+    def __init__(self) -> None:
+        self.items: list = []
+        self._index: dict[str, int] = {}
+
+    def add(self, item) -> int:
+        key = json.dumps(item)
+        if key not in self._index:
+            self._index[key] = len(self.items)
+            self.items.append(item)
+            if len(self.items) > 65535:
+                raise OverflowError("too many distinct values for uint16 indices")
+        return self._index[key]
+
+
+def _b64(array: np.ndarray, dtype: str) -> str:
+    return base64.b64encode(np.ascontiguousarray(array, dtype=dtype).tobytes()).decode("ascii")
+
+
+def _styling() -> dict:
+    """Titles and outlines of the figures for each variant, as Charts.update sets them."""
+    charts = Charts()
+    out = {}
+    state = core.compute_state(FIG3_D_K, 1.0, FIG3_SEED)
+    for scaled in (True, False):
+        charts.update(state, scaled)
+        out["s" if scaled else "u"] = {
+            name: dict(title=fig.title.text, outline_line_color=fig.outline_line_color,
+                       outline_line_width=fig.outline_line_width)
+            for name, fig in charts.figures.items()
+        }
+    return out
+
+
+def build_payload(seeds: list[int]) -> dict:
+    """Every state of the controls for ``seeds``, packed (see the module docstring)."""
+    d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
+    nd, nt = len(d_ks), len(temps)
+    n_rec = len(seeds) * nd * nt * 2
+    explorer = ExplorerState()
+    fields_order = list(explorer.text_fields())
+    n_ints = _INT_HEAD + _DIAG_TEXTS + len(fields_order)
+    rec_floats = np.empty((n_rec, _RECORD_FLOATS))
+    logits = np.empty((len(seeds), nd, 2, N))
+    sweeps = np.empty((len(seeds), nt, 2, N * nd))
+    ints = np.empty((n_rec, n_ints), dtype=np.uint16)
+    styles, labels, inks, strings = _Table(), _Table(), _Table(), _Table()
+    for si, seed in enumerate(seeds):
+        for di, d_k in enumerate(d_ks):
+            for ti, temp in enumerate(temps):
+                state = core.compute_state(d_k, temp, seed)
+                with param.edit_constant(explorer):
+                    explorer.result = state
+                for var, scaled in enumerate((True, False)):
+                    v = state.active(scaled)
+                    rec = ((si * nd + di) * nt + ti) * 2 + var
+                    bars = bar_data(v)
+                    jac = np.asarray(jacobian_data(v)["value"]).reshape(N, N)
+                    if not np.array_equal(jac, jac.T) or bars["pq"] != np.diag(jac).tolist():
+                        raise AssertionError("Jacobian not exactly symmetric / diagonal != p(1-p)")
+                    rec_floats[rec, :N] = bars["weight"]
+                    rec_floats[rec, N:] = [jac[i, j] for i, j in _UPPER]
+                    logits[si, di, var] = bars["logit"]
+                    if di == 0:
+                        sweeps[si, ti, var] = sweep_data(state, scaled)["value"]
+                    lab = max_label_data(v)
+                    top = bars["weight"].index(lab["weight"][0])
+                    diag = jacobian_diagonal_labels(v)
+                    explorer.scaled = scaled
+                    fields = explorer.text_fields()
+                    ints[rec] = [
+                        styles.add([bars["alpha"], bars["line"]]),
+                        labels.add([lab["key"][0], lab["align"][0], lab["text"][0], top]),
+                        inks.add(diag["ink"]),
+                        *(strings.add(t) for t in diag["text"]),
+                        *(strings.add(fields[k]) for k in fields_order),
+                    ]
+    floats = np.concatenate([rec_floats.ravel(), logits.ravel(), sweeps.ravel()])
+    return dict(
+        seeds=seeds, d_k=list(d_ks), temperatures=list(temps), keys=KEY_LABELS,
+        fields=fields_order, styles=styles.items, labels=labels.items, inks=inks.items,
+        strings=strings.items, styling=_styling(),
+        record_floats=_RECORD_FLOATS, record_ints=n_ints, upper=_UPPER,
+        logit_offset=rec_floats.size, sweep_offset=rec_floats.size + logits.size,
+        states=n_rec // 2, records=n_rec,
+        floats=_b64(floats, "<f8"), ints=_b64(ints.ravel(), "<u2"),
+    )
+
+
+def decode(payload: dict, seed: int, d_k: int, temperature: float, scaled: bool) -> dict:
+    """The sources' data for one setting, unpacked from ``payload`` the way the browser does.
+
+    Returns ``{source name: {column: values}}`` (plus ``"fields"``: the text fields and
+    ``"styling"``: titles and outlines), for comparison with what Charts.update sets.
+    """
+    floats = np.frombuffer(base64.b64decode(payload["floats"]), dtype="<f8")
+    ints = np.frombuffer(base64.b64decode(payload["ints"]), dtype="<u2")
+    nd, nt = len(payload["d_k"]), len(payload["temperatures"])
+    si, di = payload["seeds"].index(seed), payload["d_k"].index(d_k)
+    ti = payload["temperatures"].index(temperature)
+    n = len(payload["keys"])
+
+    def record(var: int):
+        rec = ((si * nd + di) * nt + ti) * 2 + var
+        f = floats[rec * payload["record_floats"]:][:payload["record_floats"]]
+        i = ints[rec * payload["record_ints"]:][:payload["record_ints"]]
+        jac = [[0.0] * n for _ in range(n)]
+        for k, (a, b) in enumerate(payload["upper"]):
+            jac[a][b] = jac[b][a] = float(f[n + k])
+        off = payload["logit_offset"] + ((si * nd + di) * 2 + var) * n
+        alpha, line = payload["styles"][i[0]]
+        key, align, text, top = payload["labels"][i[1]]
+        weight = [float(x) for x in f[:n]]
+        return dict(
+            bars=dict(logit=[float(x) for x in floats[off:off + n]], weight=weight,
+                      pq=[jac[k][k] for k in range(n)], alpha=alpha, line=line),
+            label=dict(key=[key], weight=[weight[top]], text=[text], align=[align]),
+            jacobian=dict(value=[x for r in jac for x in r]),
+            diag=dict(text=[payload["strings"][k] for k in i[3:3 + n]],
+                      ink=payload["inks"][i[2]]),
+            fields={name: payload["strings"][k]
+                    for name, k in zip(payload["fields"], i[3 + n:])},
+        )
+
+    s, u = record(0), record(1)
+    act = s if scaled else u
+    var = 0 if scaled else 1
+    m = len(payload["d_k"]) * n
+    off = payload["sweep_offset"] + ((si * nt + ti) * 2 + var) * m
+    return {
+        "scaled-weights-source": s["bars"], "scaled-weights-label": s["label"],
+        "unscaled-weights-source": u["bars"], "unscaled-weights-label": u["label"],
+        "jacobian-source": act["jacobian"], "jacobian-diagonal-labels": act["diag"],
+        "jacobian-diagonal-source": dict(value=floats[off:off + m].tolist()),
+        "jacobian-diagonal-marker": dict(width=[str(d_k)]),
+        "fields": act["fields"],
+        "styling": payload["styling"]["s" if scaled else "u"],
+    }
+
+
+#: The browser's decoder and the one callback on every control. Decodes the payload once
+#: (cached on the payload-holding model), then assigns each source's data in place.
+_SELECT_JS = """
+if (holder.__attn == null) {
+  const bytes = (b64) => { const s = atob(b64), a = new Uint8Array(s.length);
+                           for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i);
+                           return a.buffer; };
+  const P = JSON.parse(holder.tags[0]);
+  P.F = new Float64Array(bytes(P.floats));
+  P.I = new Uint16Array(bytes(P.ints));
+  delete P.floats; delete P.ints;
+  holder.__attn = P;
+}
+const P = holder.__attn, F = P.F, I = P.I, n = P.keys.length;
+const nd = P.d_k.length, nt = P.temperatures.length;
+const si = seed.value, di = dk.value, ti = temp.value, scaled = toggle.active;
+const assign = (src, obj) => {
+  const old = src.data;
+  if (old instanceof Map) {
+    const m = new Map(old);
+    for (const k in obj) m.set(k, obj[k]);
+    src.data = m;
+  } else {
+    src.data = Object.assign({}, old, obj);
+  }
+};
+const record = (v) => {
+  const rec = ((si * nd + di) * nt + ti) * 2 + v;
+  const f = F.subarray(rec * P.record_floats, (rec + 1) * P.record_floats);
+  const i = I.subarray(rec * P.record_ints, (rec + 1) * P.record_ints);
+  const jac = new Array(n * n);
+  P.upper.forEach(([a, b], k) => { jac[a * n + b] = f[n + k]; jac[b * n + a] = f[n + k]; });
+  const off = P.logit_offset + ((si * nd + di) * 2 + v) * n;
+  const [alpha, line] = P.styles[i[0]];
+  const [key, align, text, top] = P.labels[i[1]];
+  const weight = Array.from(f.subarray(0, n));
+  const fields = {};
+  P.fields.forEach((name, k) => { fields[name] = P.strings[i[3 + n + k]]; });
+  return {
+    bars: {logit: Array.from(F.subarray(off, off + n)), weight: weight,
+           pq: Array.from({length: n}, (_, k) => jac[k * n + k]),
+           alpha: alpha.slice(), line: line.slice()},
+    label: {key: [key], weight: [weight[top]], text: [text], align: [align]},
+    jacobian: {value: jac},
+    diag: {text: Array.from(i.subarray(3, 3 + n), (k) => P.strings[k]), ink: P.inks[i[2]].slice()},
+    fields: fields,
+  };
+};
+const s = record(0), u = record(1), act = scaled ? s : u, v = scaled ? 0 : 1;
+const m = nd * n, off = P.sweep_offset + ((si * nt + ti) * 2 + v) * m;
+assign(src.scaled_bars, s.bars);
+assign(src.scaled_label, s.label);
+assign(src.unscaled_bars, u.bars);
+assign(src.unscaled_label, u.label);
+assign(src.jacobian, act.jacobian);
+assign(src.jacobian_labels, act.diag);
+assign(src.sweep, {value: Array.from(F.subarray(off, off + m))});
+assign(src.marker, {width: [String(P.d_k[di])]});
+const styling = P.styling[scaled ? 's' : 'u'];
+for (const name in styling) {
+  const fig = figs[name], st = styling[name];
+  if (fig.title.text !== st.title) fig.title.text = st.title;
+  fig.outline_line_color = st.outline_line_color;
+  fig.outline_line_width = st.outline_line_width;
+}
+const names = Object.keys(act.fields);
+text_source.data = new Map([['field', names], ['value', names.map((k) => act.fields[k])]]);
+seed_div.text = "<span class='seed'>seed <code>" + P.seeds[si] + "</code></span>";
+"""
+
+_RESAMPLE_JS = "seed.value = (seed.value + 1) % n;"
+
+
+def build_layout(payload: dict, seeds: list[int]):
+    """The page: title, controls, the Charts figures and texts, wired to ``payload``."""
+    css = [InlineStyleSheet(css=_STYLE_CSS.read_text(encoding="utf-8"))] if _STYLE_CSS else []
+    charts = Charts()
+    explorer = ExplorerState(d_k=FIG3_D_K, temperature=1.0, seed=seeds[0], scaled=True)
+    fields = explorer.text_fields()
+    charts.update(explorer.result, True, fields)
+    for div in (charts.explanation, charts.readout):
+        div.disable_math = True
+        div.stylesheets = css
+    d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
+    dk = Slider(title="Head width d_k", start=0, end=len(d_ks) - 1, step=1,
+                value=d_ks.index(FIG3_D_K), name="d_k",
+                format=CustomJSTickFormatter(
+                    code=f"return {json.dumps([str(v) for v in d_ks])}[tick] ?? '';"),
+                sizing_mode="stretch_width", margin=(5, 10))
+    temp = Slider(title="Temperature T", start=0, end=len(temps) - 1, step=1,
+                  value=temps.index(1.0), name="temperature",
+                  format=CustomJSTickFormatter(
+                      code=f"return {json.dumps([f'{v:g}' for v in temps])}[tick] ?? '';"),
+                  sizing_mode="stretch_width", margin=(5, 10))
+    toggle = Switch(active=True, name="scaled", margin=(8, 10))
+    toggle_label = Div(text="<b>Divide logits by √d_k</b><br><small>the variant the model "
+                            "uses</small>", disable_math=True, margin=(0, 5))
+    # The seed position lives in a hidden spinner so the one callback can watch it.
+    seed = Spinner(low=0, high=len(seeds) - 1, step=1, value=0, visible=False, name="seed-index")
+    seed_div = Div(text=f"<span class='seed'>seed <code>{seeds[0]}</code></span>",
+                   stylesheets=css, disable_math=True, name="seed", margin=(4, 10))
+    resample = Button(label="Resample q and k", button_type="primary", name="resample",
+                      sizing_mode="stretch_width", margin=(5, 10))
+    resample.js_on_click(CustomJS(args=dict(seed=seed, n=len(seeds)), code=_RESAMPLE_JS))
+    select = CustomJS(
+        args=dict(
+            holder=_PayloadHolder(payload), seed=seed, dk=dk, temp=temp, toggle=toggle,
+            src=dict(scaled_bars=charts.scaled_source, scaled_label=charts.scaled_label,
+                     unscaled_bars=charts.unscaled_source,
+                     unscaled_label=charts.unscaled_label,
+                     jacobian=charts.jacobian_source, jacobian_labels=charts.jacobian_labels,
+                     sweep=charts.diagonal_source, marker=charts.marker_source),
+            figs=dict(charts.figures), text_source=charts.text_source, seed_div=seed_div,
+        ),
+        code=_SELECT_JS,
+    )
+    for widget, prop in ((dk, "value"), (temp, "value"), (seed, "value"), (toggle, "active")):
+        widget.js_on_change(prop, select)
+    title = Div(text=f"<h1 style='margin:8px 10px 0 10px;font-size:26px;color:#102a43'>"
+                     f"{html.escape(TITLE)}</h1>", disable_math=True,
+                sizing_mode="stretch_width")
+    guide = Div(text=(
+        "<div class='guide'><h4>Try this</h4><ol>"
+        "<li>Drag <b>d<sub>k</sub></b> to the right: the unscaled bars collapse onto one "
+        "key, the scaled ones barely move.</li>"
+        "<li>Switch <b>scaling</b> off: the Jacobian fades and the gradient readout drops.</li>"
+        "<li>Lower <b>T</b> below 1: temperature sharpens the softmax the same way.</li>"
+        f"<li><b>Resample</b> cycles through {len(seeds)} precomputed draws.</li></ol></div>"),
+        stylesheets=css, disable_math=True, sizing_mode="stretch_width", margin=(5, 10))
+    controls = column(dk, row(toggle, toggle_label), temp, seed_div, resample, seed, guide,
+                      width=290)
+    caption = Div(text=f"<p class='caption'>{html.escape(CAPTION)}</p>", stylesheets=css,
+                  disable_math=True, sizing_mode="stretch_width")
+    formulas = Div(text=FORMULAS_HTML, stylesheets=css, disable_math=True,
+                   sizing_mode="stretch_width")
+    main = column(
+        row(charts.scaled_fig, charts.unscaled_fig, sizing_mode="stretch_width"),
+        caption, formulas, charts.explanation,
+        row(charts.jacobian_fig, charts.readout, sizing_mode="stretch_width"),
+        charts.diagonal_fig,
+        sizing_mode="stretch_width",
+    )
+    return column(title, row(controls, main, sizing_mode="stretch_width"),
+                  sizing_mode="stretch_width")
+
+
+def _PayloadHolder(payload: dict) -> Div:
+    """A hidden model carrying the packed states as one JSON string (``text_payload`` in JS)."""
+    holder = Div(text="", visible=False, name="export-payload", disable_math=True)
+    holder.tags = [json.dumps(payload, separators=(",", ":"), allow_nan=False)]
+    return holder
+
+
+def export(out, n_seeds: int = DEFAULT_SEEDS) -> dict:
+    """Write the offline explorer to ``out``; returns states, bytes and seconds taken."""
+    start = time.perf_counter()
+    seeds = seed_list(n_seeds)
+    out = Path(out)
+    payload = build_payload(seeds)
+    layout = build_layout(payload, seeds)
+    text = file_html(layout, INLINE, title=TITLE)
+    data = text.encode("utf-8")
+    if len(data) > MAX_BYTES:
+        raise ValueError(f"export would be {len(data) / 1e6:.2f} MB, over the "
+                         f"{MAX_BYTES / 1e6:.2f} MB budget")
+    out.write_bytes(data)
+    return dict(path=str(out), states=payload["states"], records=payload["records"],
+                seeds=seeds, bytes=len(data), seconds=time.perf_counter() - start)
+
+
+__all__ = ["export", "build_payload", "decode", "seed_list", "MAX_SEEDS", "DEFAULT_SEEDS",
+           "MAX_BYTES", "TITLE"]

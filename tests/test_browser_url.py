@@ -1,0 +1,79 @@
+"""URL state and embed mode in a real Chromium against the served app."""
+
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from attention_scaling import core
+from test_browser import column, open_app
+
+pytestmark = pytest.mark.browser
+
+
+def query(page):
+    return {k: v[-1] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def test_link_restores_every_control_and_the_url_follows_live(page, server):
+    server_url = server.url
+    server.url = server_url + "?d_k=512&scaled=0&temperature=2.5&seed=7"
+    try:
+        open_app(page, server)
+    finally:
+        server.url = server_url
+    st = core.compute_state(512, 2.5, 7)
+    assert column(page, "unscaled-weights-source", "weight") == pytest.approx(st.unscaled.probs.tolist(), abs=1e-12)
+    assert column(page, "jacobian-source", "value") == pytest.approx(st.unscaled.jacobian.ravel().tolist(), abs=1e-12)
+    page.wait_for_function("() => window.location.search.includes('seed=7')", timeout=10_000)
+    assert query(page) == {"d_k": "512", "scaled": "0", "temperature": "2.5", "seed": "7"}
+    page.locator(".noUi-handle").first.focus()
+    page.keyboard.press("ArrowRight")                     # 512 -> 768
+    page.wait_for_function("() => window.location.search.includes('d_k=768')", timeout=10_000)
+    assert query(page)["seed"] == "7"
+    assert page.locator(".notice").count() == 0
+
+
+@pytest.mark.parametrize("search", [
+    "?d_k=nan&temperature=inf&seed=-1&scaled=maybe",
+    "?d_k=%3Cscript%3Ewindow.__pwned%3D1%3C%2Fscript%3E&seed=%3Cimg%20src%3Dx%20onerror%3Dwindow.__pwned%3D1%3E",
+    "?d_k=1e999&d_k=64&temperature=&seed=" + "9" * 5000,
+    "?hide=%3Cb%3Ebold%3C%2Fb%3E&embed=yes%3Cscript%3E",
+])
+def test_hostile_urls_give_a_notice_and_a_working_page(page, server, search):
+    server_url = server.url
+    server.url = server_url + search
+    try:
+        open_app(page, server)
+    finally:
+        server.url = server_url
+    notice = page.locator(".notice")
+    assert notice.count() == 1
+    text = notice.inner_text()
+    assert "adjusted" in text
+    assert page.evaluate("() => window.__pwned === undefined")
+    # nothing from the URL became markup: no <b>, <script> or <img> inside the notice
+    assert page.locator(".notice b").count() == 1          # only our own heading
+    assert page.locator(".notice script, .notice img").count() == 0
+    body = page.inner_text("body")
+    assert "NaN" not in body and "Traceback" not in body
+    # the page still works at its defaults for whatever was refused
+    weights = column(page, "scaled-weights-source", "weight")
+    assert len(weights) == 8 and abs(sum(weights) - 1) < 1e-12
+    assert page.console_errors == []
+
+
+def test_embed_mode_hides_header_controls_and_text(page, server):
+    server_url = server.url
+    server.url = server_url + "?embed=1&hide=controls,text"
+    try:
+        page.goto(server.url)
+        page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
+                               "Bokeh.documents[0].get_model_by_name('scaled-weights') !== null",
+                               timeout=30_000)
+        page.wait_for_timeout(1500)
+    finally:
+        server.url = server_url
+    assert page.locator("#header").count() == 0
+    assert page.locator(".noUi-handle").count() == 0
+    assert "Dividing by" not in page.inner_text("body")
+    assert page.evaluate("() => Bokeh.documents[0].get_model_by_name('jacobian') !== null")

@@ -1,0 +1,250 @@
+"""`attention-scaling export`: one self-contained HTML file, exact core values, offline."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attention_scaling import charts, core, export, model
+
+CLI = str(Path(sys.executable).with_name("attention-scaling"))
+
+
+def run(*args):
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("export") / "explorer.html"
+    r = run("export", str(out))
+    assert r.returncode == 0, r.stderr
+    return out, r.stdout
+
+
+class _Attrs(HTMLParser):
+    """Every tag and its src/href attributes (script bodies are not parsed as tags)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.links = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.links += [v or "" for k, v in attrs if k in ("src", "href")]
+
+
+# ---- the file ---------------------------------------------------------------------------
+
+def test_export_writes_one_small_self_contained_file(exported):
+    out, stdout = exported
+    size = out.stat().st_size
+    assert 0 < size <= 5_000_000
+    n_states = len(core.D_K_VALUES) * len(core.TEMPERATURES) * export.DEFAULT_SEEDS
+    assert f"{n_states} states" in stdout and "MB" in stdout and " s" in stdout
+    text = out.read_text(encoding="utf-8")
+    parser = _Attrs()
+    parser.feed(text)
+    assert "script" in parser.tags
+    assert "link" not in parser.tags          # no external style sheets
+    for link in parser.links:
+        assert not link.strip().lower().startswith(("http://", "https://", "//")), link
+    assert not [link for link in parser.links if link.strip()], parser.links
+    assert "Why attention divides by √d_k" in text
+
+
+@pytest.mark.parametrize("args,message", [
+    (["export", "{tmp}/missing-dir/out.html"], "does not exist"),
+    (["export", "{tmp}/a-file.txt/out.html"], "does not exist"),
+    (["export", "{tmp}"], "is a directory"),
+    (["export", "{tmp}/out.html", "--seeds", "0"], "--seeds must be between 1 and"),
+    (["export", "{tmp}/out.html", "--seeds", "100000000"], "--seeds must be between 1 and"),
+    (["export", "{tmp}/out.html", "--seeds", "many"], "--seeds must be an integer"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    (tmp_path / "a-file.txt").write_text("x")
+    r = run(*[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+    assert not (tmp_path / "out.html").exists()
+
+
+# ---- the packing is lossless ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def payload():
+    return export.build_payload(export.seed_list(2))
+
+
+@pytest.mark.parametrize("seed", [model.FIG3_SEED, 1])
+@pytest.mark.parametrize("d_k", [1, 4, 64, 4096])
+@pytest.mark.parametrize("temperature", [0.1, 1.0, 10.0])
+@pytest.mark.parametrize("scaled", [True, False])
+def test_decoded_state_is_exactly_what_charts_update_sets(payload, seed, d_k, temperature, scaled):
+    got = export.decode(payload, seed, d_k, temperature, scaled)
+    state = core.compute_state(d_k, temperature, seed)
+    c = charts.Charts()
+    explorer = model.ExplorerState(d_k=d_k, temperature=temperature, seed=seed, scaled=scaled)
+    c.update(state, scaled, explorer.text_fields())
+    by_name = {s.name: s for s in c.sources}
+    for name, cols in got.items():
+        if name == "fields":
+            assert cols == explorer.text_fields()
+        elif name == "styling":
+            for fig_name, st in cols.items():
+                fig = c.figures[fig_name]
+                assert st == dict(title=fig.title.text, outline_line_color=fig.outline_line_color,
+                                  outline_line_width=fig.outline_line_width)
+        else:
+            for col, values in cols.items():
+                expected = by_name[name].data[col]
+                expected = expected.tolist() if isinstance(expected, np.ndarray) else expected
+                assert values == expected, (name, col)   # exact, not approximate
+
+
+# ---- in a real browser, offline --------------------------------------------------------------
+
+INIT = """window.__model = (name) => {
+  for (const doc of (window.Bokeh ? Bokeh.documents : [])) {
+    const m = doc.get_model_by_name(name); if (m) return m; }
+  return null;
+};
+window.__col = (name, col) => {
+  const m = window.__model(name); if (!m) return null;
+  const d = m.data; const v = d instanceof Map ? d.get(col) : d[col];
+  return v ? Array.from(v) : null;
+};
+window.__spans = (name) => {
+  const view = Bokeh.index.find_one(window.__model(name)); const out = {};
+  if (!view) return null;
+  for (const el of view.shadow_el.querySelectorAll('[data-k]')) out[el.dataset.k] = el.textContent;
+  const t = view.shadow_el.querySelector('[data-active]');
+  if (t) out.__active = t.dataset.active;
+  return out;
+};"""
+
+
+@pytest.fixture
+def offline_page(browser, exported):
+    out, _ = exported
+    context = browser.new_context(viewport={"width": 1440, "height": 1200})
+    requests, errors = [], []
+
+    def route(r):
+        if r.request.url.startswith("file://"):
+            r.continue_()
+        else:
+            r.abort()
+
+    context.route("**/*", route)
+    pg = context.new_page()
+    pg.on("request", lambda r: requests.append(r.url))
+    pg.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.add_init_script(INIT)
+    pg.goto(out.resolve().as_uri())
+    pg.wait_for_function("() => (window.__col('jacobian-diagonal-source', 'value') || []).length > 0"
+                         " && window.__spans('explanation') !== null"
+                         " && Object.keys(window.__spans('explanation')).length > 0",
+                         timeout=30_000)
+    pg.requests, pg.console_errors = requests, errors
+    yield pg
+    context.close()
+
+
+SET = """([dk, t, s, scaled]) => {
+  const m = window.__model;
+  m('d_k').value = dk; m('temperature').value = t; m('seed-index').value = s;
+  m('scaled').active = scaled;
+}"""
+
+
+def show(page, seed, d_k, temperature, scaled):
+    seeds = export.seed_list(export.DEFAULT_SEEDS)
+    page.evaluate(SET, [core.D_K_VALUES.index(d_k), core.TEMPERATURES.index(temperature),
+                        seeds.index(seed), scaled])
+    page.wait_for_function(
+        "([d, s]) => JSON.stringify(window.__col('jacobian-diagonal-marker', 'width')) === "
+        "JSON.stringify([d]) && window.__spans('explanation').d === d"
+        " && window.__model('seed').text.includes('<code>' + s + '</code>')",
+        arg=[str(d_k), str(seed)], timeout=10_000)
+    page.wait_for_timeout(100)
+
+
+def col(page, name, column):
+    return page.evaluate("([n, c]) => window.__col(n, c)", [name, column])
+
+
+CASES = [
+    (model.FIG3_SEED, 64, 1.0, True),        # default: Fig. 3
+    (model.FIG3_SEED, 4096, 1.0, False),     # wide head, unscaled
+    (model.FIG3_SEED, 16, 0.1, True),        # sharp
+    (1, 256, 10.0, False),                   # flat, second seed
+    (3, 1, 1.0, True),                       # last seed, narrowest head
+]
+
+
+@pytest.mark.browser
+def test_offline_page_shows_core_values_exactly(offline_page):
+    page = offline_page
+    assert "√d_k" in page.title()
+    for seed, d_k, temperature, scaled in CASES:
+        show(page, seed, d_k, temperature, scaled)
+        st = core.compute_state(d_k, temperature, seed)
+        act = st.active(scaled)
+        case = (seed, d_k, temperature, scaled)
+        for name, v in (("scaled-weights", st.scaled), ("unscaled-weights", st.unscaled)):
+            assert col(page, f"{name}-source", "weight") == pytest.approx(v.probs.tolist(), abs=1e-12), case
+            assert col(page, f"{name}-source", "logit") == pytest.approx(v.logits.tolist(), abs=1e-12), case
+            assert col(page, f"{name}-label", "text") == [f"max weight {core.percent(v.max_weight)}"]
+            assert col(page, f"{name}-label", "weight") == pytest.approx([v.max_weight], abs=1e-12)
+            # the shown value is the float64 core computed, bit for bit
+            assert col(page, f"{name}-source", "weight") == v.probs.tolist(), case
+        assert col(page, "jacobian-source", "value") == pytest.approx(act.jacobian.ravel().tolist(), abs=1e-12), case
+        assert col(page, "jacobian-diagonal-source", "value") == pytest.approx(st.sweep(scaled).ravel().tolist(), abs=1e-12), case
+        assert col(page, "jacobian-diagonal-labels", "text") == [f"{x:.3f}" for x in act.diagonal]
+        spans = page.evaluate("() => window.__spans('explanation')")
+        assert spans["d"] == str(d_k)
+        assert spans["which"] == ("scaled" if scaled else "unscaled")
+        assert spans["max_w"] == core.percent(act.max_weight)
+        readout = page.evaluate("() => window.__spans('readout')")
+        assert readout["s_max_w"] == core.percent(st.scaled.max_weight)
+        assert readout["u_max_w"] == core.percent(st.unscaled.max_weight)
+        assert readout["__active"] == ("scaled" if scaled else "unscaled")
+        outline = page.evaluate("""() => ['scaled-weights', 'unscaled-weights'].map(n => {
+            const f = window.__model(n); return [f.outline_line_color, f.title.text]; })""")
+        on, off = (outline[0], outline[1]) if scaled else (outline[1], outline[0])
+        assert on[0] == "#1f2933" and on[1].endswith("◀ model uses this")
+        assert off[0] is None and not off[1].endswith("◀ model uses this")
+    page.wait_for_timeout(300)
+    assert page.console_errors == []
+    assert [u for u in page.requests if not u.startswith("file://")] == []
+
+
+@pytest.mark.browser
+def test_resample_button_cycles_the_seeds(offline_page):
+    page = offline_page
+    seeds = export.seed_list(export.DEFAULT_SEEDS)
+    shown = []
+    for _ in range(len(seeds) + 1):
+        shown.append(page.evaluate("() => window.__model('seed').text"))
+        before = col(page, "scaled-weights-source", "weight")
+        page.get_by_role("button", name="Resample q and k").click()
+        page.wait_for_function(
+            "(b) => JSON.stringify(window.__col('scaled-weights-source', 'weight')) !== "
+            "JSON.stringify(b)", arg=before, timeout=10_000)
+    assert [s for s in seeds if f"<code>{s}</code>" in shown[0]] == [seeds[0]]
+    for i, s in enumerate(seeds):
+        assert f"<code>{s}</code>" in shown[i]
+    assert shown[-1] == shown[0]                       # wrapped around
+    st = core.compute_state(model.FIG3_D_K, 1.0, seeds[(len(seeds) + 1) % len(seeds)])
+    assert col(page, "scaled-weights-source", "weight") == pytest.approx(st.scaled.probs.tolist(), abs=1e-12)
+    assert page.console_errors == []
+    assert [u for u in page.requests if not u.startswith("file://")] == []

@@ -1,0 +1,71 @@
+"""URL state: every control round-trips through the query string; hostile values are tamed."""
+
+import math
+
+import pytest
+
+from attention_scaling import core
+from attention_scaling.model import MAX_SEED, ExplorerState, parse_query, to_query
+
+
+def q(**kw):
+    return {k: v if isinstance(v, list) else [v] for k, v in kw.items()}
+
+
+def test_every_control_round_trips():
+    for d_k in core.D_K_VALUES:
+        for t in (core.TEMPERATURES[0], 1.0, core.TEMPERATURES[7], core.TEMPERATURES[-1]):
+            for scaled in (True, False):
+                st = ExplorerState(d_k=d_k, temperature=t, scaled=scaled, seed=12345)
+                values, hidden, notices = parse_query(q(**to_query(st)))
+                assert notices == [] and hidden == set()
+                back = ExplorerState(**values)
+                for k in ("d_k", "temperature", "scaled", "seed"):
+                    assert getattr(back, k) == getattr(st, k)
+
+
+@pytest.mark.parametrize("key,raw,expected", [
+    ("d_k", "65", 64), ("d_k", "-1", 1), ("d_k", "5000", 4096), ("d_k", "0.5", 1),
+    ("temperature", "0.3", 0.32), ("temperature", "100", 10.0), ("temperature", "1e-9", 0.1),
+    ("seed", "99999999999", MAX_SEED),
+])
+def test_out_of_range_values_are_clamped_with_a_notice(key, raw, expected):
+    values, _, notices = parse_query(q(**{key: raw}))
+    assert values[key] == expected
+    assert len(notices) == 1 and raw in notices[0]
+
+
+@pytest.mark.parametrize("key", ["d_k", "temperature", "seed", "scaled"])
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "1e999", "", "abc", "<script>alert(1)</script>",
+                                 "x" * 10_000, "²", "0x10", b"\xff\xfe"])
+def test_unusable_values_are_ignored_with_a_notice(key, raw):
+    values, _, notices = parse_query(q(**{key: raw}))
+    assert key not in values
+    assert len(notices) == 1
+    assert len(notices[0]) < 200                 # long input is truncated in the notice
+
+
+def test_negative_and_zero_temperature_are_ignored():
+    for raw in ("0", "-2"):
+        values, _, notices = parse_query(q(temperature=raw))
+        assert "temperature" not in values and notices
+
+
+def test_repeated_keys_use_the_last_value_and_say_so():
+    values, _, notices = parse_query(q(d_k=["64", "128"]))
+    assert values == {"d_k": 128} and "2 times" in notices[0]
+
+
+def test_view_switches():
+    assert parse_query(q(embed="1"))[1] == {"header"}
+    assert parse_query(q(hide="controls,text"))[1] == {"controls", "text"}
+    values, hidden, notices = parse_query(q(hide="controls,<b>x</b>"))
+    assert hidden == {"controls"} and len(notices) == 1
+
+
+def test_parameters_have_bounds_on_every_path():
+    st = ExplorerState()
+    for name, bad in (("d_k", 65), ("temperature", 0.3), ("seed", -5), ("seed", MAX_SEED + 1)):
+        with pytest.raises(ValueError):
+            setattr(st, name, bad)
+    assert math.isfinite(st.temperature)

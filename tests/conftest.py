@@ -38,6 +38,17 @@ def chromium_executable() -> str | None:
     return shutil.which("chromium")
 
 
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop a process started with start_new_session=True, and its children: TERM, then KILL."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
 class Server:
     """`attention-scaling serve` in a subprocess on a free loopback port; stopped by its PID."""
 
@@ -64,13 +75,7 @@ class Server:
         raise RuntimeError("server did not answer within 60 s")
 
     def stop(self) -> str:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        stop_group(self.proc)
         return self.proc.stdout.read() if self.proc.stdout else ""
 
 

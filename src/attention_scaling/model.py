@@ -261,21 +261,19 @@ def parse_query(args) -> tuple[dict, set[str], list[str]]:
         else:
             notices.append(f"Ignored seed={_shown(raw)}: not a whole number from 0 to {MAX_SEED}.")
 
-    raw = last("scaled")
-    if raw is not None:
-        if raw.lower() in _TRUE:
-            values["scaled"] = True
-        elif raw.lower() in _FALSE:
-            values["scaled"] = False
-        else:
-            notices.append(f"Ignored scaled={_shown(raw)}: use 1 or 0.")
+    def flag(key: str) -> bool | None:
+        raw = last(key)
+        if raw is None:
+            return None
+        if raw.lower() in _TRUE | _FALSE:
+            return raw.lower() in _TRUE
+        notices.append(f"Ignored {key}={_shown(raw)}: use 1 or 0.")
+        return None
 
-    raw = last("embed")
-    if raw is not None:
-        if raw.lower() in _TRUE:
-            hidden.add("header")
-        elif raw.lower() not in _FALSE:
-            notices.append(f"Ignored embed={_shown(raw)}: use 1 or 0.")
+    if (scaled := flag("scaled")) is not None:
+        values["scaled"] = scaled
+    if flag("embed"):
+        hidden.add("header")
     raw = last("hide")
     if raw:
         for token in (t.strip().lower() for t in raw.split(",")):

@@ -1,4 +1,4 @@
-"""Why a slider change reaches the browser in ~10 ms here, not Panel's ~70 ms: five costs removed.
+"""Why a slider change reaches the browser in ~12 ms here, not Panel's ~66 ms: five costs removed.
 
 Measured on 127.0.0.1 in headless Chromium (slider value set → new bar data in the browser),
 a plain Panel app takes ~60 ms where a plain Bokeh app needs ~5-10 ms. The time goes to:
@@ -38,8 +38,9 @@ a plain Panel app takes ~60 ms where a plain Bokeh app needs ~5-10 ms. The time 
    messages in arrival order, so values are never applied out of order and the last one
    wins. The switch and buttons stay Panel widgets (with :func:`fast`).
 
-Measured effect (benchmarks/run.py, docs/benchmarks.md): default Panel ~70 ms, 1-4 ~17 ms,
-1-5 ~10 ms, the same page as a plain Bokeh app (one message per event) ~12 ms.
+Measured effect (benchmarks/run.py, docs/benchmarks.md; medians, slider set from JavaScript):
+default Panel ~66 ms, with 1-4 ~17 ms, with 1-5 ~12 ms, the same figures as a plain Bokeh app
+(one message per event) ~11 ms.
 
 Everything is in this module, idempotent, and checked by tests: unit tests assert that the
 patches are in place, and a browser test fails if a change takes anywhere near 50 ms again

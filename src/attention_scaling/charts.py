@@ -13,13 +13,17 @@ data sources).
 
 from __future__ import annotations
 
+import functools
 import html
+import json
+from pathlib import Path
 
 import numpy as np
 from bokeh.models import (
     ColorBar,
     ColumnDataSource,
     CustomJS,
+    CustomJSTickFormatter,
     Div,
     FactorRange,
     HoverTool,
@@ -43,6 +47,23 @@ DIVERGING = interp_palette(RdBu11, 255)
 SEQUENTIAL = Inferno256
 
 KEY_LABELS = [f"k{i + 1}" for i in range(core.N_KEYS)]
+
+_HERE = Path(__file__).resolve().parent
+#: CSS and favicon: inside the package when installed from a wheel, the repository's
+#: assets/ folder in a source checkout (editable install).
+ASSETS = next((p for p in (_HERE / "assets", _HERE.parents[1] / "assets") if p.is_dir()),
+              _HERE / "assets")
+
+
+@functools.lru_cache(maxsize=1)
+def page_css() -> str:
+    """The page's style sheet (assets/style.css) as text."""
+    return (ASSETS / "style.css").read_text(encoding="utf-8")
+
+
+def position_formatter(labels: list[str]) -> CustomJSTickFormatter:
+    """Show ``labels[position]`` for a slider over positions, formatted in the browser."""
+    return CustomJSTickFormatter(code=f"return {json.dumps(labels)}[tick] ?? '';")
 FONT = "'Inter', 'Segoe UI', 'Helvetica Neue', Arial, sans-serif"
 
 

@@ -37,7 +37,6 @@ from bokeh.layouts import column, row
 from bokeh.models import (
     Button,
     CustomJS,
-    CustomJSTickFormatter,
     Div,
     InlineStyleSheet,
     Slider,
@@ -54,11 +53,12 @@ from .charts import (
     jacobian_data,
     jacobian_diagonal_labels,
     max_label_data,
+    page_css,
+    position_formatter,
     sweep_data,
 )
-from .model import FIG3_D_K, FIG3_SEED, ExplorerState
+from .model import CAPTION, FIG3_D_K, FIG3_SEED, TITLE, ExplorerState, guide_html
 
-TITLE = "Why attention divides by √d_k"
 #: Largest file the export may write; every state of 4 seeds fits in it.
 MAX_BYTES = 5_000_000
 DEFAULT_SEEDS = 4
@@ -71,10 +71,6 @@ _RECORD_FLOATS = N + len(_UPPER)          # weights + Jacobian upper triangle
 _INT_HEAD = 3                              # style, label, ink
 _DIAG_TEXTS = N
 
-_HERE = Path(__file__).resolve().parent
-_STYLE_CSS = next((p / "style.css" for p in (_HERE / "assets", _HERE.parents[1] / "assets")
-                   if (p / "style.css").is_file()), None)
-
 #: The fixed formulas, as HTML text (no MathJax in the offline file).
 FORMULAS_HTML = (
     "<div class='formulas'>Var(<i>q</i>·<i>k</i>) = <i>d</i><sub><i>k</i></sub>"
@@ -84,13 +80,8 @@ FORMULAS_HTML = (
     "<i>p</i><sub><i>i</i></sub>(δ<sub><i>ij</i></sub> − <i>p</i><sub><i>j</i></sub>)</div>"
 )
 
-CAPTION = (
-    "Both charts show the same query–key dot products over eight keys. When the "
-    "components of q and k have unit variance, those products spread out like √d_k: "
-    "the wider the head, the larger the raw logits, and the softmax piles almost all "
-    "weight onto one key. Dividing by √d_k cancels that growth at every width. "
-    "This offline copy holds every setting of the controls, precomputed."
-)
+OFFLINE_CAPTION = CAPTION + (" This offline copy holds every setting of the controls,"
+                             " precomputed.")
 
 
 def seed_list(n: int) -> list[int]:
@@ -318,7 +309,7 @@ _RESAMPLE_JS = "seed.value = (seed.value + 1) % n;"
 
 def build_layout(payload: dict, seeds: list[int]):
     """The page: title, controls, the Charts figures and texts, wired to ``payload``."""
-    css = [InlineStyleSheet(css=_STYLE_CSS.read_text(encoding="utf-8"))] if _STYLE_CSS else []
+    css = [InlineStyleSheet(css=page_css())]
     charts = Charts()
     explorer = ExplorerState(d_k=FIG3_D_K, temperature=1.0, seed=seeds[0], scaled=True)
     fields = explorer.text_fields()
@@ -329,13 +320,11 @@ def build_layout(payload: dict, seeds: list[int]):
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
     dk = Slider(title="Head width d_k", start=0, end=len(d_ks) - 1, step=1,
                 value=d_ks.index(FIG3_D_K), name="d_k",
-                format=CustomJSTickFormatter(
-                    code=f"return {json.dumps([str(v) for v in d_ks])}[tick] ?? '';"),
+                format=position_formatter([str(v) for v in d_ks]),
                 sizing_mode="stretch_width", margin=(5, 10))
     temp = Slider(title="Temperature T", start=0, end=len(temps) - 1, step=1,
                   value=temps.index(1.0), name="temperature",
-                  format=CustomJSTickFormatter(
-                      code=f"return {json.dumps([f'{v:g}' for v in temps])}[tick] ?? '';"),
+                  format=position_formatter([f"{v:g}" for v in temps]),
                   sizing_mode="stretch_width", margin=(5, 10))
     toggle = Switch(active=True, name="scaled", margin=(8, 10))
     toggle_label = Div(text="<b>Divide logits by √d_k</b><br><small>the variant the model "
@@ -364,17 +353,11 @@ def build_layout(payload: dict, seeds: list[int]):
     title = Div(text=f"<h1 style='margin:8px 10px 0 10px;font-size:26px;color:#102a43'>"
                      f"{html.escape(TITLE)}</h1>", disable_math=True,
                 sizing_mode="stretch_width")
-    guide = Div(text=(
-        "<div class='guide'><h4>Try this</h4><ol>"
-        "<li>Drag <b>d<sub>k</sub></b> to the right: the unscaled bars collapse onto one "
-        "key, the scaled ones barely move.</li>"
-        "<li>Switch <b>scaling</b> off: the Jacobian fades and the gradient readout drops.</li>"
-        "<li>Lower <b>T</b> below 1: temperature sharpens the softmax the same way.</li>"
-        f"<li><b>Resample</b> cycles through {len(seeds)} precomputed draws.</li></ol></div>"),
+    guide = Div(text=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."),
         stylesheets=css, disable_math=True, sizing_mode="stretch_width", margin=(5, 10))
     controls = column(dk, row(toggle, toggle_label), temp, seed_div, resample, seed, guide,
                       width=290)
-    caption = Div(text=f"<p class='caption'>{html.escape(CAPTION)}</p>", stylesheets=css,
+    caption = Div(text=f"<p class='caption'>{html.escape(OFFLINE_CAPTION)}</p>", stylesheets=css,
                   disable_math=True, sizing_mode="stretch_width")
     formulas = Div(text=FORMULAS_HTML, stylesheets=css, disable_math=True,
                    sizing_mode="stretch_width")

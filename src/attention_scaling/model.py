@@ -35,6 +35,30 @@ def _fmt(x: float, digits: int = 3) -> str:
     return f"{x:.1e}"
 
 
+TITLE = "Why attention divides by √d_k"
+
+#: The caption under the paired bar charts (served page and offline export).
+CAPTION = (
+    "Both charts show the same query–key dot products over eight keys. When the "
+    "components of q and k have unit variance, those products spread out like √d_k: "
+    "the wider the head, the larger the raw logits, and the softmax piles almost all "
+    "weight onto one key. Dividing by √d_k cancels that growth at every width, so "
+    "the left chart looks the same whether d_k is 4 or 4096."
+)
+
+
+def guide_html(resample: str = "<b>Resample</b> to see it is not one lucky draw.") -> str:
+    """The "Try this" steps beside the controls; ``resample`` is the last step's wording."""
+    return (
+        "<div class='guide'><h4>Try this</h4><ol>"
+        "<li>Drag <b>d<sub>k</sub></b> to the right: the unscaled bars collapse onto one key, "
+        "the scaled ones barely move.</li>"
+        "<li>Switch <b>scaling</b> off: the Jacobian fades and the gradient readout drops.</li>"
+        "<li>Lower <b>T</b> below 1: temperature sharpens the softmax the same way.</li>"
+        f"<li>{resample}</li></ol></div>"
+    )
+
+
 #: The fixed formulas shown above the live explanation (TeX, typeset once in the browser).
 FORMULAS = (
     r"$$\operatorname{Var}(q \cdot k) = d_k \qquad "

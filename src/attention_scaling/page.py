@@ -1,32 +1,25 @@
-"""The Panel page: widgets from the state's parameters, the charts, the text, a template.
+"""The Panel page: controls bound to the state's parameters, the charts, the text, a template.
 
 Thin by design: state lives in :mod:`model`, the figures in :mod:`charts`, the
-math in :mod:`core`. On every control change the page recomputes once and
-sends one message (``pn.io.hold``) that replaces the charts' data in place.
+math in :mod:`core`, the latency adaptations in :mod:`latency`. On every control
+change the page recomputes once and sends one message (``pn.io.hold``) that
+replaces the charts' data in place. The URL is read and written through
+model.parse_query / model.to_query.
 """
 
 from __future__ import annotations
 
-import functools
 import html
-import json
 import sys
 import urllib.parse
-from pathlib import Path
 
 import panel as pn
-from bokeh.models import CustomJSTickFormatter, Div, InlineStyleSheet, Slider
+from bokeh.models import Div, InlineStyleSheet, Slider
 
 from . import core, latency
-from .charts import SCALED_COLOR, Charts
-from .model import FORMULAS, QUERY_KEYS, ExplorerState, parse_query, to_query
-
-_HERE = Path(__file__).resolve().parent
-#: CSS and favicon: inside the package when installed from a wheel, the repository's
-#: assets/ folder in a source checkout (editable install).
-ASSETS = next((p for p in (_HERE / "assets", _HERE.parents[1] / "assets") if p.is_dir()),
-              _HERE / "assets")
-TITLE = "Why attention divides by √d_k"
+from .charts import ASSETS, SCALED_COLOR, Charts, page_css, position_formatter
+from .model import (CAPTION, FORMULAS, QUERY_KEYS, TITLE, ExplorerState, guide_html,
+                    parse_query, to_query)
 
 COPY_LINK_JS = """
 const url = window.location.href;
@@ -41,29 +34,6 @@ if (navigator.clipboard && window.isSecureContext) {
 }
 """
 
-GUIDE = (
-    "<div class='guide'><h4>Try this</h4><ol>"
-    "<li>Drag <b>d<sub>k</sub></b> to the right: the unscaled bars collapse onto one key, "
-    "the scaled ones barely move.</li>"
-    "<li>Switch <b>scaling</b> off: the Jacobian fades and the gradient readout drops.</li>"
-    "<li>Lower <b>T</b> below 1: temperature sharpens the softmax the same way.</li>"
-    "<li><b>Resample</b> to see it is not one lucky draw.</li></ol></div>"
-)
-
-CAPTION = (
-    "Both charts show the same query–key dot products over eight keys. When the "
-    "components of q and k have unit variance, those products spread out like √d_k: "
-    "the wider the head, the larger the raw logits, and the softmax piles almost all "
-    "weight onto one key. Dividing by √d_k cancels that growth at every width, so "
-    "the left chart looks the same whether d_k is 4 or 4096."
-)
-
-
-@functools.lru_cache(maxsize=1)
-def _css() -> str:
-    return (ASSETS / "style.css").read_text(encoding="utf-8")
-
-
 def index_slider(state, name: str, label: str, labels: list[str]) -> Slider:
     """A slider over the positions of a Selector parameter's values, kept in sync both ways.
 
@@ -77,7 +47,7 @@ def index_slider(state, name: str, label: str, labels: list[str]) -> Slider:
     slider = Slider(
         title=label, start=0, end=len(values) - 1, step=1,
         value=values.index(getattr(state, name)),
-        format=CustomJSTickFormatter(code=f"return {json.dumps(labels)}[tick] ?? '';"),
+        format=position_formatter(labels),
         sizing_mode="stretch_width", margin=(5, 10),
     )
 
@@ -110,9 +80,9 @@ class Explorer(pn.viewable.Viewer):
         # The text Divs carry the page CSS themselves too: Panel applies a pane's
         # stylesheets only under a design (the template), not in the bare embed layout.
         for div in (self.charts.explanation, self.charts.readout):
-            div.stylesheets = [InlineStyleSheet(css=_css())]
+            div.stylesheets = [InlineStyleSheet(css=page_css())]
         self._build_widgets()
-        self._seed_text = pn.pane.HTML("", margin=(0, 10), stylesheets=[_css()])
+        self._seed_text = pn.pane.HTML("", margin=(0, 10), stylesheets=[page_css()])
         self._refresh()
         self.state.param.watch(self._on_change, ["result", "scaled"])
 
@@ -149,7 +119,7 @@ class Explorer(pn.viewable.Viewer):
             self.resample_button,
             self.fig3_button,
             self.copy_button,
-            pn.pane.HTML(GUIDE, stylesheets=[_css()], sizing_mode="stretch_width"),
+            pn.pane.HTML(guide_html(), stylesheets=[page_css()], sizing_mode="stretch_width"),
             sizing_mode="stretch_width",
         )
 
@@ -176,17 +146,17 @@ class Explorer(pn.viewable.Viewer):
             sizing_mode="stretch_width",
         )
         caption = pn.pane.HTML(f"<p class='caption'>{html.escape(CAPTION)}</p>",
-                               sizing_mode="stretch_width", stylesheets=[_css()])
+                               sizing_mode="stretch_width", stylesheets=[page_css()])
         jac = pn.Row(pn.pane.Bokeh(c.jacobian_fig),
                      pn.pane.Bokeh(c.readout, sizing_mode="stretch_width",
-                                   stylesheets=[_css()]),
+                                   stylesheets=[page_css()]),
                      sizing_mode="stretch_width")
         # Typeset once by Bokeh's bundled MathJax; the live text below it is plain HTML.
         formulas = pn.pane.Bokeh(
             Div(text=f"<div class='formulas'>{FORMULAS}</div>", disable_math=False,
-                sizing_mode="stretch_width"), sizing_mode="stretch_width", stylesheets=[_css()])
+                sizing_mode="stretch_width"), sizing_mode="stretch_width", stylesheets=[page_css()])
         text = [caption, formulas,
-                pn.pane.Bokeh(c.explanation, sizing_mode="stretch_width", stylesheets=[_css()])]
+                pn.pane.Bokeh(c.explanation, sizing_mode="stretch_width", stylesheets=[page_css()])]
         return pn.Column(
             bars, *(text if show_text else []), jac,
             pn.pane.Bokeh(c.diagonal_fig, sizing_mode="stretch_width"),
@@ -217,7 +187,7 @@ class Explorer(pn.viewable.Viewer):
         """
         main = [self.main(show_text="text" not in hidden)]
         if notices:
-            main.insert(0, pn.pane.HTML(notice_html(list(notices)), stylesheets=[_css()],
+            main.insert(0, pn.pane.HTML(notice_html(list(notices)), stylesheets=[page_css()],
                                         sizing_mode="stretch_width", name="notice"))
         if hidden:
             parts = [] if "controls" in hidden else [pn.Column(self.controls(), width=280)]
@@ -236,7 +206,7 @@ class Explorer(pn.viewable.Viewer):
             # costs two extra model updates (and messages) per change.
             busy_indicator=None,
             sidebar_width=300,
-            raw_css=[_css()],
+            raw_css=[page_css()],
         )
         return template
 

@@ -1,14 +1,33 @@
 """Command line: ``attention-scaling serve`` runs the explorer on a Panel server;
-``attention-scaling export OUT.html`` writes an offline copy (see :mod:`export`)."""
+``attention-scaling export OUT.html`` writes an offline copy (see :mod:`export`).
+
+Every ``serve`` option can also come from an environment variable (a container is configured
+that way); a flag on the command line wins over the variable. See :data:`ENVIRONMENT`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import re
 import sys
 
 DEFAULT_PORT = 5006
 DEFAULT_ADDRESS = "127.0.0.1"
+# Sessions: a tab that never opens its websocket is dropped after this long; closed tabs are
+# released at once by Bokeh (their websocket closes). Measured by `make loadtest`.
+DEFAULT_UNUSED_SESSION_LIFETIME_S = 60
+DEFAULT_KEEP_ALIVE_S = 30
+
+# serve option -> environment variable. Lists (origins) are separated by commas or spaces.
+ENVIRONMENT = {
+    "port": "ATTENTION_SCALING_PORT",
+    "address": "ATTENTION_SCALING_ADDRESS",
+    "allow_websocket_origin": "ATTENTION_SCALING_ALLOWED_ORIGINS",
+    "num_procs": "ATTENTION_SCALING_WORKERS",
+    "prefix": "ATTENTION_SCALING_PREFIX",
+}
 
 
 def _port(text: str) -> int:
@@ -33,6 +52,16 @@ def _num_procs(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seconds must be an integer, got {text!r}") from None
+    if not 1 <= value <= 86400:
+        raise argparse.ArgumentTypeError(f"seconds must be between 1 and 86400, got {value}")
+    return value
+
+
 def _matching(pattern: str, message: str, normalise=lambda text: text):
     """An argparse type that accepts text matching ``pattern`` and refuses the rest clearly."""
     regex = re.compile(pattern)
@@ -47,6 +76,8 @@ def _matching(pattern: str, message: str, normalise=lambda text: text):
 
 _origin = _matching(r"^(\*|[A-Za-z0-9*]([A-Za-z0-9.*-]*[A-Za-z0-9*])?)(:[0-9]{1,5})?$",
                     "websocket origin must look like HOST or HOST:PORT (e.g. localhost:5006)")
+_address = _matching(r"^([0-9.]+|[0-9A-Fa-f:]+|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)$",
+                     "address must be an IP address or host name (e.g. 0.0.0.0)")
 _prefix = _matching(r"^/?[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*/?$",
                     "prefix must be a URL path such as /explorer (letters, digits, . _ ~ -)",
                     lambda text: "/" + text.strip("/"))
@@ -64,20 +95,33 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve the explorer in the browser (Panel server)",
         description="Serve the explorer at http://ADDRESS:PORT/ (PREFIX prepended when given).",
     )
-    serve.add_argument("--port", type=_port, default=DEFAULT_PORT,
+    serve.add_argument("--port", type=_port, default=None,
                        help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")
-    serve.add_argument("--address", default=DEFAULT_ADDRESS,
+    serve.add_argument("--address", type=_address, default=None,
                        help=f"address to bind (default {DEFAULT_ADDRESS}, this machine only; "
                             "0.0.0.0 for every interface)")
     serve.add_argument("--allow-websocket-origin", action="append", type=_origin,
                        default=[], metavar="HOST[:PORT]",
                        help="a host browsers may open the app from (repeatable); "
                             "default: the address and port served")
-    serve.add_argument("--num-procs", type=_num_procs, default=1, metavar="N",
+    serve.add_argument("--num-procs", type=_num_procs, default=None, metavar="N",
                        help="worker processes (default 1; 0 starts one per core)")
     serve.add_argument("--prefix", type=_prefix, default=None, metavar="P",
                        help="URL path prefix, e.g. /explorer behind a reverse proxy")
+    serve.add_argument("--unused-session-lifetime", type=_seconds, metavar="S",
+                       default=DEFAULT_UNUSED_SESSION_LIFETIME_S,
+                       help="drop a session whose browser never connected (or went away) after "
+                            f"S seconds (default {DEFAULT_UNUSED_SESSION_LIFETIME_S})")
+    serve.add_argument("--keep-alive", type=_seconds, metavar="S", default=DEFAULT_KEEP_ALIVE_S,
+                       help="ping each open websocket every S seconds so proxies keep it open "
+                            f"(default {DEFAULT_KEEP_ALIVE_S})")
+    serve.add_argument("--stats", action="store_true",
+                       help="also serve /stats: JSON with this process's open sessions and "
+                            "memory (for load tests and monitoring)")
     serve.add_argument("--show", action="store_true", help="open a browser tab")
+    serve.epilog = ("environment variables (a flag given on the command line wins): " + "; ".join(
+        f"{var} for --{name.replace('_', '-')}" for name, var in ENVIRONMENT.items())
+        + " (origins separated by commas)")
     export = sub.add_parser(
         "export", help="write a self-contained offline HTML copy of the explorer",
         description="Write the explorer as one HTML file that works from file:// with no "
@@ -90,18 +134,88 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_REFUSAL = re.compile(r"^Refusing websocket connection from Origin")
+
+
+class _NameTheVariable(logging.Filter):
+    """Bokeh refuses a browser from a host that is not allowed with a message naming its own
+    flag and variable; ours are different, so say exactly what to set here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and _REFUSAL.match(record.msg) and record.args:
+            origin, host = record.args[0], record.args[1]
+            record.msg = ("Refusing a browser that opened the page from %s: that host is not "
+                          "allowed. To let it in, set %s=%s (several hosts: separate them with "
+                          "commas) or pass --allow-websocket-origin %s. Allowed now: %s")
+            record.args = (origin, ENVIRONMENT["allow_websocket_origin"], host, host,
+                           ", ".join(sorted(record.args[3])) if len(record.args) > 3 else "?")
+        return True
+
+
+def _from_environment(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Fill the serve options not given as flags from their environment variables, checked by
+    the same rules as the flags; a bad value exits with a message naming the variable."""
+    types = {"port": _port, "address": _address, "num_procs": _num_procs, "prefix": _prefix,
+             "allow_websocket_origin": _origin}
+    defaults = {"port": DEFAULT_PORT, "address": DEFAULT_ADDRESS, "num_procs": 1,
+                "prefix": None, "allow_websocket_origin": []}
+    for name, var in ENVIRONMENT.items():
+        if getattr(args, name) not in (None, []):
+            continue
+        text = os.environ.get(var, "").strip()
+        if not text:
+            setattr(args, name, defaults[name])
+            continue
+        try:
+            if name == "allow_websocket_origin":
+                value = [types[name](item) for item in re.split(r"[,\s]+", text) if item]
+            else:
+                value = types[name](text)
+        except argparse.ArgumentTypeError as exc:
+            parser.exit(2, f"attention-scaling serve: error: {var}: {exc}\n")
+        setattr(args, name, value)
+
+
+def _stats_handler():
+    """/stats: this process's live sessions and open websockets, and its memory, as JSON."""
+    from tornado import web
+
+    class Stats(web.RequestHandler):
+        def get(self) -> None:
+            tornado_app = self.application
+            sessions = sum(len(list(ctx.sessions))
+                           for ctx in tornado_app.applications.values())
+            rss_kib = 0
+            try:
+                with open("/proc/self/status") as f:
+                    rss_kib = next(int(line.split()[1]) for line in f
+                                   if line.startswith("VmRSS:"))
+            except (OSError, StopIteration):
+                pass
+            self.set_header("Cache-Control", "no-store")
+            self.write({"pid": os.getpid(), "sessions": sessions,
+                        "connections": len(tornado_app._clients),  # Bokeh's open websockets
+                        "rss_kib": rss_kib})
+
+    return Stats
+
+
 def _serve(args: argparse.Namespace) -> int:
     import panel as pn
 
     from .page import create_page
 
+    logging.getLogger("bokeh.server.views.ws").addFilter(_NameTheVariable())
     origins = list(args.allow_websocket_origin)
     if not origins:
         origins = [f"{h}:{args.port}" for h in ("localhost", "127.0.0.1", args.address)
                    if h not in ("0.0.0.0", "::")]
     prefix_shown = args.prefix or ""
     print(f"attention-scaling: serving on http://{args.address}:{args.port}{prefix_shown}/ "
-          f"(websocket origins: {', '.join(dict.fromkeys(origins))})", flush=True)
+          f"(websocket origins: {', '.join(dict.fromkeys(origins))}; browsers from other "
+          f"hosts need {ENVIRONMENT['allow_websocket_origin']} or --allow-websocket-origin)",
+          flush=True)
+    extra = [("/stats", _stats_handler())] if args.stats else []
     pn.serve(
         create_page,
         port=args.port,
@@ -112,6 +226,10 @@ def _serve(args: argparse.Namespace) -> int:
         show=args.show,
         title="Why attention divides by √d_k",
         liveness=True,
+        extra_patterns=extra,
+        unused_session_lifetime_milliseconds=args.unused_session_lifetime * 1000,
+        check_unused_sessions_milliseconds=min(17_000, args.unused_session_lifetime * 1000),
+        keep_alive_milliseconds=args.keep_alive * 1000,
     )
     return 0
 
@@ -157,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve":
+        _from_environment(args, parser)
         return _serve(args)
     if args.command == "export":
         return _export(args)

@@ -50,3 +50,75 @@ def test_serve_with_prefix_serves_the_page():
     finally:
         out = srv.stop()
     assert "serving on http://127.0.0.1:" in out
+
+
+def run_env(env, *args):
+    import os
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **env})
+
+
+@pytest.mark.parametrize("var,value,message", [
+    ("ATTENTION_SCALING_PORT", "abc", "ATTENTION_SCALING_PORT: port must be an integer"),
+    ("ATTENTION_SCALING_PORT", "99999", "ATTENTION_SCALING_PORT: port must be between"),
+    ("ATTENTION_SCALING_WORKERS", "-1", "ATTENTION_SCALING_WORKERS: number of processes"),
+    ("ATTENTION_SCALING_ALLOWED_ORIGINS", "ok.example:80, <script>",
+     "ATTENTION_SCALING_ALLOWED_ORIGINS: websocket origin must look like"),
+    ("ATTENTION_SCALING_PREFIX", "a b", "ATTENTION_SCALING_PREFIX: prefix must be a URL path"),
+    ("ATTENTION_SCALING_ADDRESS", "$(rm -rf /)", "ATTENTION_SCALING_ADDRESS: address must be"),
+])
+def test_bad_environment_names_the_variable_and_exits_2(var, value, message):
+    r = run_env({var: value}, "serve")
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_environment_configures_serve_and_a_flag_wins():
+    """Port and prefix from the environment; the refused foreign origin is logged with the
+    variable to set; /stats counts the session a page GET created."""
+    import asyncio
+    import json
+    import os
+
+    from tornado.httpclient import HTTPClientError, HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    from conftest import free_port, stop_group
+
+    port = free_port()
+    env = {**os.environ, "ATTENTION_SCALING_PORT": str(port),
+           "ATTENTION_SCALING_PREFIX": "/room", "ATTENTION_SCALING_WORKERS": "1",
+           "ATTENTION_SCALING_ADDRESS": "0.0.0.0"}  # the --address flag below wins
+    proc = subprocess.Popen([CLI, "serve", "--stats", "--address", "127.0.0.1"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    base = f"http://127.0.0.1:{port}/room"
+    try:
+        import time
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/liveness", timeout=2) as resp:
+                    assert resp.status == 200
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.2)
+        stats = lambda: json.loads(urllib.request.urlopen(base + "/stats", timeout=10).read())
+        assert stats()["sessions"] == 0
+        urllib.request.urlopen(base + "/", timeout=30).read()
+        assert stats()["sessions"] == 1
+
+        async def foreign():
+            req = HTTPRequest(f"ws://127.0.0.1:{port}/room/ws",
+                              headers={"Origin": "http://laptop.example:5006"})
+            with pytest.raises(HTTPClientError) as err:
+                await websocket_connect(req)
+            assert err.value.code == 403
+        asyncio.run(foreign())
+    finally:
+        stop_group(proc)
+    out = proc.stdout.read()
+    assert f"serving on http://127.0.0.1:{port}/room/" in out
+    assert "set ATTENTION_SCALING_ALLOWED_ORIGINS=laptop.example:5006" in out

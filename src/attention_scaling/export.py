@@ -57,7 +57,8 @@ from .charts import (
     position_formatter,
     sweep_data,
 )
-from .model import CAPTION, FIG3_D_K, FIG3_SEED, TITLE, ExplorerState, guide_html
+from .model import (CAPTION, FIG3_D_K, FIG3_SEED, FORMULAS, TITLE, ExplorerState, guide_html,
+                    header_html)
 
 #: Largest file the export may write; every state of 4 seeds fits in it.
 MAX_BYTES = 5_000_000
@@ -70,15 +71,6 @@ _UPPER = [(i, j) for i in range(N) for j in range(i, N)]
 _RECORD_FLOATS = N + len(_UPPER)          # weights + Jacobian upper triangle
 _INT_HEAD = 3                              # style, label, ink
 _DIAG_TEXTS = N
-
-#: The fixed formulas, as HTML text (no MathJax in the offline file).
-FORMULAS_HTML = (
-    "<div class='formulas'>Var(<i>q</i>·<i>k</i>) = <i>d</i><sub><i>k</i></sub>"
-    "&emsp;&emsp;Var(<i>q</i>·<i>k</i> / √<i>d</i><sub><i>k</i></sub>) = 1"
-    "&emsp;&emsp;<i>p</i> = softmax(<i>z</i> / <i>T</i>)"
-    "&emsp;&emsp;∂<i>p</i><sub><i>i</i></sub>/∂<i>z</i><sub><i>j</i></sub> = "
-    "<i>p</i><sub><i>i</i></sub>(δ<sub><i>ij</i></sub> − <i>p</i><sub><i>j</i></sub>)</div>"
-)
 
 OFFLINE_CAPTION = CAPTION + (" This offline copy holds every setting of the controls,"
                              " precomputed.")
@@ -350,16 +342,15 @@ def build_layout(payload: dict, seeds: list[int]):
     )
     for widget, prop in ((dk, "value"), (temp, "value"), (seed, "value"), (toggle, "active")):
         widget.js_on_change(prop, select)
-    title = Div(text=f"<h1 style='margin:8px 10px 0 10px;font-size:26px;color:#102a43'>"
-                     f"{html.escape(TITLE)}</h1>", disable_math=True,
-                sizing_mode="stretch_width")
+    title = Div(text=header_html("offline copy"), stylesheets=css, disable_math=True,
+                sizing_mode="stretch_width", margin=0)
     guide = Div(text=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."),
         stylesheets=css, disable_math=True, sizing_mode="stretch_width", margin=(5, 10))
     controls = column(dk, row(toggle, toggle_label), temp, seed_div, resample, seed, guide,
                       width=290)
     caption = Div(text=f"<p class='caption'>{html.escape(OFFLINE_CAPTION)}</p>", stylesheets=css,
                   disable_math=True, sizing_mode="stretch_width")
-    formulas = Div(text=FORMULAS_HTML, stylesheets=css, disable_math=True,
+    formulas = Div(text=FORMULAS, stylesheets=css, disable_math=True,
                    sizing_mode="stretch_width")
     main = column(
         row(charts.scaled_fig, charts.unscaled_fig, sizing_mode="stretch_width"),

@@ -19,7 +19,10 @@ from bokeh.models import Div, InlineStyleSheet, Slider
 from . import core, latency
 from .charts import ASSETS, SCALED_COLOR, Charts, page_css, position_formatter
 from .model import (CAPTION, FORMULAS, QUERY_KEYS, TITLE, ExplorerState, guide_html,
-                    parse_query, to_query)
+                    header_html, parse_query, to_query)
+
+#: The tab icon, inline (no extra request).
+FAVICON = "data:image/svg+xml," + urllib.parse.quote((ASSETS / "favicon.svg").read_text("utf-8"))
 
 COPY_LINK_JS = """
 const url = window.location.href;
@@ -58,15 +61,6 @@ def index_slider(state, name: str, label: str, labels: list[str]) -> Slider:
     slider.on_change("value", from_browser)
     state.param.watch(lambda e: setattr(slider, "value", values.index(e.new)), name)
     return slider
-
-
-class Fast(pn.theme.Fast):
-    """Panel's Fast design without its Google Fonts link: the page loads nothing off-host.
-
-    Named ``Fast`` on purpose: Panel finds a design's bundled files by its class name.
-    """
-
-    _resources = {**pn.theme.Fast._resources, "font": {}}
 
 
 class Explorer(pn.viewable.Viewer):
@@ -151,10 +145,8 @@ class Explorer(pn.viewable.Viewer):
                      pn.pane.Bokeh(c.readout, sizing_mode="stretch_width",
                                    stylesheets=[page_css()]),
                      sizing_mode="stretch_width")
-        # Typeset once by Bokeh's bundled MathJax; the live text below it is plain HTML.
-        formulas = pn.pane.Bokeh(
-            Div(text=f"<div class='formulas'>{FORMULAS}</div>", disable_math=False,
-                sizing_mode="stretch_width"), sizing_mode="stretch_width", stylesheets=[page_css()])
+        # MathML, typeset by the browser itself; the live text below it is plain HTML.
+        formulas = pn.pane.HTML(FORMULAS, sizing_mode="stretch_width", stylesheets=[page_css()])
         text = [caption, formulas,
                 pn.pane.Bokeh(c.explanation, sizing_mode="stretch_width", stylesheets=[page_css()])]
         return pn.Column(
@@ -180,42 +172,35 @@ class Explorer(pn.viewable.Viewer):
         self.state.param.watch(write, list(QUERY_KEYS))
 
     def page(self, hidden: set[str] = frozenset(), notices: list[str] = ()):
-        """The full page: a Panel template with header, sidebar controls and the charts.
+        """The full page: a title bar over the controls (left) and the charts and text.
 
-        With anything in ``hidden`` (header, controls, text) it is a bare layout instead,
-        for an iframe in a course page. ``notices`` are shown above the charts.
+        ``hidden`` (header, controls, text) leaves parts out, for an iframe in a course page.
+        ``notices`` are shown above the charts. A plain Panel layout under our own style sheet,
+        not a Panel template: a template roughly doubles the server's work to open a session
+        (its document is built per browser tab) and adds 0.9 MB of web components to load.
         """
         main = [self.main(show_text="text" not in hidden)]
         if notices:
             main.insert(0, pn.pane.HTML(notice_html(list(notices)), stylesheets=[page_css()],
                                         sizing_mode="stretch_width", name="notice"))
-        if hidden:
-            parts = [] if "controls" in hidden else [pn.Column(self.controls(), width=280)]
-            return pn.Row(*parts, pn.Column(*main, sizing_mode="stretch_width"),
-                          sizing_mode="stretch_width", design=Fast)
-        template = pn.template.FastListTemplate(
-            title=TITLE,
-            sidebar=[self.controls()],
-            main=main,
-            favicon=str(ASSETS / "favicon.svg"),
-            accent_base_color=SCALED_COLOR,
-            header_background="#102a43",
-            design=Fast,
-            theme_toggle=False,
-            # No busy spinner: updates take milliseconds, and toggling it on every change
-            # costs two extra model updates (and messages) per change.
-            busy_indicator=None,
-            sidebar_width=300,
-            raw_css=[page_css()],
-        )
-        return template
+        body = pn.Row(css_classes=["app-body"], sizing_mode="stretch_width", margin=0)
+        if "controls" not in hidden:
+            body.append(pn.Column(self.controls(), width=300, css_classes=["app-sidebar"],
+                                  margin=0, stylesheets=[page_css()]))
+        body.append(pn.Column(*main, sizing_mode="stretch_width", css_classes=["app-main"],
+                              margin=(10, 12), stylesheets=[page_css()],
+                              styles={"flex": "1 1 0"}))   # fill the row, with or without text
+        parts = [] if "header" in hidden else [
+            pn.pane.HTML(header_html(), sizing_mode="stretch_width", margin=0,
+                         stylesheets=[page_css()])]
+        return pn.Column(*parts, body, sizing_mode="stretch_width", margin=0)
 
 
 def _load_extension_in_notebook() -> None:
-    """In Jupyter, load Panel's JavaScript (and MathJax) once, so ``Explorer()`` just renders."""
+    """In Jupyter, load Panel's JavaScript once, so ``Explorer()`` just renders."""
     in_kernel = "ipykernel" in sys.modules and pn.state.curdoc is None
     if in_kernel and not pn.extension._loaded:
-        pn.extension("mathjax")
+        pn.extension()
 
 
 def harden_location() -> None:
@@ -260,9 +245,12 @@ def create_page():
     clamped or ignored, with a visible notice) and written back to the URL on every change.
     ``?embed=1`` or ``?hide=header,controls,text`` gives a bare layout for an iframe.
     """
-    pn.extension("mathjax", notifications=False)
+    pn.extension(notifications=False)
     latency.install()
     harden_location()
+    doc = pn.state.curdoc
+    if doc is not None:
+        doc.template_variables["app_favicon"] = FAVICON
     args = pn.state.session_args or {}
     values, hidden, notices = parse_query(args)
     explorer = Explorer(ExplorerState(**values))

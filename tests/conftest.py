@@ -52,8 +52,8 @@ def stop_group(proc: subprocess.Popen) -> None:
 class Server:
     """`attention-scaling serve` in a subprocess on a free loopback port; stopped by its PID."""
 
-    def __init__(self, *extra: str, prefix: str = "") -> None:
-        self.port = free_port()
+    def __init__(self, *extra: str, prefix: str = "", port: int | None = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}{prefix}/"
         if prefix:
             extra = ("--prefix", prefix, *extra)

@@ -11,7 +11,7 @@ from attention_scaling.page import Explorer, create_page
 def test_install_patches_panel_dispatch_and_bokeh_websocket_once():
     first = latency.install()
     again = latency.install()
-    assert first == again == {"dispatch": True, "nodelay": True}
+    assert first == again == {"dispatch": True, "nodelay": True, "validation": True}
     assert getattr(pdoc._dispatch_msgs, "_attention_scaling", False)
     assert getattr(WSHandler.open, "_attention_scaling", False)
     # installed once: the wrapper wraps Panel's original, not itself
@@ -46,3 +46,23 @@ def test_session_hold_without_a_document_is_a_plain_block():
     with latency.session_hold(None):
         x = 1
     assert x == 1
+
+
+def test_the_page_document_passes_bokehs_validation_that_sessions_skip(caplog):
+    """Sessions skip Bokeh's per-session document check (latency 6); the check runs here."""
+    import logging
+    import os
+
+    from bokeh.core.validation.check import check_integrity
+    from bokeh.document import Document
+    from bokeh.settings import settings
+
+    latency.install()
+    if "BOKEH_VALIDATE_DOC" not in os.environ:
+        assert settings.perform_document_validation() is False
+    for hidden in (set(), {"header", "controls", "text"}):
+        doc = Document()
+        Explorer().page(hidden=hidden).server_doc(doc)
+        with caplog.at_level(logging.WARNING):
+            issues = check_integrity(list(doc.models))
+        assert not issues.error and not issues.warning, issues

@@ -38,6 +38,11 @@ a plain Panel app takes ~60 ms where a plain Bokeh app needs ~5-10 ms. The time 
    messages in arrival order, so values are never applied out of order and the last one
    wins. The switch and buttons stay Panel widgets (with :func:`fast`).
 
+6. **Bokeh's document validation on every session open** (``Document.validate``: an
+   integrity check over every model, ~4-8% of the server's work to open a tab). Our document
+   is the same for every session; a unit test validates it instead. :func:`install` turns it
+   off through Bokeh's public setting (``BOKEH_VALIDATE_DOC``), unless that variable is set.
+
 Measured effect (benchmarks/run.py, docs/benchmarks.md; medians, slider set from JavaScript):
 default Panel ~66 ms, with 1-4 ~17 ms, with 1-5 ~12 ms, the same figures as a plain Bokeh app
 (one message per event) ~11 ms.
@@ -54,7 +59,7 @@ from contextlib import contextmanager
 
 log = logging.getLogger(__name__)
 
-_INSTALLED = {"dispatch": False, "nodelay": False}
+_INSTALLED = {"dispatch": False, "nodelay": False, "validation": False}
 
 
 def fast(widget):
@@ -132,7 +137,15 @@ def _patch_nodelay() -> bool:
 
 
 def install() -> dict:
-    """Install the server-side adaptations (2 and 3 above) once per process; returns what holds."""
+    """Install the server-side adaptations (2, 3 and 6 above) once per process; returns what
+    holds."""
+    if not _INSTALLED["validation"]:
+        import os
+
+        from bokeh.settings import settings
+        if "BOKEH_VALIDATE_DOC" not in os.environ:
+            settings.perform_document_validation.set_value(False)
+        _INSTALLED["validation"] = True
     if not _INSTALLED["dispatch"]:
         _INSTALLED["dispatch"] = _patch_dispatch()
     if not _INSTALLED["nodelay"]:

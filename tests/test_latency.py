@@ -11,7 +11,8 @@ from attention_scaling.page import Explorer, create_page
 def test_install_patches_panel_dispatch_and_bokeh_websocket_once():
     first = latency.install()
     again = latency.install()
-    assert first == again == {"dispatch": True, "nodelay": True, "validation": True}
+    assert first == again == {"dispatch": True, "nodelay": True, "validation": True,
+                              "defaults": True}
     assert getattr(pdoc._dispatch_msgs, "_attention_scaling", False)
     assert getattr(WSHandler.open, "_attention_scaling", False)
     # installed once: the wrapper wraps Panel's original, not itself
@@ -66,3 +67,20 @@ def test_the_page_document_passes_bokehs_validation_that_sessions_skip(caplog):
         with caplog.at_level(logging.WARNING):
             issues = check_integrity(list(doc.models))
         assert not issues.error and not issues.warning, issues
+
+
+def test_cached_overridden_defaults_equal_bokehs_own_for_every_model_class():
+    """The per-class cache (latency 7) returns exactly what Bokeh computes, for every class."""
+    from bokeh.core.has_props import HasProps
+    from bokeh.model import Model
+
+    latency.install()
+    original = HasProps._overridden_defaults.__func__.__wrapped__
+    classes = list(Model.model_class_reverse_map.values())
+    assert len(classes) > 300
+    for cls in classes:
+        assert HasProps._overridden_defaults.__func__(cls) == original(cls), cls
+    # and a model built afterwards still gets its class's overrides
+    from bokeh.plotting import figure
+    fig = figure()
+    assert fig.toolbar.logo == original(type(fig.toolbar)).get("logo", "normal")

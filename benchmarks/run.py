@@ -198,8 +198,11 @@ SETUP_JS = r"""
   src.change.connect(check);
   L.arm = (index, key) => { L.result = undefined; L.done = new Promise(resolve => {
       const finish = (r) => { L.result = r; resolve(r); };
-      L.pending = {index, key, t0: performance.now(), resolve: finish};
-      setTimeout(() => { if (L.pending && L.pending.index === index) { L.pending = null; finish(null); } }, 5000);
+      const mine = {index, key, t0: performance.now(), resolve: finish};
+      L.pending = mine;
+      // give up on THIS change after 5 s (compare the object: an old timer for the same
+      // index must not cancel a newer change, which then never resolved: the "stalls")
+      setTimeout(() => { if (L.pending === mine) { L.pending = null; finish(null); } }, 5000);
     }); };
   document.addEventListener('keydown', () => { L.keyT0 = performance.now(); }, true);
   window.__lat = L;

@@ -1,4 +1,4 @@
-"""The Panel page: controls bound to the state's parameters, the charts, the text, a template.
+"""The Panel page: controls bound to the state's parameters, the charts, the text, the layout.
 
 Thin by design: state lives in :mod:`model`, the figures in :mod:`charts`, the
 math in :mod:`core`, the latency adaptations in :mod:`latency`. On every control
@@ -121,8 +121,7 @@ class Explorer(pn.viewable.Viewer):
         super().__init__(**params)
         self.state = state or ExplorerState()
         self.charts = Charts()
-        # The text Divs carry the page CSS themselves too: Panel applies a pane's
-        # stylesheets only under a design (the template), not in the bare embed layout.
+        # The text Divs are Bokeh models in their own shadow roots: they carry the page CSS.
         for div in (self.charts.explanation, self.charts.readout):
             div.stylesheets = [InlineStyleSheet(css=page_css())]
         self._build_widgets()

@@ -73,22 +73,18 @@ def _paren(body: str) -> str:
 
 _QK = "<mi>q</mi><mo>·</mo><mi>k</mi>"
 _FUNCTION = "<mo>&#x2061;</mo>"          # invisible "function application"
-_SPACE = "<mspace width='2em'/>"
 
 #: The fixed formulas shown above the live explanation, as MathML: the browser typesets it
 #: natively (Chromium, Firefox and Safari), so the page loads no MathJax (1.8 MB) and the
 #: offline export shows the same formulas.
-FORMULAS = (
-    "<div class='formulas'><math display='block'><mrow>"
-    f"<mi>Var</mi>{_FUNCTION}{_paren(_QK)}<mo>=</mo>{_mi('d', 'k')}{_SPACE}"
+FORMULAS = "<div class='formulas'>" + "".join(f"<math display='block'><mrow>{f}</mrow></math>" for f in (
+    f"<mi>Var</mi>{_FUNCTION}{_paren(_QK)}<mo>=</mo>{_mi('d', 'k')}",
     f"<mi>Var</mi>{_FUNCTION}{_paren(_QK + '<mo>/</mo><msqrt>' + _mi('d', 'k') + '</msqrt>')}"
-    f"<mo>=</mo><mn>1</mn>{_SPACE}"
-    f"<mi>p</mi><mo>=</mo><mi>softmax</mi>{_FUNCTION}{_paren('<mi>z</mi><mo>/</mo><mi>T</mi>')}"
-    f"{_SPACE}"
+    "<mo>=</mo><mn>1</mn>",
+    f"<mi>p</mi><mo>=</mo><mi>softmax</mi>{_FUNCTION}{_paren('<mi>z</mi><mo>/</mo><mi>T</mi>')}",
     f"<mfrac><mrow><mo>∂</mo>{_mi('p', 'i')}</mrow><mrow><mo>∂</mo>{_mi('z', 'j')}</mrow></mfrac>"
-    f"<mo>=</mo>{_mi('p', 'i')}{_paren(_mi('δ', 'ij') + '<mo>−</mo>' + _mi('p', 'j'))}"
-    "</mrow></math></div>"
-)
+    f"<mo>=</mo>{_mi('p', 'i')}{_paren(_mi('δ', 'ij') + '<mo>−</mo>' + _mi('p', 'j'))}",
+)) + "</div>"
 
 
 def header_html(subtitle: str = "") -> str:

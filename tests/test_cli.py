@@ -52,6 +52,15 @@ def test_serve_with_prefix_serves_the_page():
     assert "serving on http://127.0.0.1:" in out
 
 
+def _run_catching(coroutine_function):
+    import asyncio
+    try:
+        asyncio.run(coroutine_function())
+    except BaseException as exc:  # reported to the test's thread
+        return exc
+    return None
+
+
 def run_env(env, *args):
     import os
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60,
@@ -116,7 +125,19 @@ def test_environment_configures_serve_and_a_flag_wins():
             with pytest.raises(HTTPClientError) as err:
                 await websocket_connect(req)
             assert err.value.code == 403
-        asyncio.run(foreign())
+        # in a thread of its own: browser tests may have left an event loop on this one
+        import threading
+        errors = []
+        thread = threading.Thread(target=lambda: errors.extend(
+            [e for e in [_run_catching(foreign)] if e]))
+        thread.start()
+        thread.join(60)
+        assert not errors, errors
+        # scripts come compressed
+        request = urllib.request.Request(
+            base + "/static/js/bokeh.min.js", headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            assert resp.headers["Content-Encoding"] == "gzip"
     finally:
         stop_group(proc)
     out = proc.stdout.read()

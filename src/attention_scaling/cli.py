@@ -15,8 +15,9 @@ import sys
 
 DEFAULT_PORT = 5006
 DEFAULT_ADDRESS = "127.0.0.1"
-# Sessions: a tab that never opens its websocket is dropped after this long; closed tabs are
-# released at once by Bokeh (their websocket closes). Measured by `make loadtest`.
+# Sessions: Bokeh drops a session once it has had no open websocket for this long (a closed
+# tab, or a page whose websocket never came), checked every min(17 s, lifetime): a closed tab
+# is released 60-77 s later by default. Measured by `make loadtest`.
 DEFAULT_UNUSED_SESSION_LIFETIME_S = 60
 DEFAULT_KEEP_ALIVE_S = 30
 
@@ -105,7 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a host browsers may open the app from (repeatable); "
                             "default: the address and port served")
     serve.add_argument("--num-procs", type=_num_procs, default=None, metavar="N",
-                       help="worker processes (default 1; 0 starts one per core)")
+                       help="worker processes sharing the port (default 1; 0: one per core). "
+                            "A page and its websocket may reach different processes, which then "
+                            "builds the session twice: prefer one process per port behind a "
+                            "sticky proxy (docs/deploy.md)")
     serve.add_argument("--prefix", type=_prefix, default=None, metavar="P",
                        help="URL path prefix, e.g. /explorer behind a reverse proxy")
     serve.add_argument("--unused-session-lifetime", type=_seconds, metavar="S",
@@ -118,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stats", action="store_true",
                        help="also serve /stats: JSON with this process's open sessions and "
                             "memory (for load tests and monitoring)")
+    serve.add_argument("--use-xheaders", action="store_true",
+                       help="behind a reverse proxy: take the client's address and scheme from "
+                            "its X-Real-Ip / X-Forwarded-For / X-Forwarded-Proto headers")
     serve.add_argument("--show", action="store_true", help="open a browser tab")
     serve.epilog = ("environment variables (a flag given on the command line wins): " + "; ".join(
         f"{var} for --{name.replace('_', '-')}" for name, var in ENVIRONMENT.items())
@@ -230,6 +237,9 @@ def _serve(args: argparse.Namespace) -> int:
         unused_session_lifetime_milliseconds=args.unused_session_lifetime * 1000,
         check_unused_sessions_milliseconds=min(17_000, args.unused_session_lifetime * 1000),
         keep_alive_milliseconds=args.keep_alive * 1000,
+        use_xheaders=args.use_xheaders,
+        # gzip: the first page load is 5.7 MB of scripts uncompressed, 1.6 MB compressed
+        compress_response=True,
     )
     return 0
 

@@ -25,9 +25,21 @@ serve: $(STAMP)
 chromium: $(STAMP)
 	PLAYWRIGHT=$(BIN)/playwright scripts/ensure-chromium
 
+## nginx: make sure Debian's nginx exists for the reverse-proxy tests (installed when root)
+.PHONY: nginx
+nginx:
+	scripts/ensure-nginx
+
 ## test: install, make sure Chromium exists, run the whole suite (browser tests included)
-test: $(STAMP) chromium
-	$(BIN)/python -m pytest $(ARGS)
+test: $(STAMP) chromium nginx
+	$(BIN)/python -m pytest -m "not docker" $(ARGS)
+
+## test-docker: build the Dockerfile offline (local stand-in base image, host wheelhouse),
+## lint it with hadolint, run it read-only under podman and smoke-test it in Chromium
+.PHONY: test-docker
+test-docker: $(STAMP) chromium
+	PYTHON=$(BIN)/python scripts/docker-test-prepare
+	$(BIN)/python -m pytest -m docker $(ARGS)
 
 ## bench: the benchmark suite (table printed, JSON written to benchmarks/results/)
 bench: $(STAMP) chromium
@@ -36,6 +48,12 @@ bench: $(STAMP) chromium
 ## bench-quick: the same with few iterations (CI runs it to keep it working)
 bench-quick: $(STAMP) chromium
 	$(BIN)/python benchmarks/run.py --quick $(ARGS)
+
+## loadtest: 300 concurrent websocket sessions driven at a human rate, then 1,000 open/close
+## cycles (latency, errors, memory; JSON in benchmarks/results/). ~30 min; ARGS=--quick for a smoke run
+.PHONY: loadtest
+loadtest: $(STAMP)
+	$(BIN)/python benchmarks/loadtest.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -38,6 +38,30 @@ def chromium_executable() -> str | None:
     return shutil.which("chromium")
 
 
+def run_in_thread(coroutine_function, timeout: float = 60):
+    """``asyncio.run(coroutine_function())`` in a thread of its own, returning its result or
+    raising its exception: Playwright's sync API keeps an event loop on the main thread."""
+    import asyncio
+    import threading
+
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["result"] = asyncio.run(coroutine_function())
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if "error" in box:
+        raise box["error"]
+    if "result" not in box:
+        raise TimeoutError(f"{coroutine_function.__name__} did not finish in {timeout} s")
+    return box["result"]
+
+
 def stop_group(proc: subprocess.Popen) -> None:
     """Stop a process started with start_new_session=True, and its children: TERM, then KILL."""
     if proc.poll() is None:

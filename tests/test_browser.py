@@ -29,6 +29,18 @@ def open_app(page, server):
     page.wait_for_selector(".noUi-handle", timeout=30_000)
 
 
+def assert_plots_drawn(page):
+    """All four named plots are in the document and drawn with a real size."""
+    names = page.evaluate("""(names) => names.filter(n =>
+        Bokeh.documents.some(d => d.get_model_by_name(n) !== null))""", PLOTS)
+    assert names == PLOTS
+    for name in PLOTS:
+        box = page.evaluate("""(n) => { for (const d of Bokeh.documents) {
+              const m = d.get_model_by_name(n); if (m) { const v = Bokeh.index.find_one(m);
+                return v ? [v.bbox.width, v.bbox.height] : null; } } }""", name)
+        assert box and box[0] > 100 and box[1] > 100, (name, box)
+
+
 def column(page, name, col):
     return page.evaluate("([n, c]) => window.__col(n, c)", [name, col])
 
@@ -42,16 +54,7 @@ def wait_changed(page, name, col, before):
 def test_page_loads_with_named_plots_and_no_errors(page, server):
     open_app(page, server)
     assert "√d_k" in page.title()
-    names = page.evaluate("""(names) => names.filter(n =>
-        Bokeh.documents.some(d => d.get_model_by_name(n) !== null))""", PLOTS)
-    assert names == PLOTS
-    # every plot is drawn on a canvas with a real size
-    for name in PLOTS:
-        box = page.evaluate("""(n) => { for (const d of Bokeh.documents) {
-              const m = d.get_model_by_name(n); if (m) {
-                const v = Bokeh.index.get_one ? Bokeh.index.get_one(m) : null;
-                return v ? [v.bbox.width, v.bbox.height] : [1, 1]; } } }""", name)
-        assert box[0] > 100 and box[1] > 100, (name, box)
+    assert_plots_drawn(page)
     body = page.inner_text("body")
     assert "Traceback" not in body and "NaN" not in body
     page.wait_for_timeout(500)

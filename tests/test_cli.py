@@ -52,15 +52,6 @@ def test_serve_with_prefix_serves_the_page():
     assert "serving on http://127.0.0.1:" in out
 
 
-def _run_catching(coroutine_function):
-    import asyncio
-    try:
-        asyncio.run(coroutine_function())
-    except BaseException as exc:  # reported to the test's thread
-        return exc
-    return None
-
-
 def run_env(env, *args):
     import os
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60,
@@ -86,14 +77,13 @@ def test_bad_environment_names_the_variable_and_exits_2(var, value, message):
 def test_environment_configures_serve_and_a_flag_wins():
     """Port and prefix from the environment; the refused foreign origin is logged with the
     variable to set; /stats counts the session a page GET created."""
-    import asyncio
     import json
     import os
 
     from tornado.httpclient import HTTPClientError, HTTPRequest
     from tornado.websocket import websocket_connect
 
-    from conftest import free_port, stop_group
+    from conftest import free_port, run_in_thread, stop_group
 
     port = free_port()
     env = {**os.environ, "ATTENTION_SCALING_PORT": str(port),
@@ -125,14 +115,7 @@ def test_environment_configures_serve_and_a_flag_wins():
             with pytest.raises(HTTPClientError) as err:
                 await websocket_connect(req)
             assert err.value.code == 403
-        # in a thread of its own: browser tests may have left an event loop on this one
-        import threading
-        errors = []
-        thread = threading.Thread(target=lambda: errors.extend(
-            [e for e in [_run_catching(foreign)] if e]))
-        thread.start()
-        thread.join(60)
-        assert not errors, errors
+        run_in_thread(foreign)
         # scripts come compressed
         request = urllib.request.Request(
             base + "/static/js/bokeh.min.js", headers={"Accept-Encoding": "gzip"})

@@ -14,10 +14,10 @@ import sys
 import urllib.parse
 
 import panel as pn
-from bokeh.models import CustomJS, Div, InlineStyleSheet, Slider
+from bokeh.models import CustomJS, InlineStyleSheet, Slider
 
 from . import core, latency
-from .charts import ASSETS, SCALED_COLOR, Charts, page_css, position_formatter
+from .charts import ASSETS, Charts, page_css, position_formatter
 from .model import (CAPTION, FORMULAS, QUERY_KEYS, TITLE, ExplorerState, guide_html,
                     header_html, parse_query, to_query)
 

@@ -1,0 +1,759 @@
+"""Past one machine (docs/deploy.md): Debian's real nginx in front of several
+`attention-scaling serve` processes, from the templates in deploy/nginx/, driven by a real
+Chromium: the page, its websocket, sticky sessions, TLS. And the Kubernetes manifests in
+deploy/k8s/ against the Kubernetes schemas (offline, from the kubernetes-validate package).
+
+nginx comes from `scripts/ensure-nginx` (`make test` runs it); without it those tests skip.
+"""
+
+from __future__ import annotations
+
+import copy
+import http.client
+import json
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from attention_scaling import cli
+from conftest import CLI, Server, free_port, stop_group
+from test_browser import INIT, assert_plots_drawn, column, open_app, wait_changed
+
+ROOT = Path(__file__).resolve().parents[1]
+NGINX_DIR = ROOT / "deploy" / "nginx"
+HTTP_TEMPLATE = NGINX_DIR / "attention-scaling.conf"
+TLS_TEMPLATE = NGINX_DIR / "attention-scaling-tls.conf"
+K8S_DIR = ROOT / "deploy" / "k8s"
+DOC = ROOT / "docs" / "deploy.md"
+
+COOKIE = "as_affinity"
+# The servers here ping every second; one nginx gives up on a silent websocket after 3 s, so a
+# websocket that outlives a few idle seconds there shows the pings keep it open through nginx.
+TEST_KEEP_ALIVE_S = 1
+TEST_READ_TIMEOUT_S = 3
+N_BACKENDS = 3
+# Sizing (docs/deploy.md, docs/benchmarks.md): memory per session and of the bare process.
+MIB_PER_SESSION = 2
+BASE_MIB = 100
+STUDENTS_PER_POD = 300
+
+
+def nginx_executable() -> str | None:
+    return shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()), None)
+
+
+NO_NGINX = ("nginx is not installed: run scripts/ensure-nginx (as root it installs Debian's "
+            "nginx-light with apt-get; `make test` runs it), or apt-get install nginx-light")
+
+
+# ---------------------------------------------------------------------------------------------
+# The templates as text: what every deployment needs, whatever nginx does with it.
+
+def directive_values(text: str, name: str) -> list[str]:
+    return re.findall(rf"^\s*{name}\s+([^;]*);", text, re.M)
+
+
+WS_LOCATION = r"location ~ /ws\$ \{[^}]*\}"
+
+
+def ws_location(text: str) -> str:
+    (block,) = re.findall(WS_LOCATION, text)
+    return block
+
+
+@pytest.mark.parametrize("template", [HTTP_TEMPLATE, TLS_TEMPLATE], ids=["http", "tls"])
+def test_nginx_template_has_affinity_websocket_headers_and_timeouts(template):
+    text = template.read_text()
+    assert directive_values(text, "hash") == ["$as_affinity consistent"]
+    assert "ip_hash" not in re.sub(r"#.*", "", text)
+    assert directive_values(text, "proxy_http_version") == ["1.1"]
+    headers = dict(v.split(None, 1) for v in directive_values(text, "proxy_set_header"))
+    assert headers["Upgrade"] == "$http_upgrade"
+    assert headers["Connection"] == "$as_connection_upgrade"
+    for name in ("X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Host"):
+        assert name in headers
+    assert directive_values(text, "proxy_buffering") == ["off"]
+    # the websocket is silent between moves except for the server's pings
+    (read_timeout,) = directive_values(ws_location(text), "proxy_read_timeout")
+    assert int(read_timeout.rstrip("s")) >= 3 * cli.DEFAULT_KEEP_ALIVE_S
+    (set_cookie,) = directive_values(text, "add_header Set-Cookie")
+    assert set_cookie == "$as_affinity_set_cookie always"
+    cookie = re.search(r'""\s+"(as_affinity=\$request_id;[^"]*)"', text).group(1)
+    assert "HttpOnly" in cookie and "Path=/" in cookie
+    if template == TLS_TEMPLATE:                 # kept and sent inside another site's iframe
+        assert {"Secure", "SameSite=None", "Partitioned"} <= set(cookie.split("; "))
+    else:                                        # SameSite=None needs Secure, so https only
+        assert "SameSite=Lax" in cookie and "Secure" not in cookie
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the templates: backends, nginx, and a config made from a template.
+
+def sub_exactly(pattern: str, repl, text: str, count: int, what: str) -> str:
+    new, n = re.subn(pattern, repl, text, flags=re.M)
+    assert n == count, f"the template changed: expected {count} {what}, found {n}"
+    return new
+
+
+def site_config(template: Path, backends: list[int], listen: int, *, tls_listen: int = 0,
+                cert: tuple[Path, Path] | None = None, affinity: str | None = None,
+                ws_read_timeout: int | None = None) -> str:
+    """The template with only the loopback ports (and where asked the certificate, the
+    websocket's read timeout or the hash key) replaced."""
+    text = template.read_text()
+
+    def servers(match: re.Match) -> str:
+        return "\n".join(f"{match.group(1)}server 127.0.0.1:{port}{match.group(2)};"
+                         for port in backends)
+    # the three `server 127.0.0.1:500x ...;` lines of the upstream become the test's backends
+    text = sub_exactly(r"^(\s*)server 127\.0\.0\.1:500[678]\b([^;\n]*);\n"
+                       r"(?:\s*server 127\.0\.0\.1:500[678]\b[^;\n]*;\n){2}",
+                       lambda m: servers(m) + "\n", text, 1, "upstream of three backends")
+    text = sub_exactly(r"^(\s*)listen 80;$", rf"\1listen 127.0.0.1:{listen};", text, 1,
+                       "`listen 80;`")
+    text = sub_exactly(r"^\s*listen \[::\]:80;\n", "", text, 1, "`listen [::]:80;`")
+    if ws_read_timeout is not None:
+        text = sub_exactly(r"(location ~ /ws\$ \{[^}]*proxy_read_timeout) \d+s;",
+                           rf"\1 {ws_read_timeout}s;", text, 1, "websocket read timeout")
+    if cert:
+        text = sub_exactly(r"^(\s*)listen 443 ssl http2;$",
+                           rf"\1listen 127.0.0.1:{tls_listen} ssl http2;", text, 1,
+                           "`listen 443 ssl http2;`")
+        text = sub_exactly(r"^\s*listen \[::\]:443 ssl http2;\n", "", text, 1,
+                           "`listen [::]:443 ssl http2;`")
+        text = sub_exactly(r"^(\s*ssl_certificate)\s+\S+;", rf"\1 {cert[0]};", text, 1,
+                           "ssl_certificate")
+        text = sub_exactly(r"^(\s*ssl_certificate_key)\s+\S+;", rf"\1 {cert[1]};", text, 1,
+                           "ssl_certificate_key")
+    if affinity is not None:          # only to show what breaks without the cookie's key
+        text = sub_exactly(r"^(\s*)hash \$as_affinity consistent;", rf"\1{affinity}", text, 1,
+                           "hash directive")
+    return text
+
+
+MAIN_CONF = """\
+daemon off;
+master_process on;
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/logs/error.log notice;
+events {{ worker_connections 512; }}
+http {{
+    client_body_temp_path {d}/tmp/client_body;
+    proxy_temp_path {d}/tmp/proxy;
+    fastcgi_temp_path {d}/tmp/fastcgi;
+    uwsgi_temp_path {d}/tmp/uwsgi;
+    scgi_temp_path {d}/tmp/scgi;
+    log_format deploy_test '$upstream_addr\\t$status\\t$request_method\\t$uri\\t$as_affinity';
+    access_log {d}/logs/access.log deploy_test;
+    include {d}/site.conf;
+}}
+"""
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, seconds: float = 20) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+class Nginx:
+    """Debian's nginx with its own prefix, pid file and logs under `directory`, in the
+    foreground (daemon off), stopped by its PID."""
+
+    def __init__(self, directory: Path, site: str, port: int, scheme: str = "http") -> None:
+        self.dir = directory
+        self.port = port
+        self.url = f"{scheme}://127.0.0.1:{port}/"
+        self.host = f"127.0.0.1:{port}"
+        for sub in ("logs", "tmp"):
+            (directory / sub).mkdir(parents=True, exist_ok=True)
+        (directory / "site.conf").write_text(site)
+        conf = directory / "nginx.conf"
+        conf.write_text(MAIN_CONF.format(d=directory))
+        exe = nginx_executable()
+        cmd = [exe, "-p", str(directory), "-e", str(directory / "logs" / "error.log"),
+               "-c", str(conf)]
+        check = subprocess.run([*cmd, "-t"], capture_output=True, text=True)
+        assert check.returncode == 0, f"nginx -t refused the config:\n{check.stderr}\n{site}"
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, start_new_session=True)
+        if not wait_for_port(port, self.proc):
+            out = self.stop()
+            raise RuntimeError(f"nginx did not start:\n{out}\n{self.error_log()}")
+
+    def error_log(self) -> str:
+        path = self.dir / "logs" / "error.log"
+        return path.read_text() if path.exists() else ""
+
+    def access_log(self) -> list[dict]:
+        rows = []
+        for line in (self.dir / "logs" / "access.log").read_text().splitlines():
+            upstream, status, method, uri, key = line.split("\t")
+            rows.append({"upstream": upstream, "status": int(status), "method": method,
+                         "uri": uri, "key": key})
+        return rows
+
+    def stop(self) -> str:
+        stop_group(self.proc)
+        return self.proc.stdout.read() if self.proc.stdout else ""
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    """Three `serve --stats` backends behind nginx made from deploy/nginx/attention-scaling.conf.
+    The backends allow the origins of every nginx of this module; nothing they hold expires."""
+    if not nginx_executable():
+        pytest.skip(NO_NGINX)
+    ports = {"http": free_port(), "tls": free_port(), "tls_redirect": free_port(),
+             "split": free_port(), "idle": free_port()}
+    origins = [arg for name in ("http", "tls", "split", "idle")
+               for arg in ("--allow-websocket-origin", f"127.0.0.1:{ports[name]}")]
+    extra = ("--stats", *origins, "--keep-alive", str(TEST_KEEP_ALIVE_S),
+             "--unused-session-lifetime", "3600")
+    with ThreadPoolExecutor(N_BACKENDS) as pool:
+        started = [pool.submit(Server, *extra) for _ in range(N_BACKENDS)]
+    backends = [f.result() for f in started if f.exception() is None]
+    try:
+        for future in started:
+            future.result()                     # the first failure to start, if any
+        site = site_config(HTTP_TEMPLATE, [b.port for b in backends], ports["http"])
+        proxy = Nginx(tmp_path_factory.mktemp("nginx"), site, ports["http"])
+    except BaseException:
+        for b in backends:
+            b.stop()
+        raise
+    proxy.backends = backends
+    proxy.ports = ports
+    yield proxy
+    proxy.stop()
+    for b in backends:
+        b.stop()
+
+
+def stats(backend) -> dict:
+    with urllib.request.urlopen(backend.url + "stats", timeout=10) as r:
+        return json.load(r)
+
+
+def all_stats(backends) -> dict[str, dict]:
+    return {f"127.0.0.1:{b.port}": stats(b) for b in backends}
+
+
+def routes_of(proxy: Nginx, key: str, closed: bool = False) -> dict:
+    """Where nginx sent every request of one browser (one affinity key). nginx logs the
+    websocket's upgrade request when the websocket closes: with `closed`, wait for that line."""
+    deadline = time.monotonic() + (10 if closed else 0)
+    while True:
+        rows = [r for r in proxy.access_log() if r["key"] == key]
+        page = [r["upstream"] for r in rows if r["method"] == "GET" and r["uri"] == "/"]
+        ws = [r["upstream"] for r in rows if r["uri"] == "/ws"]
+        ws_status = [r["status"] for r in rows if r["uri"] == "/ws"]
+        if ws or time.monotonic() > deadline:
+            return {"all": {r["upstream"] for r in rows}, "page": page, "ws": ws,
+                    "ws_status": ws_status}
+        time.sleep(0.2)
+
+
+def sessions_delta(before: dict, after: dict) -> dict[str, tuple[int, int]]:
+    """Per backend: (sessions opened, websockets opened) between two all_stats()."""
+    return {b: (after[b]["sessions"] - before[b]["sessions"],
+                after[b]["connections"] - before[b]["connections"]) for b in before}
+
+
+def open_tab(browser, url: str, *, backends=None, embed: bool = False, **context_args):
+    """A fresh browser (context: no cookie) with the app loaded from `url`, or, with `embed`,
+    loaded in an iframe of an opaque about:blank page (another site). With `backends`, also the
+    (sessions, websockets) each of them gained meanwhile. A load that Chromium aborts because
+    the machine's network interfaces changed (ERR_NETWORK_CHANGED, e.g. Docker starting a
+    container) has nothing to do with what is tested: it is tried again."""
+    from playwright.sync_api import Error as PlaywrightError
+    for attempt in range(3):
+        before = all_stats(backends) if backends else None
+        context = browser.new_context(viewport={"width": 1440, "height": 1200}, **context_args)
+        page = context.new_page()
+        page.console_errors, page.requests, page.websockets, page.failures = [], [], [], []
+        page.on("websocket", lambda ws: page.websockets.append(ws.url))
+        page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+        page.on("pageerror", lambda e: page.console_errors.append(str(e)))
+        page.on("request", lambda r: page.requests.append(r.url))
+        page.on("requestfailed", lambda r: page.failures.append(r.failure or ""))
+        try:
+            if embed:
+                context.add_init_script(INIT)
+                page.set_content(f'<iframe src="{url}" width="1200" height="900"></iframe>')
+                frame = page.wait_for_selector("iframe").content_frame()
+                frame.wait_for_function(
+                    "() => (window.__col('jacobian-diagonal-source', 'value') || []).length > 0",
+                    timeout=30_000)
+            else:
+                open_app(page, type("Target", (), {"url": url}))
+        except PlaywrightError:
+            context.close()
+            if attempt < 2 and any("ERR_NETWORK_CHANGED" in f for f in page.failures):
+                time.sleep(1)                   # let the closed tab's websocket go
+                continue
+            raise
+        delta = sessions_delta(before, all_stats(backends)) if backends else None
+        return context, page, delta
+    raise AssertionError("unreachable")
+
+
+def affinity_cookie(context) -> dict:
+    (cookie,) = [c for c in context.cookies() if c["name"] == COOKIE]
+    return cookie
+
+
+def move_slider(page) -> None:
+    before = column(page, "unscaled-weights-source", "weight")
+    page.locator(".noUi-handle").first.focus()
+    page.keyboard.press("ArrowRight")
+    wait_changed(page, "unscaled-weights-source", "weight", before)
+
+
+@pytest.mark.browser
+def test_the_page_works_through_nginx_with_its_websocket(deployment, browser):
+    context, page, _ = open_tab(browser, deployment.url)
+    try:
+        assert "√d_k" in page.title()
+        assert_plots_drawn(page)
+        cookie = affinity_cookie(context)
+        assert re.fullmatch(r"[0-9a-f]{32}", cookie["value"]) and cookie["httpOnly"]
+        move_slider(page)                                   # 64 -> 80, over the websocket
+        assert column(page, "jacobian-diagonal-marker", "width") == ["80"]
+        before = column(page, "jacobian-source", "value")
+        page.locator(".bk-Switch").first.click()
+        wait_changed(page, "jacobian-source", "value", before)
+        foreign = [u for u in page.requests if not u.startswith(("data:", "blob:"))
+                   and urlparse(u).netloc != deployment.host]
+        assert foreign == []
+        assert page.console_errors == []
+        assert page.websockets == [f"ws://{deployment.host}/ws"]
+        # the server sends its scripts uncompressed; nginx gzips them
+        (script,) = [u for u in page.requests if "/static/js/bokeh.min.js" in u]
+        request = urllib.request.Request(script, headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(request, timeout=10) as r:
+            assert r.headers["Content-Encoding"] == "gzip"
+    finally:
+        context.close()
+    route = routes_of(deployment, cookie["value"], closed=True)
+    assert len(route["page"]) == 1 and route["ws"] == route["page"], route
+    assert route["ws_status"] == [101] and route["all"] == set(route["page"]), route
+
+
+def test_stats_through_nginx_only_from_the_machine_itself(deployment):
+    def get(path: str, source: str) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", deployment.port, timeout=10,
+                                          source_address=(source, 0))
+        try:
+            conn.request("GET", path)
+            return conn.getresponse().status
+        finally:
+            conn.close()
+    assert get("/stats", "127.0.0.1") == 200
+    assert get("/stats", "127.0.0.2") == 403      # another address (loopback's whole /8)
+    assert get("/liveness", "127.0.0.2") == 200
+
+
+def test_nginx_closes_a_silent_websocket_after_its_read_timeout(deployment, tmp_path):
+    """The control for the next test: a backend that upgrades and then sends nothing is cut
+    off by nginx after the websocket location's proxy_read_timeout."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(20)
+
+    def silent_backend():
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(20)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                         b"Connection: Upgrade\r\n\r\n")
+            try:
+                while conn.recv(4096):
+                    pass
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=silent_backend, daemon=True)
+    thread.start()
+    port = free_port()
+    site = site_config(HTTP_TEMPLATE, [listener.getsockname()[1]], port,
+                       ws_read_timeout=TEST_READ_TIMEOUT_S)
+    proxy = Nginx(tmp_path / "nginx", site, port)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as client:
+            client.sendall(b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                           b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                           b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+            head = client.recv(4096)
+            assert head.startswith(b"HTTP/1.1 101"), head
+            t0 = time.monotonic()
+            while client.recv(4096):
+                pass
+            waited = time.monotonic() - t0
+        assert TEST_READ_TIMEOUT_S - 0.5 < waited < TEST_READ_TIMEOUT_S + 5, waited
+    finally:
+        proxy.stop()
+        listener.close()
+        thread.join(5)
+
+
+@pytest.mark.browser
+def test_the_servers_pings_keep_an_idle_websocket_open_through_nginx(deployment, browser,
+                                                                     tmp_path):
+    """The same short read timeout in front of the real servers (pinging every second): a
+    page left idle for longer still gets its changes over the same websocket."""
+    port = deployment.ports["idle"]
+    site = site_config(HTTP_TEMPLATE, [b.port for b in deployment.backends], port,
+                       ws_read_timeout=TEST_READ_TIMEOUT_S)
+    proxy = Nginx(tmp_path / "nginx", site, port)
+    try:
+        context, page, _ = open_tab(browser, proxy.url)
+        try:
+            page.wait_for_timeout((TEST_READ_TIMEOUT_S + 2) * 1000)
+            move_slider(page)
+            assert page.websockets == [f"ws://{proxy.host}/ws"]      # never reconnected
+            assert page.console_errors == []
+        finally:
+            context.close()
+    finally:
+        proxy.stop()
+
+
+def wait_for_no_websockets(backends, seconds: float = 15) -> None:
+    """Until the websockets of earlier tests' closed tabs are gone from /stats."""
+    deadline = time.monotonic() + seconds
+    while sum(s["connections"] for s in all_stats(backends).values()) and \
+            time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+@pytest.mark.browser
+def test_each_browser_keeps_its_page_and_websocket_on_one_backend(deployment, browser):
+    """Fresh browsers (no cookie) spread over the backends, and each one's page and websocket
+    reach the same backend: the backend that served the page (nginx's log) is the one whose
+    /stats, asked directly, counts one more session AND one more open websocket. Had the
+    websocket gone elsewhere, that other backend would count a session of its own (Bokeh opens
+    one for an unknown id) and the page's would keep one with no websocket."""
+    backends = deployment.backends
+    wait_for_no_websockets(backends)
+    tabs = []                                   # (context, page, key, backend "ip:port")
+    try:
+        while len(tabs) < 10 and (len(tabs) < 4 or len({t[3] for t in tabs}) < 2):
+            context, page, delta = open_tab(browser, deployment.url, backends=backends)
+            key = affinity_cookie(context)["value"]
+            tabs.append((context, page, key, None))
+            (served,) = routes_of(deployment, key)["page"]
+            assert delta == {b: (1, 1) if b == served else (0, 0) for b in delta}, (served, delta)
+            tabs[-1] = (context, page, key, served)
+        used = {t[3] for t in tabs}
+        assert len(used) >= 2, f"{len(tabs)} fresh browsers all landed on {used}"
+        # every page still talks to its own session, and /stats through nginx with a
+        # browser's cookie comes from the process that served its page
+        pids = {b: s["pid"] for b, s in all_stats(backends).items()}
+        for context, page, _, backend in tabs:
+            move_slider(page)
+            assert context.request.get(deployment.url + "stats").json()["pid"] == pids[backend]
+        assert sum(s["connections"] for s in all_stats(backends).values()) >= len(tabs)
+    finally:
+        for context, *_ in tabs:
+            context.close()
+    # nginx's log, once the websockets closed: every request of a browser went to one backend
+    for _, _, key, backend in tabs:
+        route = routes_of(deployment, key, closed=True)
+        assert route["page"] == route["ws"] == [backend] and route["all"] == {backend}, route
+        assert route["ws_status"] == [101], route
+
+
+@pytest.mark.browser
+def test_without_the_cookie_key_a_tab_costs_two_sessions(deployment, browser, tmp_path):
+    """What stickiness prevents: hashing each request on its own ($request_id, what a proxy
+    without affinity amounts to) sends the websocket to another process than the page. The page
+    still works (Bokeh builds a second session there for the unknown id), but the first session
+    stays behind connected to nothing: twice the CPU (~1.2 s) and memory for every tab."""
+    port = deployment.ports["split"]
+    site = site_config(HTTP_TEMPLATE, [b.port for b in deployment.backends], port,
+                       affinity="hash $request_id;")
+    proxy = Nginx(tmp_path / "nginx", site, port)
+    tabs = []
+    wait_for_no_websockets(deployment.backends)
+    try:
+        for _ in range(10):                     # each try splits with probability 2/3
+            context, page, delta = open_tab(browser, proxy.url, backends=deployment.backends)
+            tabs.append(context)
+            if sorted(delta.values()) != [(0, 0), (0, 0), (1, 1)]:
+                break
+        else:
+            pytest.fail("10 tabs and never a websocket on another backend than its page")
+        key = affinity_cookie(context)["value"]
+        move_slider(page)                       # it works, on the second session
+        for context in tabs:
+            context.close()
+        route = routes_of(proxy, key, closed=True)
+    finally:
+        for context in tabs:
+            context.close()
+        proxy.stop()
+    (page_backend,), (ws_backend,) = route["page"], route["ws"]
+    assert page_backend != ws_backend, route
+    assert delta[page_backend] == (1, 0), delta           # the orphan, built for nothing
+    assert delta[ws_backend] == (1, 1), delta             # the one the page really uses
+
+
+@pytest.mark.browser
+def test_https_template_with_a_certificate(deployment, browser, tmp_path):
+    """attention-scaling-tls.conf with a throw-away certificate: the page over https, its
+    websocket over wss through nginx, a Secure cookie, and port 80 redirecting to https. Then
+    the page embedded in an iframe of another site (an opaque about:blank page): the cookie is
+    kept there too (SameSite=None; Partitioned), so the page and its websocket still share a
+    backend. With the http template's SameSite=Lax cookie they do not (the cookie is dropped)."""
+    openssl = shutil.which("openssl")
+    if not openssl:
+        pytest.skip("openssl is not installed: needed to make a throw-away certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    ports = deployment.ports
+    site = site_config(TLS_TEMPLATE, [b.port for b in deployment.backends],
+                       ports["tls_redirect"], tls_listen=ports["tls"], cert=(cert, key))
+    proxy = Nginx(tmp_path / "nginx", site, ports["tls"], scheme="https")
+    try:
+        assert wait_for_port(ports["tls_redirect"], proxy.proc)
+        conn = http.client.HTTPConnection("127.0.0.1", ports["tls_redirect"], timeout=10)
+        conn.request("GET", "/some/page?x=1")
+        response = conn.getresponse()
+        assert response.status == 301
+        assert response.getheader("Location") == "https://127.0.0.1/some/page?x=1"
+        conn.close()
+        context, page, _ = open_tab(browser, proxy.url, ignore_https_errors=True)
+        try:
+            cookie = affinity_cookie(context)
+            assert cookie["secure"] and cookie["httpOnly"]
+            move_slider(page)
+            assert page.evaluate("() => location.protocol") == "https:"
+            assert page.websockets == [f"wss://{proxy.host}/ws"]
+            insecure = [u for u in page.requests if u.startswith("http:")]
+            assert insecure == []
+            assert page.console_errors == []
+        finally:
+            context.close()
+        route = routes_of(proxy, cookie["value"], closed=True)
+        assert route["ws"] == route["page"] and len(route["ws"]) == 1, route
+        assert route["ws_status"] == [101], route
+
+        wait_for_no_websockets(deployment.backends)
+        context, _, delta = open_tab(browser, proxy.url + "?embed=1", embed=True,
+                                     backends=deployment.backends, ignore_https_errors=True)
+        try:
+            key = affinity_cookie(context)["value"]
+        finally:
+            context.close()
+        assert sorted(delta.values()) == [(0, 0)] * (N_BACKENDS - 1) + [(1, 1)], delta
+        route = routes_of(proxy, key, closed=True)
+        assert route["ws"] == route["page"] and len(route["ws"]) == 1, route
+    finally:
+        proxy.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes: the manifests against the schemas, and against each other.
+
+def load_manifests() -> list[dict]:
+    yaml = pytest.importorskip("yaml")
+    docs = []
+    for path in sorted(K8S_DIR.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def by_kind(docs: list[dict]) -> dict[str, dict]:
+    kinds = {}
+    for d in docs:
+        assert d["kind"] not in kinds, f"two {d['kind']}s"
+        kinds[d["kind"]] = d
+    return kinds
+
+
+def k8s_versions() -> list[str]:
+    try:
+        from kubernetes_validate import utils
+    except ImportError:
+        return ["missing"]
+    # the oldest version still common in clusters, and the newest the package knows
+    return ["1.30", ".".join(utils.latest_version().split(".")[:2])]
+
+
+def k8s_validate(doc: dict, version: str) -> None:
+    kv = pytest.importorskip("kubernetes_validate.utils",
+                             reason="kubernetes-validate is not installed (test extra)")
+    kv.validate(doc, version, strict=True)
+
+
+@pytest.mark.parametrize("version", k8s_versions())
+def test_manifests_validate_against_the_kubernetes_schemas(version):
+    docs = load_manifests()
+    assert sorted(d["kind"] for d in docs) == [
+        "Deployment", "Ingress", "PodDisruptionBudget", "Service"]
+    for doc in docs:
+        k8s_validate(doc, version)
+
+
+def _typo_in_a_field_name(kinds):
+    container = kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    container["livenesProbe"] = container.pop("livenessProbe")
+    return kinds["Deployment"]
+
+
+def _port_as_a_string(kinds):
+    kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]["ports"][0][
+        "containerPort"] = "5006"
+    return kinds["Deployment"]
+
+
+def _old_ingress_backend(kinds):
+    path = kinds["Ingress"]["spec"]["rules"][0]["http"]["paths"][0]
+    path["backend"] = {"serviceName": "attention-scaling", "servicePort": 80}
+    return kinds["Ingress"]
+
+
+def _container_without_a_name(kinds):
+    del kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]["name"]
+    return kinds["Deployment"]
+
+
+@pytest.mark.parametrize("breakage", [_typo_in_a_field_name, _port_as_a_string,
+                                      _old_ingress_backend, _container_without_a_name])
+def test_the_schema_check_rejects_a_broken_manifest(breakage):
+    kv = pytest.importorskip("kubernetes_validate.utils",
+                             reason="kubernetes-validate is not installed (test extra)")
+    broken = breakage(by_kind(copy.deepcopy(load_manifests())))
+    with pytest.raises(kv.ValidationError):
+        kv.validate(broken, k8s_versions()[-1], strict=True)
+
+
+def quantity(text: str | int) -> float:
+    """A Kubernetes quantity in base units (bytes, cores)."""
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9}
+    match = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(text))
+    assert match, text
+    return float(match.group(1)) * units.get(match.group(2), 1) if match.group(2) else \
+        float(match.group(1))
+
+
+def test_manifests_fit_together_and_fit_the_app():
+    kinds = by_kind(load_manifests())
+    deployment, service, ingress, pdb = (kinds[k] for k in (
+        "Deployment", "Service", "Ingress", "PodDisruptionBudget"))
+    pod = deployment["spec"]["template"]
+    labels = pod["metadata"]["labels"]
+    for selector in (deployment["spec"]["selector"]["matchLabels"], service["spec"]["selector"],
+                     pdb["spec"]["selector"]["matchLabels"]):
+        assert selector.items() <= labels.items()
+    (container,) = pod["spec"]["containers"]
+    (port,) = container["ports"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert set(env) <= set(cli.ENVIRONMENT.values())
+    assert int(env["ATTENTION_SCALING_PORT"]) == port["containerPort"] == cli.DEFAULT_PORT
+    assert env["ATTENTION_SCALING_ADDRESS"] == "0.0.0.0"
+    assert env["ATTENTION_SCALING_WORKERS"] == "1"   # several would split page and websocket
+    hosts = [rule["host"] for rule in ingress["spec"]["rules"]]
+    assert env["ATTENTION_SCALING_ALLOWED_ORIGINS"].split(",") == hosts
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        get = container[probe]["httpGet"]
+        assert (get["path"], get["port"]) == ("/liveness", port["name"])
+    assert container["livenessProbe"]["timeoutSeconds"] * container["livenessProbe"][
+        "failureThreshold"] >= 30, "a busy server must not be restarted (its sessions die)"
+    # the image: uid 10001, read-only root, /tmp writable
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["runAsNonRoot"] is True and security["runAsUser"] == 10001
+    assert security["capabilities"]["drop"] == ["ALL"]
+    (mount,) = container["volumeMounts"]
+    assert mount["mountPath"] == "/tmp"
+    assert {"name": mount["name"], "emptyDir": {"sizeLimit": "64Mi"}} in pod["spec"]["volumes"]
+    # sizing: 300 students on one pod fit under the limit
+    resources = container["resources"]
+    need = (BASE_MIB + STUDENTS_PER_POD * MIB_PER_SESSION) * 2**20
+    assert quantity(resources["requests"]["memory"]) >= need
+    assert quantity(resources["limits"]["memory"]) >= quantity(resources["requests"]["memory"])
+    assert quantity(resources["limits"]["cpu"]) >= quantity(resources["requests"]["cpu"])
+    # Service -> pods, Ingress -> Service
+    (service_port,) = service["spec"]["ports"]
+    assert service_port["targetPort"] == port["name"]
+    assert "sessionAffinity" not in service["spec"]
+    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert backend["name"] == service["metadata"]["name"]
+    assert backend["port"]["name"] == service_port["name"]
+    notes = ingress["metadata"]["annotations"]
+    assert notes["nginx.ingress.kubernetes.io/affinity"] == "cookie"
+    assert notes["nginx.ingress.kubernetes.io/affinity-mode"] == "persistent"
+    assert notes["nginx.ingress.kubernetes.io/session-cookie-name"] == COOKIE
+    assert notes["nginx.ingress.kubernetes.io/session-cookie-samesite"] == "None"  # iframes
+    assert notes["nginx.ingress.kubernetes.io/session-cookie-secure"] == "true"
+    traefik = service["metadata"]["annotations"]
+    assert traefik["traefik.ingress.kubernetes.io/service.sticky.cookie.name"] == COOKIE
+    assert int(notes["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= \
+        3 * cli.DEFAULT_KEEP_ALIVE_S
+    assert ingress["spec"]["tls"][0]["hosts"] == hosts
+
+
+SYSTEMD_UNIT = ROOT / "deploy" / "systemd" / "attention-scaling@.service"
+
+
+def test_systemd_unit_runs_serve_from_the_environment_on_the_upstream_ports(tmp_path):
+    text = SYSTEMD_UNIT.read_text()
+    env = dict(line.split("=", 2)[1:] for line in text.splitlines()
+               if line.startswith("Environment="))
+    assert set(env) <= set(cli.ENVIRONMENT.values())
+    assert env["ATTENTION_SCALING_PORT"] == "%i" and env["ATTENTION_SCALING_ADDRESS"] == "127.0.0.1"
+    (exec_start,) = [line for line in text.splitlines() if line.startswith("ExecStart=")]
+    assert exec_start.endswith("/attention-scaling serve")
+    # the instances the unit's comment enables are the upstream's ports
+    enabled = re.findall(r"attention-scaling@(\d+)", text)
+    upstream = re.findall(r"server 127\.0\.0\.1:(\d+)", HTTP_TEMPLATE.read_text())
+    assert enabled == upstream
+    analyze = shutil.which("systemd-analyze")
+    if not analyze:
+        pytest.skip("systemd-analyze is not installed")
+    # systemd's own check; it wants the program to exist, so point it at this one
+    program = exec_start.split("=", 1)[1].split()[0]
+
+    def verify(unit_text: str) -> str:
+        (tmp_path / "attention-scaling@.service").write_text(unit_text.replace(program, CLI))
+        instance = tmp_path / f"attention-scaling@{upstream[0]}.service"
+        instance.unlink(missing_ok=True)
+        instance.symlink_to("attention-scaling@.service")
+        run = subprocess.run([analyze, "verify", str(instance)], capture_output=True, text=True)
+        return (run.stdout + run.stderr).strip() if run.returncode == 0 else f"rc {run.returncode}"
+    assert verify(text) == ""
+    assert "Unknown key" in verify(text.replace("MemoryMax=", "MemoryMaxx="))
+
+
+def test_the_deploy_doc_names_files_that_exist_and_the_static_export():
+    text = DOC.read_text()
+    named = set(re.findall(r"\b(deploy/[\w./-]+\.(?:conf|yaml|service))", text))
+    assert named, "docs/deploy.md names no file under deploy/"
+    assert [n for n in named if not (ROOT / n).exists()] == []
+    assert "attention-scaling export" in text

@@ -82,7 +82,7 @@ USER 10001:10001
 WORKDIR /tmp
 EXPOSE 5006
 
-# Python's default SIGINT handler stops the server cleanly; as PID 1 it would ignore SIGTERM.
+# The server stops cleanly on SIGINT and SIGTERM (attention-scaling serve handles both).
 STOPSIGNAL SIGINT
 
 # No curl in a slim image: Python asks Panel's /liveness (under the prefix, on the port set).

@@ -126,3 +126,17 @@ def test_environment_configures_serve_and_a_flag_wins():
     out = proc.stdout.read()
     assert f"serving on http://127.0.0.1:{port}/room/" in out
     assert "set ATTENTION_SCALING_ALLOWED_ORIGINS=laptop.example:5006" in out
+
+
+def test_sigterm_stops_the_server_cleanly():
+    """What Docker and Kubernetes send: a clean exit, status 0, no traceback."""
+    import signal
+
+    srv = Server()
+    try:
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(10) == 0
+    finally:
+        out = srv.stop()
+    assert "attention-scaling: stopped" in out
+    assert "Traceback" not in out

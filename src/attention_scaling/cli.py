@@ -213,6 +213,10 @@ def _serve(args: argparse.Namespace) -> int:
     from .page import create_page
 
     logging.getLogger("bokeh.server.views.ws").addFilter(_NameTheVariable())
+    # SIGTERM stops the server like Ctrl-C: explicitly, because as a container's PID 1 (Docker,
+    # Kubernetes) a process has no default action for it and would wait to be killed.
+    import signal
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     origins = list(args.allow_websocket_origin)
     if not origins:
         origins = [f"{h}:{args.port}" for h in ("localhost", "127.0.0.1", args.address)
@@ -223,24 +227,27 @@ def _serve(args: argparse.Namespace) -> int:
           f"hosts need {ENVIRONMENT['allow_websocket_origin']} or --allow-websocket-origin)",
           flush=True)
     extra = [("/stats", _stats_handler())] if args.stats else []
-    pn.serve(
-        create_page,
-        port=args.port,
-        address=args.address,
-        websocket_origin=list(dict.fromkeys(origins)),
-        num_procs=args.num_procs,
-        prefix=args.prefix or "",
-        show=args.show,
-        title="Why attention divides by √d_k",
-        liveness=True,
-        extra_patterns=extra,
-        unused_session_lifetime_milliseconds=args.unused_session_lifetime * 1000,
-        check_unused_sessions_milliseconds=min(17_000, args.unused_session_lifetime * 1000),
-        keep_alive_milliseconds=args.keep_alive * 1000,
-        use_xheaders=args.use_xheaders,
-        # gzip: the first page load is 5.7 MB of scripts uncompressed, 1.6 MB compressed
-        compress_response=True,
-    )
+    try:
+        pn.serve(
+            create_page,
+            port=args.port,
+            address=args.address,
+            websocket_origin=list(dict.fromkeys(origins)),
+            num_procs=args.num_procs,
+            prefix=args.prefix or "",
+            show=args.show,
+            title="Why attention divides by √d_k",
+            liveness=True,
+            extra_patterns=extra,
+            unused_session_lifetime_milliseconds=args.unused_session_lifetime * 1000,
+            check_unused_sessions_milliseconds=min(17_000, args.unused_session_lifetime * 1000),
+            keep_alive_milliseconds=args.keep_alive * 1000,
+            use_xheaders=args.use_xheaders,
+            # gzip: the first page load is 5.7 MB of scripts uncompressed, 1.6 MB compressed
+            compress_response=True,
+        )
+    except KeyboardInterrupt:   # Ctrl-C, SIGINT or SIGTERM: a clean stop
+        print("attention-scaling: stopped", flush=True)
     return 0
 
 

@@ -207,16 +207,28 @@ def _stats_handler():
     return Stats
 
 
+def _stop_on_signal(_signum, _frame) -> None:
+    """Stop the running event loop from a signal handler. Not by raising KeyboardInterrupt:
+    raised inside a weakref callback or ``__del__`` it is ignored and the server keeps going.
+    Where no loop runs (the parent of ``--num-procs`` workers waits for them), it raises."""
+    from tornado.ioloop import IOLoop
+
+    loop = IOLoop.current(instance=False)
+    if loop is None or not loop.asyncio_loop.is_running():
+        raise KeyboardInterrupt
+    loop.asyncio_loop.call_soon_threadsafe(loop.stop)
+
+
 def _serve(args: argparse.Namespace) -> int:
     import panel as pn
 
     from .page import create_page
 
     logging.getLogger("bokeh.server.views.ws").addFilter(_NameTheVariable())
-    # SIGTERM stops the server like Ctrl-C: explicitly, because as a container's PID 1 (Docker,
-    # Kubernetes) a process has no default action for it and would wait to be killed.
+    # SIGTERM stops the server: explicitly, because as a container's PID 1 (Docker, Kubernetes)
+    # a process has no default action for it and would wait to be killed.
     import signal
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _stop_on_signal)
     origins = list(args.allow_websocket_origin)
     if not origins:
         origins = [f"{h}:{args.port}" for h in ("localhost", "127.0.0.1", args.address)
@@ -246,9 +258,12 @@ def _serve(args: argparse.Namespace) -> int:
             # gzip: the first page load is 5.7 MB of scripts uncompressed, 1.6 MB compressed
             compress_response=True,
         )
-    except KeyboardInterrupt:   # Ctrl-C, SIGINT or SIGTERM: a clean stop
-        print("attention-scaling: stopped", flush=True)
-    return 0
+    except KeyboardInterrupt:   # Ctrl-C or SIGINT
+        pass
+    print("attention-scaling: stopped", flush=True)
+    # Leave now: Panel's and Bokeh's worker threads would otherwise keep the process alive.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _export(args: argparse.Namespace) -> int:

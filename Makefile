@@ -50,7 +50,8 @@ bench-quick: $(STAMP) chromium
 	$(BIN)/python benchmarks/run.py --quick $(ARGS)
 
 ## loadtest: 300 concurrent websocket sessions driven at a human rate, then 1,000 open/close
-## cycles (latency, errors, memory; JSON in benchmarks/results/). ~30 min; ARGS=--quick for a smoke run
+## cycles (latency, errors, memory; JSON in benchmarks/results/), ~20-30 minutes.
+## ARGS=--quick: a one-minute smoke run; ARGS="--workers 2" etc. (benchmarks/loadtest.py --help)
 .PHONY: loadtest
 loadtest: $(STAMP)
 	$(BIN)/python benchmarks/loadtest.py $(ARGS)

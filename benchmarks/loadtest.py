@@ -11,19 +11,30 @@ on-load callbacks then). A control change is a PATCH-DOC with a ModelChanged eve
 temperature Slider (`value`, an index) or on the "scaled" Switch (`active`); the server answers
 with OK (reqid) and a PATCH-DOC whose events replace the data of 'scaled-weights-source'.
 
-Phases:
-  ramp     open --sessions sessions at --ramp-rate per second (at most --open-concurrency in
-           flight); each session starts driving its controls as soon as it is open;
-  steady   all sessions open, driven for --duration seconds (the latency goal is judged here);
-  close    every websocket closed; wait until the server's /stats reports 0 sessions (Bokeh
-           drops a closed session after its unused-session lifetime, checked periodically);
-  cycles   --cycles open/close cycles (GET + websocket + pull + document_ready + close),
-           --cycle-concurrency at a time; wait for 0 sessions again; server memory growth.
+Phases (driven by one asyncio loop; the server's CPU and memory come from /proc for its whole
+process group, its live sessions and websockets from /stats of every worker):
+  warm-up  --warmup sessions opened and closed (imports, caches); the RSS baseline is taken here;
+  ramp     open sessions at --ramp-rate per second (at most --open-concurrency in flight) up to
+           each level of --steps (default 100, 200) and finally --sessions; the open sessions
+           idle meanwhile unless --drive-during-ramp (an arrival wave stalls everyone: building
+           a session's document blocks the server's event loop for ~0.5 s);
+  idle     --idle seconds with every session open and idle (the server's idle CPU);
+  steady   every open session driven at the human rate, --step-duration at each step and
+           --duration at --sessions (the latency goal is judged on this last level);
+  close    every websocket closed; wait until /stats reports 0 sessions and 0 connections (Bokeh
+           drops a closed session only after its unused-session lifetime, checked periodically);
+  cycles   --cycles open/close cycles (GET + websocket + pull + document_ready + OK + close),
+           --cycle-concurrency at a time; wait for 0 sessions again; RSS growth over the cycles.
+           `--sessions 0` runs the cycles alone on a fresh server (growth against a fresh
+           process; after the concurrent phase the growth is measured from its high-water mark,
+           which Python does not give back to the OS).
 
 Human rate (each session, independently, seeded): wait U(--interval) seconds (1-3 s), then
 either one change (a jump to another random position; 60% d_k, 30% temperature, 10% the switch)
 or, with probability --drag-prob (15%), a drag of a slider: U{3..6} steps of one position,
---drag-gap (50 ms) apart. Mean ~0.76 changes/s per session, ~230 changes/s for 300 sessions.
+--drag-gap (50 ms) apart. Mean ~0.72 changes/s per session, ~217 changes/s for 300 sessions.
+The client sets TCP_NODELAY as browsers do (without it each change waits ~40 ms for a delayed
+ACK between the frames of one message).
 
 Latency of a change: the client's PATCH-DOC written -> the server's PATCH-DOC updating
 'scaled-weights-source' read (matched in order per session: each change produces exactly one
@@ -31,10 +42,12 @@ such update). Errors: HTTP errors, websocket connect failures, ERROR messages, d
 timeouts (no update within --timeout, 5 s), lost changes (no update by the end of the phase).
 
 Starts its own `attention-scaling serve --stats` on a free 127.0.0.1 port (stopped by its process
-group at the end) unless --url names a running server (which must serve /stats for session
-counts and memory). Prints a table, writes JSON to benchmarks/results/loadtest-<timestamp>.json.
-Goals (300 sessions, p95 <= 150 ms, 0 errors, 0 sessions after close, <= 50 MB growth after the
-cycles) are reported as met/missed; the exit status is non-zero only if the tool itself fails.
+group at the end) unless --url names a running server (its /stats gives session counts and
+memory; --server-pid adds CPU and RSS from /proc). On a machine shared with other work,
+--nice -10 (as root) and the reported "other processes' CPU" help to tell noise from results.
+Prints a table, writes JSON to benchmarks/results/loadtest-<timestamp>.json. Goals (300
+sessions, p95 <= 150 ms, 0 errors, 0 sessions after close, <= 50 MB growth over the cycles) are
+reported as met/missed; the exit status is non-zero only if the tool itself fails.
 """
 
 from __future__ import annotations
@@ -878,8 +891,10 @@ def goals(r: dict, a) -> dict:
     g = {}
     if "steady" in r:
         p95 = r["steady"]["update_latency_ms"]["p95"]
-        g[f"{GOALS['sessions']} concurrent sessions open"] = (
-            r["ramp"]["opened"] >= GOALS["sessions"], f"{r['ramp']['opened']}")
+        want = a.sessions
+        note = "" if want >= GOALS["sessions"] else f" (the goal is {GOALS['sessions']})"
+        g[f"{want} concurrent sessions open{note}"] = (
+            r["ramp"]["opened"] >= want, f"{r['ramp']['opened']}")
         g[f"p95 update latency <= {GOALS['p95_ms']:g} ms (steady)"] = (
             p95 is not None and p95 <= GOALS["p95_ms"], f"{p95} ms")
     g["zero errors"] = (errs == 0, f"{errs}")
@@ -1070,7 +1085,7 @@ def main(argv=None) -> int:
     if quick and a.unused_session_lifetime is None and a.url is None:
         a.unused_session_lifetime = 5
     if a.release_timeout is None:
-        a.release_timeout = 200.0 if a.url else (a.unused_session_lifetime or 60) + 60.0
+        a.release_timeout = 200.0 if a.url else (a.unused_session_lifetime or 30) + 60.0
 
     if a.nice:
         os.setpriority(os.PRIO_PROCESS, 0, a.nice)
@@ -1100,6 +1115,11 @@ def main(argv=None) -> int:
                   if re.search(r"\bERROR\b|Traceback|Exception", ln)]
     results["server_log_error_lines"] = len(log_errors)
     results["server_log_error_examples"] = log_errors[:10]
+    if server:
+        if log_errors:
+            results["server_log"] = server.log.name   # kept for a look
+        else:
+            Path(server.log.name).unlink(missing_ok=True)
     import bokeh
     import panel
     res = {
@@ -1117,7 +1137,7 @@ def main(argv=None) -> int:
                    "workers": a.workers if a.workers is not None else "default (1)",
                    "threads": a.threads if a.threads is not None else "default (none)",
                    "unused_session_lifetime": a.unused_session_lifetime
-                   if a.unused_session_lifetime is not None else "default (60 s)",
+                   if a.unused_session_lifetime is not None else "the server's default",
                    "keep_alive": a.keep_alive if a.keep_alive is not None else "default (30 s)",
                    "steps": a.steps, "step_duration_s": a.step_duration, "idle_s": a.idle,
                    "ramp_rate": a.ramp_rate, "open_concurrency": a.open_concurrency,

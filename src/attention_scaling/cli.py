@@ -17,8 +17,10 @@ DEFAULT_PORT = 5006
 DEFAULT_ADDRESS = "127.0.0.1"
 # Sessions: Bokeh drops a session once it has had no open websocket for this long (a closed
 # tab, or a page whose websocket never came), checked every min(17 s, lifetime): a closed tab
-# is released 60-77 s later by default. Measured by `make loadtest`.
-DEFAULT_UNUSED_SESSION_LIFETIME_S = 60
+# is released 30-47 s later by default. 30 s covers BokehJS's own reconnect attempts (5 tries,
+# 0/2/4/8/16 s apart) and holds a third fewer closed tabs than 60 s (`make loadtest`,
+# docs/benchmarks.md "Tuning chosen").
+DEFAULT_UNUSED_SESSION_LIFETIME_S = 30
 DEFAULT_KEEP_ALIVE_S = 30
 
 # serve option -> environment variable. Lists (origins) are separated by commas or spaces.

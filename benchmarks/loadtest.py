@@ -194,17 +194,9 @@ class OwnServer:
                                      preexec_fn=(lambda: os.setpriority(os.PRIO_PROCESS, 0, nice))
                                      if nice else None)
         self.pgid = self.proc.pid
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{self.log_text()}")
-            try:
-                import urllib.request
-                with urllib.request.urlopen(self.url + "liveness", timeout=2):
-                    break
-            except OSError:
-                time.sleep(0.3)
-        else:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from conftest import wait_until_live
+        if not wait_until_live(self.url + "liveness", self.proc, 90, self.log_text):
             self.stop()
             raise RuntimeError("server did not answer within 90 s")
         # with --num-procs > 1 Tornado forks the workers after the port is bound: wait for them

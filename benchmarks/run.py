@@ -149,6 +149,7 @@ def bench_server(n: int) -> dict:
     doc = Document()
     explorer = Explorer()
     doc.add_root(explorer.__panel__().get_root(doc))
+    doc.to_json()   # as a session's first message (PULL-DOC) does: every model is now known
     events = []
     doc.on_change(events.append)
     proto = Protocol()

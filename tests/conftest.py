@@ -73,6 +73,24 @@ def stop_group(proc: subprocess.Popen) -> None:
             proc.wait(10)
 
 
+def wait_until_live(url: str, proc: subprocess.Popen, timeout: float = 60,
+                    output=lambda: "") -> bool:
+    """Wait until ``url`` (a server's /liveness) answers; RuntimeError if ``proc`` exits first
+    (with ``output()`` in the message), False if it does not answer within ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited early:\n{output()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
 class Server:
     """`attention-scaling serve` in a subprocess on a free loopback port; stopped by its PID."""
 
@@ -86,17 +104,9 @@ class Server:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{self.proc.stdout.read()}")
-            try:
-                with urllib.request.urlopen(self.url + "liveness", timeout=2):
-                    return
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError("server did not answer within 60 s")
+        if not wait_until_live(self.url + "liveness", self.proc, 60, self.proc.stdout.read):
+            self.stop()
+            raise RuntimeError("server did not answer within 60 s")
 
     def stop(self) -> str:
         stop_group(self.proc)

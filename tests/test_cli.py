@@ -83,7 +83,7 @@ def test_environment_configures_serve_and_a_flag_wins():
     from tornado.httpclient import HTTPClientError, HTTPRequest
     from tornado.websocket import websocket_connect
 
-    from conftest import free_port, run_in_thread, stop_group
+    from conftest import free_port, run_in_thread, stop_group, wait_until_live
 
     port = free_port()
     env = {**os.environ, "ATTENTION_SCALING_PORT": str(port),
@@ -94,20 +94,14 @@ def test_environment_configures_serve_and_a_flag_wins():
                             start_new_session=True)
     base = f"http://127.0.0.1:{port}/room"
     try:
-        import time
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/liveness", timeout=2) as resp:
-                    assert resp.status == 200
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None
-                time.sleep(0.2)
+        assert wait_until_live(base + "/liveness", proc, 60, proc.stdout.read)
         stats = lambda: json.loads(urllib.request.urlopen(base + "/stats", timeout=10).read())
         assert stats()["sessions"] == 0
+        assert stats()["gc_frozen"] == 0
         urllib.request.urlopen(base + "/", timeout=30).read()
         assert stats()["sessions"] == 1
+        # the first session started the collect-and-freeze of latency 9 in the server
+        assert stats()["gc_frozen"] > 10_000
 
         async def foreign():
             req = HTTPRequest(f"ws://127.0.0.1:{port}/room/ws",

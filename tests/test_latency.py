@@ -12,7 +12,7 @@ def test_install_patches_panel_dispatch_and_bokeh_websocket_once():
     first = latency.install()
     again = latency.install()
     assert first == again == {"dispatch": True, "nodelay": True, "validation": True,
-                              "defaults": True}
+                              "defaults": True, "lists": True, "refs": True}
     assert getattr(pdoc._dispatch_msgs, "_attention_scaling", False)
     assert getattr(WSHandler.open, "_attention_scaling", False)
     # installed once: the wrapper wraps Panel's original, not itself
@@ -84,3 +84,136 @@ def test_cached_overridden_defaults_equal_bokehs_own_for_every_model_class():
     from bokeh.plotting import figure
     fig = figure()
     assert fig.toolbar.logo == original(type(fig.toolbar)).get("logo", "normal")
+
+
+def test_list_shortcut_encodes_exactly_as_bokeh_does():
+    """Latency 8: plain lists skip Bokeh's per-item encoding; the result must not change."""
+    import math
+    import random
+
+    import numpy as np
+    from bokeh.core.serialization import Serializer
+    from bokeh.models import Range1d
+
+    latency.install()
+    fast = Serializer._encode_list
+    assert getattr(fast, "_attention_scaling", False)
+    original = fast.__wrapped__
+    rng = random.Random(3)
+    big = 2 ** 53
+    cases = [
+        [], [0.5, -1.25, 3.0], ["a", "b"], [True, False, 1, 0], [1, 2.5, "x", True],
+        [0.1, math.nan, 2.0], [math.inf], [-math.inf, 1.0], [big - 1], [big + 1], [-big],
+        [np.float64(0.25), 1.0], [np.int64(3)], [None, 1.0], [[1.0, 2.0], [3.0]], [(1, 2)],
+        [{"a": 1}], [Range1d(start=0, end=1)],
+        [rng.uniform(-1e6, 1e6) for _ in range(200)],
+        [str(rng.random()) for _ in range(50)],
+    ]
+    for case in cases:
+        got = fast(Serializer(), case)
+        want = original(Serializer(), case)
+        assert got == want or repr(got) == repr(want), case
+        assert type(got) is list
+        if case:
+            assert got is not case          # a copy, as Bokeh's encoder returns
+    # out-of-range ints and NaN still reach Bokeh's own path (its warning, its NaN marker)
+    assert fast(Serializer(), [math.nan])[0] == {"type": "number", "value": "nan"}
+
+
+def test_a_change_s_patch_doc_is_the_same_without_8_and_10(monkeypatch):
+    """Latency 8 and 10 only make the message faster: build real changes' PATCH-DOCs with them
+    and with Bokeh's own list encoding and references, and compare."""
+    from bokeh.core.serialization import Serializer
+    from bokeh.document import Document
+    from bokeh.model import Model
+    from bokeh.protocol import Protocol
+
+    def same(msg):   # binary buffers get a fresh id per message: number them instead
+        text = msg.content_json
+        for i, buf in enumerate(msg.buffers):
+            text = text.replace(f'"id":"{buf.id}"', f'"id":"buffer {i}"')
+        return text, [b.to_bytes() for b in msg.buffers]
+
+    latency.install()
+    doc = Document()
+    ex = Explorer()
+    doc.add_root(ex.__panel__().get_root(doc))
+    doc.to_json()                        # as a session does: every model is now known
+    events = []
+    doc.on_change(events.append)
+    for change in ({"d_k": 256}, {"scaled": False}, {"temperature": 2.0}, {"seed": 7}):
+        events.clear()
+        ex.state.param.update(**change)
+        assert events
+        fast = Protocol().create("PATCH-DOC", list(events))
+        with monkeypatch.context() as m:
+            m.setattr(Serializer, "_encode_list", Serializer._encode_list.__wrapped__)
+            m.setattr(Model, "ref", property(Model.ref.fget.__wrapped__))
+            slow = Protocol().create("PATCH-DOC", list(events))
+        assert same(fast) == same(slow), change
+    # a reference is exactly what Bokeh builds, for every model of the page
+    original = Model.ref.fget.__wrapped__
+    assert getattr(Model.ref.fget, "_attention_scaling", False)
+    for model in doc.models:
+        assert model.ref == original(model) == {"id": model.id}
+        assert type(model.ref) is type(original(model)) is dict
+
+
+GC_SCRIPT = r"""
+import asyncio, gc, json, time, weakref
+import panel.io.document as pdoc
+from attention_scaling import latency
+
+class Node:
+    pass
+
+async def main():
+    out = {"without_loop": None}
+    started = latency.start_gc_freezer(period_s=0.2)
+    out["started"] = started and latency.start_gc_freezer(period_s=0.2)   # idempotent
+    out["frozen_at_start"] = gc.get_freeze_count()
+    # a cycle that dies after the periodic freeze has frozen it: only a thaw reclaims it
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    dead = weakref.ref(a)
+    await asyncio.sleep(0.5)                       # frozen by the periodic callback
+    out["frozen_later"] = gc.get_freeze_count()
+    del a, b
+    gc.collect()
+    out["alive_after_plain_collect"] = dead() is not None   # frozen: not walked
+    pdoc._panel_last_cleanup = time.monotonic() - 3600       # past Panel's debounce
+    pdoc._garbage_collect()                         # what Panel runs after a session ends
+    out["alive_after_session_collect"] = dead() is not None
+    out["frozen_after_session_collect"] = gc.get_freeze_count()
+    # young garbage is collected by the periodic pass itself
+    c, d = Node(), Node()
+    c.other, d.other = d, c
+    young = weakref.ref(c)
+    del c, d
+    await asyncio.sleep(0.5)
+    out["young_alive"] = young() is not None
+    print(json.dumps(out))
+
+print(json.dumps({"no_loop": latency.start_gc_freezer()}))
+asyncio.run(main())
+"""
+
+
+def test_gc_freezer_freezes_periodically_and_session_collection_still_reclaims():
+    """Latency 9, in its own process (it changes the process's collector)."""
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", GC_SCRIPT], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    first, second = (json.loads(line) for line in r.stdout.strip().splitlines()[-2:])
+    assert first == {"no_loop": False}        # outside a running server it does nothing
+    assert second["started"] is True
+    assert second["frozen_at_start"] > 10_000
+    assert second["frozen_later"] >= second["frozen_at_start"]
+    assert second["alive_after_plain_collect"] is True
+    assert second["alive_after_session_collect"] is False
+    assert second["frozen_after_session_collect"] > 10_000    # frozen again afterwards
+    assert second["young_alive"] is False

@@ -308,9 +308,15 @@ class Session:
         if not m:
             rec.error("no token in page", body[:200])
             return False
+        # As a browser does: cookies the page set go back with the websocket (behind nginx,
+        # its affinity cookie sends both to the same backend).
+        headers = {"Origin": lt.origin}
+        cookies = [c.split(";", 1)[0].strip() for c in resp.headers.get_list("Set-Cookie")]
+        if cookies:
+            headers["Cookie"] = "; ".join(cookies)
         try:
             self.ws = await asyncio.wait_for(websocket_connect(
-                HTTPRequest(lt.ws_url, headers={"Origin": lt.origin}, connect_timeout=timeout,
+                HTTPRequest(lt.ws_url, headers=headers, connect_timeout=timeout,
                             request_timeout=timeout),
                 subprotocols=["bokeh", m.group(1)], max_message_size=64 * 2**20), timeout)
         except Exception as exc:  # noqa: BLE001
@@ -768,11 +774,19 @@ class LoadTest:
         self._say(f"{phase}: driving {len(self.sessions)} sessions for {duration:g} s")
         m2 = self.mark()
         t_steady = now()
+        windows, seen = [], 0
         while now() - t_steady < duration:
             await asyncio.sleep(min(15, duration - (now() - t_steady)))
             lat = rec.latency[phase]
+            win = lat[seen:]
+            seen = len(lat)
+            windows.append({"t": round(now() - t_steady, 1), "updates": len(win),
+                            "p50": pct(win, .5), "p95": pct(win, .95),
+                            "max": round(max(win), 1) if win else None})
             self._say(f"  {len(lat)} updates, p50 {pct(lat, .5) or 0:.1f} ms, "
-                      f"p95 {pct(lat, .95) or 0:.1f} ms, errors {sum(rec.errors.values())}")
+                      f"p95 {pct(lat, .95) or 0:.1f} ms, errors {sum(rec.errors.values())}; "
+                      f"these {len(win)}: p50 {pct(win, .5) or 0:.1f}, "
+                      f"p95 {pct(win, .95) or 0:.1f} ms")
         m3 = self.mark()
         self.driving = False
         # let the last changes arrive (or time out), then count the ones that never did
@@ -792,6 +806,7 @@ class LoadTest:
         return {"sessions": len(self.sessions), "seconds": round(wall, 1),
                 "changes_sent": sent, "changes_per_s": round(sent / wall, 1),
                 "update_latency_ms": dist(rec.latency[phase]),
+                "windows": windows,
                 "ok_latency_ms": dist(rec.ok_latency[phase]),
                 "server_messages_per_change": {
                     k[1]: round(v / max(1, sent), 2)

@@ -3,9 +3,11 @@
     python benchmarks/run.py [--quick] [--out PATH]
 
 Measures, in one run, and prints a table (and writes the same figures as JSON, path printed):
-  core     one full recompute of everything shown (core.compute_state), µs, at d_k = 64 and 4096,
-           warm (the seed's draw cached, as when a slider moves) and cold (a new seed);
-  server   one control change to the finished document update (PATCH-DOC message built), µs;
+  core     one full recompute of everything shown (core.compute_state_uncached), µs, at d_k = 64
+           and 4096, warm (the seed's draw cached, as when a slider moves) and cold (a new seed);
+           and a setting found in compute_state's cache of recent states;
+  server   one control change to the finished document update (PATCH-DOC message built), µs,
+           with the new state in the cache (a setting some session already visited) and not;
   browser  real headless Chromium against three servers on 127.0.0.1, side by side:
              floor   a plain Bokeh app doing the same update (benchmarks/apps/bokeh_floor.py)
              panel   a plain Panel app, default behaviour (benchmarks/apps/panel_default.py)
@@ -120,19 +122,26 @@ def bench_core(n: int) -> dict:
     out = {}
     for d in (64, 4096):
         warm = []
-        core.compute_state(d, 1.0, 2288)
+        core.compute_state_uncached(d, 1.0, 2288)
         for i in range(n):
             t = time.perf_counter()
-            core.compute_state(d, 1.0, 2288)
+            core.compute_state_uncached(d, 1.0, 2288)
             warm.append((time.perf_counter() - t) * 1e6)
         cold = []
         for i in range(max(10, n // 10)):
             seed = 10_000_000 + d * 1000 + i
             t = time.perf_counter()
-            core.compute_state(d, 1.0, seed)
+            core.compute_state_uncached(d, 1.0, seed)
             cold.append((time.perf_counter() - t) * 1e6)
         out[f"recompute d_k={d} warm"] = summary(warm, "µs")
         out[f"recompute d_k={d} cold (new seed)"] = summary(cold, "µs")
+    hit = []
+    core.compute_state(64, 1.0, 2288)
+    for i in range(n):
+        t = time.perf_counter()
+        core.compute_state(64, 1.0, 2288)
+        hit.append((time.perf_counter() - t) * 1e6)
+    out["state from the cache (compute_state)"] = summary(hit, "µs")
     return out
 
 
@@ -154,21 +163,27 @@ def bench_server(n: int) -> dict:
     doc.on_change(events.append)
     proto = Protocol()
     values = list(core.D_K_VALUES)
-    times, sizes = [], []
+    times, fresh, sizes = [], [], []
     gc.collect()
-    for i in range(n + 20):
+    for i in range(2 * n + 20):
         target = (i * 7) % len(values)
         if values[target] == explorer.state.d_k:
             target = (target + 1) % len(values)
+        cached = i % 2 == 0        # alternate: the state in compute_state's cache, or not
+        core._cached_state.cache_clear()
+        if cached:
+            st = explorer.state
+            core.compute_state(values[target], st.temperature, st.seed)
         events.clear()
         t = time.perf_counter()
         explorer.state.d_k = values[target]
         msg = proto.create("PATCH-DOC", events)
         dt = (time.perf_counter() - t) * 1e6
         if i >= 20:
-            times.append(dt)
+            (times if cached else fresh).append(dt)
             sizes.append(len(msg.content_json) + sum(len(b.to_bytes()) for b in msg.buffers))
     return {"control change -> patch built": summary(times, "µs"),
+            "control change -> patch built, state not cached": summary(fresh, "µs"),
             "patch size": {"median": statistics.median(sizes), "unit": "bytes"}}
 
 

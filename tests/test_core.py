@@ -149,6 +149,29 @@ def test_compute_state_is_consistent_with_the_primitives():
     assert st.scaled.frobenius == pytest.approx(np.linalg.norm(st.scaled.jacobian))
 
 
+def test_states_are_shared_read_only_and_equal_to_a_fresh_recompute():
+    """compute_state keeps recent states: the same setting gives the same object, whose
+    arrays cannot be changed by one session under another's feet, and equal to a recompute."""
+    a = core.compute_state(128, 2.5, 7)
+    assert core.compute_state(128.0, "2.5", np.int64(7)) is a      # the same setting
+    fresh = core.compute_state_uncached(128, 2.5, 7)
+    assert fresh is not a
+    for v, w in ((a.scaled, fresh.scaled), (a.unscaled, fresh.unscaled)):
+        for name in ("logits", "probs", "jacobian", "diagonal"):
+            np.testing.assert_array_equal(getattr(v, name), getattr(w, name))
+            with pytest.raises(ValueError, match="read-only"):
+                getattr(v, name)[0] = 1.0
+        assert (v.max_weight, v.entropy, v.frobenius) == (w.max_weight, w.entropy, w.frobenius)
+    with pytest.raises(ValueError, match="read-only"):
+        a.raw_logits[0] = 1.0
+    assert core.compute_state(128, 2.5, 8) is not a                 # another setting
+    assert core._cached_state.cache_info().maxsize == core.STATE_CACHE_SIZE
+    for bad in ((0, 1.0, 1), (64, 0.0, 1), (64, 1.0, -1)):      # errors are not cached
+        for _ in range(2):
+            with pytest.raises(ValueError):
+                core.compute_state(*bad)
+
+
 def test_fig3_reference_numbers():
     st = core.compute_state(64, 1.0, 2288)
     assert core.percent(st.scaled.max_weight) == "27%"

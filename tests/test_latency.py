@@ -12,7 +12,8 @@ def test_install_patches_panel_dispatch_and_bokeh_websocket_once():
     first = latency.install()
     again = latency.install()
     assert first == again == {"dispatch": True, "nodelay": True, "validation": True,
-                              "defaults": True, "lists": True, "refs": True}
+                              "defaults": True, "lists": True, "refs": True,
+                              "synced": True}
     assert getattr(pdoc._dispatch_msgs, "_attention_scaling", False)
     assert getattr(WSHandler.open, "_attention_scaling", False)
     # installed once: the wrapper wraps Panel's original, not itself
@@ -120,12 +121,15 @@ def test_list_shortcut_encodes_exactly_as_bokeh_does():
     assert fast(Serializer(), [math.nan])[0] == {"type": "number", "value": "nan"}
 
 
-def test_a_change_s_patch_doc_is_the_same_without_8_and_10(monkeypatch):
-    """Latency 8 and 10 only make the message faster: build real changes' PATCH-DOCs with them
-    and with Bokeh's own list encoding and references, and compare."""
+def test_patch_docs_are_the_same_without_8_10_and_11(monkeypatch):
+    """Latency 8, 10 and 11 only make messages faster: build real changes' PATCH-DOCs with
+    them and with Bokeh's own list encoding, references and synced set, and compare; also
+    when models are added to the live document (they must go out whole, once)."""
     from bokeh.core.serialization import Serializer
     from bokeh.document import Document
+    from bokeh.document.models import DocumentModelManager
     from bokeh.model import Model
+    from bokeh.models import Label
     from bokeh.protocol import Protocol
 
     def same(msg):   # binary buffers get a fresh id per message: number them instead
@@ -141,16 +145,32 @@ def test_a_change_s_patch_doc_is_the_same_without_8_and_10(monkeypatch):
     doc.to_json()                        # as a session does: every model is now known
     events = []
     doc.on_change(events.append)
-    for change in ({"d_k": 256}, {"scaled": False}, {"temperature": 2.0}, {"seed": 7}):
+    label = Label(x=1, y=0.5, text="added while live")
+
+    changes = [lambda: ex.state.param.update(d_k=256),
+               lambda: ex.state.param.update(scaled=False),
+               lambda: ex.charts.scaled_fig.add_layout(label),        # a new model
+               lambda: ex.state.param.update(temperature=2.0),
+               lambda: setattr(label, "text", "changed"),             # now a known one
+               lambda: ex.state.param.update(seed=7)]
+    for i, change in enumerate(changes):
         events.clear()
-        ex.state.param.update(**change)
+        change()
         assert events
-        fast = Protocol().create("PATCH-DOC", list(events))
         with monkeypatch.context() as m:
+            # both builds must see the same "not yet sent" models: flush after both
+            m.setattr(doc.models, "flush_synced", lambda *args, **kwargs: None)
+            fast = Protocol().create("PATCH-DOC", list(events))
             m.setattr(Serializer, "_encode_list", Serializer._encode_list.__wrapped__)
             m.setattr(Model, "ref", property(Model.ref.fget.__wrapped__))
+            m.setattr(DocumentModelManager, "synced_references",
+                      property(DocumentModelManager.synced_references.fget.__wrapped__))
+            m.setattr(Serializer, "__init__", Serializer.__init__.__wrapped__)
             slow = Protocol().create("PATCH-DOC", list(events))
-        assert same(fast) == same(slow), change
+        assert same(fast) == same(slow), i
+        whole = '"name":"Label"' in fast.content_json
+        assert whole == (i == 2), i          # the new model went out whole, exactly once
+        doc.models.flush_synced()
     # a reference is exactly what Bokeh builds, for every model of the page
     original = Model.ref.fget.__wrapped__
     assert getattr(Model.ref.fget, "_attention_scaling", False)

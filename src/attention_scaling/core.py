@@ -235,12 +235,20 @@ def diagonal_sweep(
                   tuple(int(w) for w in widths), int(n_keys))
 
 
-def compute_state(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int = N_KEYS) -> State:
-    """One full recompute of everything shown, for a setting of the controls."""
+#: States kept by :func:`compute_state` (a few KB each): a class exploring the same draw
+#: asks for the same few hundred settings (25 widths x 21 temperatures per seed).
+STATE_CACHE_SIZE = 2048
+
+
+def compute_state_uncached(
+    d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int = N_KEYS
+) -> State:
+    """One full recompute of everything shown, for a setting of the controls. Its arrays are
+    read-only (states are shared, see :func:`compute_state`)."""
     query, keys = sample_qk(seed, d_k, n_keys)
     raw = attention_logits(query, keys, scaled=False)
     scaled_logits = attention_logits(query, keys, scaled=True)
-    return State(
+    state = State(
         d_k=int(d_k),
         temperature=_check_temperature(temperature),
         seed=int(seed),
@@ -251,6 +259,23 @@ def compute_state(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int
         scaled_sweep=diagonal_sweep(seed, temperature, True, D_K_VALUES, n_keys),
         unscaled_sweep=diagonal_sweep(seed, temperature, False, D_K_VALUES, n_keys),
     )
+    for v in (state.scaled, state.unscaled):
+        for a in (v.logits, v.probs, v.jacobian, v.diagonal):
+            a.setflags(write=False)
+    raw.setflags(write=False)
+    return state
+
+
+@lru_cache(maxsize=STATE_CACHE_SIZE)
+def _cached_state(d_k: int, temperature: float, seed: int, n_keys: int) -> State:
+    return compute_state_uncached(d_k, temperature, seed, n_keys)
+
+
+def compute_state(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int = N_KEYS) -> State:
+    """Everything shown for a setting of the controls: :func:`compute_state_uncached`, kept
+    for the :data:`STATE_CACHE_SIZE` most recent settings. A state is a pure function of its
+    arguments and read-only, so every session asking for the same setting shares one."""
+    return _cached_state(int(d_k), _check_temperature(temperature), int(seed), int(n_keys))
 
 
 def percent(x: float) -> str:

@@ -74,6 +74,15 @@ a plain Panel app takes ~60 ms where a plain Bokeh app needs ~5-10 ms. The time 
     CPU per change. :func:`install` gives ``Model.ref`` the literal; a test checks that the
     results are equal dicts for every model of the page.
 
+11. **...and the same references, rebuilt for every message**: the set of models a session
+    has already sent (``DocumentModelManager.synced_references``) changes only when models
+    are added or removed, yet Bokeh rebuilds it, and a reference for each of its models, for
+    every outgoing message: ~5% of the server's CPU per change. :func:`install` keeps both
+    per document until its model set changes (the manager's model dict is replaced, or the
+    number of models or of not-yet-sent models changes) and hands ``Serializer`` a copy of
+    the references. A test compares the messages with Bokeh's own, also after models were
+    added to a live document.
+
 Measured effect (benchmarks/run.py, docs/benchmarks.md; medians, slider set from JavaScript):
 default Panel ~66 ms, with 1-4 ~17 ms, with 1-5 ~12 ms, the same figures as a plain Bokeh app
 (one message per event) ~11 ms.
@@ -92,7 +101,7 @@ from contextlib import contextmanager
 log = logging.getLogger(__name__)
 
 _INSTALLED = {"dispatch": False, "nodelay": False, "validation": False, "defaults": False,
-              "lists": False, "refs": False}
+              "lists": False, "refs": False, "synced": False}
 
 
 def fast(widget):
@@ -239,6 +248,55 @@ def _plain_model_refs() -> bool:
                     rewrap=property)
 
 
+class _SyncedModels(frozenset):
+    """A document's synced models (what ``synced_references`` returns), with their
+    references built once (``refs``: id(model) -> {"id": ...}, as ``Serializer`` keeps them)."""
+
+    __slots__ = ("refs",)
+
+
+def _cache_synced_references() -> bool:
+    from bokeh.core.serialization import Serializer
+    from bokeh.document.models import DocumentModelManager
+
+    def make_synced(original):
+        def synced_references(self):
+            models, new = self._models, self._new_models
+            cached = getattr(self, "_attention_scaling_synced", None)
+            # the cache holds the model dict it was made from, so its identity is not reused
+            if (cached is not None and cached[0] is models and cached[1] == len(models)
+                    and cached[2] is new and cached[3] == len(new)):
+                return cached[4]
+            synced = _SyncedModels(original(self))
+            synced.refs = {id(m): m.ref for m in synced}
+            self._attention_scaling_synced = (models, len(models), new, len(new), synced)
+            return synced
+        return synced_references
+
+    def make_destroy(original):
+        def destroy(self):
+            self._attention_scaling_synced = None
+            return original(self)
+        return destroy
+
+    def make_init(original):
+        def __init__(self, *, references=set(), deferred=True, check_circular=False):
+            refs = references.refs if type(references) is _SyncedModels else None
+            if refs is None:
+                original(self, references=references, deferred=deferred,
+                         check_circular=check_circular)
+            else:
+                original(self, references=(), deferred=deferred, check_circular=check_circular)
+                self._references = dict(refs)     # Serializer adds to it: a copy
+        return __init__
+
+    return (_replace(DocumentModelManager, "synced_references", make_synced,
+                     unwrap=lambda found: found.fget if isinstance(found, property) else None,
+                     rewrap=property)
+            and _replace(DocumentModelManager, "destroy", make_destroy)
+            and _replace(Serializer, "__init__", make_init))
+
+
 GC_FREEZE_PERIOD_S = 10.0
 _GC = {"freezer": None}
 
@@ -288,14 +346,16 @@ def start_gc_freezer(period_s: float = GC_FREEZE_PERIOD_S) -> bool:
 
 
 def install() -> dict:
-    """Install the server-side adaptations (2, 3, 6, 7, 8, 10, and 9 inside a running server)
-    once per process; returns what holds (all but 9, which is :func:`start_gc_freezer`)."""
+    """Install the server-side adaptations (2, 3, 6, 7, 8, 10, 11, and 9 inside a running
+    server) once per process; returns what holds (all but 9: :func:`start_gc_freezer`)."""
     if not _INSTALLED["defaults"]:
         _INSTALLED["defaults"] = _cache_overridden_defaults()
     if not _INSTALLED["lists"]:
         _INSTALLED["lists"] = _fast_plain_lists()
     if not _INSTALLED["refs"]:
         _INSTALLED["refs"] = _plain_model_refs()
+    if not _INSTALLED["synced"]:
+        _INSTALLED["synced"] = _cache_synced_references()
     if not _INSTALLED["validation"]:
         import os
 

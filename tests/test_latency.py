@@ -201,10 +201,16 @@ async def main():
     del a, b
     gc.collect()
     out["alive_after_plain_collect"] = dead() is not None   # frozen: not walked
-    pdoc._panel_last_cleanup = time.monotonic() - 3600       # past Panel's debounce
+    # sessions end: below the threshold Panel's post-session collection stays young-only
+    for _ in range(latency.GC_FULL_AFTER_ENDED - 1):
+        latency._session_ended(None)
     pdoc._garbage_collect()                         # what Panel runs after a session ends
+    out["alive_below_threshold"] = dead() is not None
+    latency._session_ended(None)                    # the threshold: a full collection
+    pdoc._garbage_collect()
     out["alive_after_session_collect"] = dead() is not None
     out["frozen_after_session_collect"] = gc.get_freeze_count()
+    out["full"] = latency._GC["full"]
     # young garbage is collected by the periodic pass itself
     c, d = Node(), Node()
     c.other, d.other = d, c
@@ -219,7 +225,7 @@ asyncio.run(main())
 """
 
 
-def test_gc_freezer_freezes_periodically_and_session_collection_still_reclaims():
+def test_gc_freezer_freezes_periodically_and_ended_sessions_are_still_reclaimed():
     """Latency 9, in its own process (it changes the process's collector)."""
     import json
     import subprocess
@@ -234,6 +240,8 @@ def test_gc_freezer_freezes_periodically_and_session_collection_still_reclaims()
     assert second["frozen_at_start"] > 10_000
     assert second["frozen_later"] >= second["frozen_at_start"]
     assert second["alive_after_plain_collect"] is True
+    assert second["alive_below_threshold"] is True
     assert second["alive_after_session_collect"] is False
+    assert second["full"] == 1
     assert second["frozen_after_session_collect"] > 10_000    # frozen again afterwards
     assert second["young_alive"] is False

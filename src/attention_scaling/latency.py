@@ -60,11 +60,12 @@ a plain Panel app takes ~60 ms where a plain Bokeh app needs ~5-10 ms. The time 
 9. **Python's full garbage collections with many sessions open**: each session holds ~10,000
    objects tracked by the cyclic collector; with 150 sessions a full collection walks 1.7
    million of them and stops the server for 1-2 s, about once a minute while students move
-   sliders (new column data survives each change and fills the oldest generation). Every
-   change in flight waits. :func:`install` (inside a running server) collects and then
-   ``gc.freeze()``-s every 10 s, so automatic collections only walk what is younger than
-   that, and Panel's collection after a session is destroyed (``_garbage_collect``) first
-   ``gc.unfreeze()``-s, so a closed session's memory is still reclaimed.
+   sliders (new column data survives each change and fills the oldest generation), and
+   Panel runs one more a few seconds after every closed tab. Every change in flight waits.
+   :func:`install` (inside a running server) collects and then ``gc.freeze()``-s every 10 s,
+   so collections only walk what is younger than that; a closed session's objects (frozen
+   with the rest) are reclaimed by a full collection once enough sessions have ended
+   (:func:`collect_and_freeze`), which also replaces Panel's collection after each one.
 
 10. **Bokeh's model references, built through a typing construct**: every outgoing message
     starts by mapping every model of the session's document (~190 here) to a reference,
@@ -298,27 +299,49 @@ def _cache_synced_references() -> bool:
 
 
 GC_FREEZE_PERIOD_S = 10.0
-_GC = {"freezer": None}
+#: A full collection (everything thawed) once this many sessions ended since the last one,
+#: or a tenth of the open sessions if that is more: the memory of at most that many closed
+#: tabs waits to be reclaimed, and a class that keeps its tabs open never pauses for it.
+GC_FULL_AFTER_ENDED = 8
+_GC = {"freezer": None, "live": 0, "ended": 0, "full": 0}
 
 
-def collect_and_freeze() -> None:
-    """Collect cyclic garbage (objects frozen before are not walked), then freeze survivors."""
+def track_session(doc) -> None:
+    """Count ``doc``'s session (and, through Bokeh's ``on_session_destroyed``, its end) for the
+    collection policy of 9 above; create_page calls this for every page."""
+    if doc is None:
+        return
+    _GC["live"] += 1
+    doc.on_session_destroyed(_session_ended)
+
+
+def _session_ended(_session_context) -> None:
+    _GC["live"] = max(0, _GC["live"] - 1)
+    _GC["ended"] += 1
+
+
+def collect_and_freeze() -> bool:
+    """9 above: collect, then freeze what survived. Usually only what is younger than the last
+    freeze is walked (a few ms); once enough sessions ended (:data:`GC_FULL_AFTER_ENDED`) their
+    frozen objects are thawed and everything is collected. Returns whether it was full."""
+    full = _GC["ended"] >= max(GC_FULL_AFTER_ENDED, _GC["live"] // 10)
+    if full:
+        gc.unfreeze()
+        _GC["ended"] = 0
+        _GC["full"] += 1
     gc.collect()
     gc.freeze()
+    return full
 
 
 def _patch_session_collection() -> bool:
     import panel.io.document as pdoc
 
-    def make(original):
+    def make(_original):
         def _garbage_collect():
-            # A destroyed session's objects were frozen with everything else: thaw all, so
-            # Panel's full collection can reclaim them, and freeze what survives again.
-            gc.unfreeze()
-            try:
-                original()
-            finally:
-                gc.freeze()
+            # Panel collects everything shortly after each destroyed session (debounced): 1-2 s
+            # with many sessions open, while everyone else waits. Our policy decides instead.
+            collect_and_freeze()
         return _garbage_collect
 
     return _replace(pdoc, "_garbage_collect", make)

@@ -298,6 +298,7 @@ def create_page():
     latency.install()
     harden_location()
     doc = pn.state.curdoc
+    latency.track_session(doc)
     if doc is not None:
         doc.template_variables["app_favicon"] = FAVICON
         doc.js_on_event("connection_lost", CustomJS(code=RECONNECT_JS))

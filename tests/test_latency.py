@@ -1,10 +1,11 @@
 """The latency adaptations (attention_scaling.latency) are in place and keep their promises."""
 
 import panel as pn
+import pytest
 import panel.io.document as pdoc
 from bokeh.server.views.ws import WSHandler
 
-from attention_scaling import latency
+from attention_scaling import core, latency
 from attention_scaling.page import Explorer, create_page
 
 
@@ -13,7 +14,7 @@ def test_install_patches_panel_dispatch_and_bokeh_websocket_once():
     again = latency.install()
     assert first == again == {"dispatch": True, "nodelay": True, "validation": True,
                               "defaults": True, "lists": True, "refs": True,
-                              "synced": True}
+                              "synced": True, "ids": True}
     assert getattr(pdoc._dispatch_msgs, "_attention_scaling", False)
     assert getattr(WSHandler.open, "_attention_scaling", False)
     # installed once: the wrapper wraps Panel's original, not itself
@@ -171,12 +172,52 @@ def test_patch_docs_are_the_same_without_8_10_and_11(monkeypatch):
         whole = '"name":"Label"' in fast.content_json
         assert whole == (i == 2), i          # the new model went out whole, exactly once
         doc.models.flush_synced()
+        # and the synced set is kept between messages (Bokeh replaces the empty set of
+        # not-yet-sent models by another after each one)
+        kept = doc.models.synced_references
+        doc.models.flush_synced(lambda model: False)
+        assert doc.models.synced_references is kept
     # a reference is exactly what Bokeh builds, for every model of the page
     original = Model.ref.fget.__wrapped__
     assert getattr(Model.ref.fget, "_attention_scaling", False)
     for model in doc.models:
         assert model.ref == original(model) == {"id": model.id}
         assert type(model.ref) is type(original(model)) is dict
+
+
+def test_incoming_patches_apply_as_with_bokehs_own_deserializer(monkeypatch):
+    """Latency 12: a browser's change (a PATCH-DOC with references to the page's models)
+    applies exactly as before, and a reference to an unknown model still fails the same way."""
+    from bokeh.core.serialization import Deserializer, UnknownReferenceError
+    from bokeh.document import Document
+
+    latency.install()
+    results, seen = [], []
+    for adapted in (True, False):
+        doc = Document()
+        ex = Explorer()
+        doc.add_root(ex.__panel__().get_root(doc))
+        slider = ex.d_k_slider
+        patch = {"events": [{"kind": "ModelChanged", "model": {"id": slider.id},
+                             "attr": "value", "new": 3}]}
+        # while the change is applied: was the manager's mapping handed over (consumed)?
+        slider.on_change("value", lambda attr, old, new: seen.append(list(latency._PATCHING)))
+        with monkeypatch.context() as m:
+            if not adapted:
+                m.setattr(Document, "apply_json_patch", Document.apply_json_patch.__wrapped__)
+                m.setattr(Deserializer, "__init__", Deserializer.__init__.__wrapped__)
+            doc.apply_json_patch(patch)
+            results.append((ex.state.d_k, slider.value))
+            by_id = {model.id: model for model in doc.models}
+            d = Deserializer(list(doc.models))          # outside a patch: Bokeh's own
+            assert d._references == by_id
+            bad = {"events": [{"kind": "ModelChanged", "model": {"id": "p-nowhere"},
+                               "attr": "value", "new": 1}]}
+            with pytest.raises(UnknownReferenceError):
+                doc.apply_json_patch(bad)
+    assert results[0] == results[1] == (core.D_K_VALUES[3], 3)
+    assert seen == [[None], []]          # the adapted path was taken, then Bokeh's own
+    assert latency._PATCHING == []
 
 
 GC_SCRIPT = r"""

@@ -125,3 +125,14 @@ def test_lower_layers_do_not_import_higher_ones():
             "import attention_scaling.model; assert 'panel' not in sys.modules; "
             "assert 'bokeh' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_text_fields_are_shared_per_setting_but_handed_out_as_copies():
+    a = ExplorerState(d_k=128, temperature=2.5, seed=7)
+    b = ExplorerState(d_k=128, temperature=2.5, seed=7)
+    fa = a.text_fields()
+    fa["d"] = "tampered"
+    assert b.text_fields()["d"] == "128" and a.text_fields()["d"] == "128"
+    b.scaled = False
+    assert b.text_fields()["which"] == "unscaled" and a.text_fields()["which"] == "scaled"
+    assert b.text_fields()["max_w"] == core.percent(b.result.unscaled.max_weight)

@@ -13,6 +13,7 @@ import html
 import math
 import random
 import re
+from functools import lru_cache
 
 import param
 
@@ -153,34 +154,42 @@ class ExplorerState(param.Parameterized):
     def text_fields(self) -> dict[str, str]:
         """Every number (and variable word) of the explanation and the readout, as shown."""
         r = self.result
-        t = r.temperature
-        act = r.active(self.scaled)
-        s, u = r.scaled, r.unscaled
-        temp = ""
-        if t != 1:
-            effect = "flattens" if t > 1 else "sharpens"
-            temp = (f" Both charts also divide by the temperature T = {_fmt(t)}, which {effect}"
-                    " the weights.")
-        return {
-            "d": str(r.d_k),
-            "root": _fmt(math.sqrt(r.d_k)),
-            "raw_sd": _fmt(float(r.raw_logits.std())),
-            "scaled_sd": _fmt(float(s.logits.std())),
-            "temp": temp,
-            "which": "scaled" if self.scaled else "unscaled",
-            "max_diag": _fmt(act.max_diagonal),
-            "frob": _fmt(act.frobenius),
-            "max_w": core.percent(act.max_weight),
-            "eff": _fmt(act.effective_keys),
-            "s_max_w": core.percent(s.max_weight), "u_max_w": core.percent(u.max_weight),
-            "s_eff": _fmt(s.effective_keys), "u_eff": _fmt(u.effective_keys),
-            "s_diag": _fmt(s.max_diagonal), "u_diag": _fmt(u.max_diagonal),
-            "s_frob": _fmt(s.frobenius), "u_frob": _fmt(u.frobenius),
-        }
+        return dict(_text_fields(r.d_k, r.temperature, r.seed, bool(self.scaled)))
 
     def explanation(self) -> str:
         """The explanation as HTML, with the current numbers filled in (see :func:`fill`)."""
         return fill(EXPLANATION, self.text_fields())
+
+
+@lru_cache(maxsize=core.STATE_CACHE_SIZE)
+def _text_fields(d_k: int, temperature: float, seed: int, scaled: bool) -> dict[str, str]:
+    """ExplorerState.text_fields: a pure function of the controls, kept for the same recent
+    settings as core.compute_state (whose cached state it reads); callers get a copy."""
+    r = core.compute_state(d_k, temperature, seed)
+    t = r.temperature
+    act = r.active(scaled)
+    s, u = r.scaled, r.unscaled
+    temp = ""
+    if t != 1:
+        effect = "flattens" if t > 1 else "sharpens"
+        temp = (f" Both charts also divide by the temperature T = {_fmt(t)}, which {effect}"
+                " the weights.")
+    return {
+        "d": str(r.d_k),
+        "root": _fmt(math.sqrt(r.d_k)),
+        "raw_sd": _fmt(float(r.raw_logits.std())),
+        "scaled_sd": _fmt(float(s.logits.std())),
+        "temp": temp,
+        "which": "scaled" if scaled else "unscaled",
+        "max_diag": _fmt(act.max_diagonal),
+        "frob": _fmt(act.frobenius),
+        "max_w": core.percent(act.max_weight),
+        "eff": _fmt(act.effective_keys),
+        "s_max_w": core.percent(s.max_weight), "u_max_w": core.percent(u.max_weight),
+        "s_eff": _fmt(s.effective_keys), "u_eff": _fmt(u.effective_keys),
+        "s_diag": _fmt(s.max_diagonal), "u_diag": _fmt(u.max_diagonal),
+        "s_frob": _fmt(s.frobenius), "u_frob": _fmt(u.frobenius),
+    }
 
 
 _DK = "<i>d</i><sub><i>k</i></sub>"

@@ -51,7 +51,8 @@ bench-quick: $(STAMP) chromium
 
 ## loadtest: 300 concurrent websocket sessions driven at a human rate, then 1,000 open/close
 ## cycles (latency, errors, memory; JSON in benchmarks/results/), ~20-30 minutes.
-## ARGS=--quick: a one-minute smoke run; ARGS="--workers 2" etc. (benchmarks/loadtest.py --help)
+## ARGS=--quick: a one-minute smoke run; ARGS="--backends 2": two processes behind sticky nginx
+## (docs/deploy.md; needs nginx: scripts/ensure-nginx); more in benchmarks/loadtest.py --help
 .PHONY: loadtest
 loadtest: $(STAMP)
 	$(BIN)/python benchmarks/loadtest.py $(ARGS)

@@ -1,7 +1,7 @@
 """Load test: many concurrent real sessions over Bokeh's websocket protocol (`make loadtest`).
 
     python benchmarks/loadtest.py [--sessions 300] [--duration 120] [--cycles 1000]
-                                  [--workers N] [--url URL] [--quick] ...
+                                  [--workers N | --backends N] [--url URL] [--quick] ...
 
 No browser: a light asyncio client (Tornado's websocket client) speaks the Bokeh server protocol
 as BokehJS does: GET the page (the server builds the session's document), read the session token
@@ -42,7 +42,9 @@ such update). Errors: HTTP errors, websocket connect failures, ERROR messages, d
 timeouts (no update within --timeout, 5 s), lost changes (no update by the end of the phase).
 
 Starts its own `attention-scaling serve --stats` on a free 127.0.0.1 port (stopped by its process
-group at the end) unless --url names a running server (its /stats gives session counts and
+group at the end), or with --backends N that many behind nginx made from
+deploy/nginx/attention-scaling.conf (sticky sessions, as docs/deploy.md recommends past one
+process), unless --url names a running server (its /stats gives session counts and
 memory; --server-pid adds CPU and RSS from /proc). On a machine shared with other work,
 --nice -10 (as root) and the reported "other processes' CPU" help to tell noise from results.
 Prints a table, writes JSON to benchmarks/results/loadtest-<timestamp>.json. Goals (300
@@ -129,10 +131,11 @@ def group_pids(pgid: int) -> list[int]:
     return sorted(pids)
 
 
-def group_usage(pgid: int) -> dict:
-    """CPU seconds, RSS and PSS (KiB) summed over a process group (the server and its workers)."""
+def group_usage(*pgids: int) -> dict:
+    """CPU seconds, RSS and PSS (KiB) summed over process groups (each server and its
+    workers)."""
     cpu = rss = pss = 0
-    pids = group_pids(pgid)
+    pids = [pid for pgid in pgids for pid in group_pids(pgid)]
     for pid in pids:
         try:
             cpu += _proc_stat(pid)[1]
@@ -172,10 +175,12 @@ def stop_group(proc: subprocess.Popen) -> None:
 class OwnServer:
     """`attention-scaling serve --stats` on a free loopback port, in its own process group."""
 
-    def __init__(self, args) -> None:
+    def __init__(self, args, origins: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         cmd = [CLI, "serve", "--port", str(self.port), "--address", "127.0.0.1", "--stats"]
+        for origin in origins:           # behind a proxy: the origin the browsers see
+            cmd += ["--allow-websocket-origin", origin]
         if args.workers is not None:
             cmd += ["--num-procs", str(args.workers)]
         if args.unused_session_lifetime is not None:
@@ -212,6 +217,49 @@ class OwnServer:
 
     def stop(self) -> None:
         stop_group(self.proc)
+
+
+class Backends:
+    """--backends N: N `serve` processes (one per port, each its own process group) behind
+    Debian's nginx configured from deploy/nginx/attention-scaling.conf with only the ports
+    replaced (tests/test_deploy.py does the same): the sticky set-up docs/deploy.md
+    recommends for a class larger than one process carries."""
+
+    def __init__(self, args) -> None:
+        sys.path.insert(0, str(ROOT / "tests"))
+        import test_deploy as td
+        if not td.nginx_executable():
+            raise SystemExit("--backends needs nginx: run scripts/ensure-nginx "
+                             "(Debian: apt-get install nginx-light)")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.servers: list[OwnServer] = []
+        self.proxy = None
+        try:
+            for _ in range(args.backends):
+                self.servers.append(OwnServer(args, origins=(f"127.0.0.1:{self.port}",)))
+            site = td.site_config(td.HTTP_TEMPLATE, [b.port for b in self.servers], self.port)
+            self.dir = Path(tempfile.mkdtemp(prefix="loadtest-nginx-"))
+            # two connections per student (browser side, backend side), and a margin
+            self.proxy = td.Nginx(self.dir, site, self.port,
+                                  worker_connections=4 * max(args.sessions, 100) + 64)
+        except BaseException:
+            self.stop()
+            raise
+        self.cmd = ["nginx ->", *(" ".join(b.cmd) for b in self.servers)]
+
+    @property
+    def pgids(self) -> list[int]:
+        return [b.pgid for b in self.servers]
+
+    def log_text(self) -> str:
+        return "\n".join(b.log_text() for b in self.servers)
+
+    def stop(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
+        for b in self.servers:
+            b.stop()
 
 
 # ---------------------------------------------------------------------------- the protocol
@@ -520,6 +568,9 @@ class LoadTest:
         self.ws_url = urllib.parse.urlunsplit((ws_scheme, parts.netloc, path + "ws", "", ""))
         self.stats_url = args.stats_url or urllib.parse.urlunsplit(
             (parts.scheme, parts.netloc, path + "stats", "", ""))
+        # behind our own nginx each backend is asked directly (nginx would pick one)
+        self.stats_urls = ([b.url + "stats" for b in server.servers]
+                           if isinstance(server, Backends) else [self.stats_url])
         self.rec = Recorder()
         self.http = AsyncHTTPClient(max_clients=2000)
         self.sessions: list[Session] = []
@@ -530,8 +581,8 @@ class LoadTest:
         self.no_stats = False
         self.baseline_kib = None
         # the server's process group, for CPU and memory from /proc (own server or --server-pid)
-        self.pgid = server.pgid if server else (os.getpgid(args.server_pid)
-                                                if args.server_pid else None)
+        self.pgids = (server.pgids if isinstance(server, Backends) else [server.pgid]
+                      if server else [os.getpgid(args.server_pid)] if args.server_pid else [])
 
     # -- server observation
     async def stats(self) -> dict:
@@ -541,10 +592,11 @@ class LoadTest:
         expected = set(self.worker_pids)
         tries = 0 if self.no_stats else max(3, 6 * len(expected))
         out: dict = {"t": round(now() - self.t_start, 1)}
-        for i in range(tries):
+        for i in range(tries * len(self.stats_urls)):
             try:
-                r = await self.http.fetch(HTTPRequest(self.stats_url, request_timeout=30,
-                                                      headers={"Connection": "close"}))
+                r = await self.http.fetch(HTTPRequest(
+                    self.stats_urls[i % len(self.stats_urls)], request_timeout=30,
+                    headers={"Connection": "close"}))
                 d = json.loads(r.body)
                 per_pid[d["pid"]] = d
             except Exception as exc:  # noqa: BLE001
@@ -564,8 +616,8 @@ class LoadTest:
                        stats_rss_kib=sum(d["rss_kib"] for d in per_pid.values()))
         else:
             out.update(sessions=None, connections=None, workers_answered=0, stats_rss_kib=None)
-        if self.pgid:
-            u = group_usage(self.pgid)
+        if self.pgids:
+            u = group_usage(*self.pgids)
             out.update(rss_kib=u["rss_kib"], pss_kib=u["pss_kib"], cpu_s=round(u["cpu_s"], 2))
         else:
             out.update(rss_kib=out["stats_rss_kib"], pss_kib=None, cpu_s=None)
@@ -575,8 +627,8 @@ class LoadTest:
         busy, total = machine_cpu()
         m = {"t": now(), "client_cpu": client_cpu(), "machine_busy": busy, "machine_total": total,
              "load": os.getloadavg()}
-        if self.pgid:
-            m["server_cpu"] = group_usage(self.pgid)["cpu_s"]
+        if self.pgids:
+            m["server_cpu"] = group_usage(*self.pgids)["cpu_s"]
         return m
 
     @staticmethod
@@ -931,7 +983,8 @@ def table(res: dict) -> str:
 
     c = res["config"]
     rows.append(f"server: {c['server']}")
-    rows.append(f"workers {c['workers']}, unused-session lifetime {c['unused_session_lifetime']}, "
+    rows.append(f"workers {c['workers']}, backends behind nginx {c.get('backends_behind_nginx')}, "
+                f"unused-session lifetime {c['unused_session_lifetime']}, "
                 f"keep-alive {c['keep_alive']}, threads {c['threads']}; "
                 f"nice {c['nice']}; load before {res['machine']['loadavg_before']}, whole run: "
                 f"machine {res['machine']['machine_busy_pct_whole_run']}% busy")
@@ -1041,6 +1094,10 @@ def main(argv=None) -> int:
                          "read from /proc)")
     ap.add_argument("--workers", type=int, default=None,
                     help="own server: --num-procs (default: the server's, 1)")
+    ap.add_argument("--backends", type=int, default=0, metavar="N",
+                    help="own servers: N `serve` processes (one per port) behind nginx with "
+                         "sticky sessions, from deploy/nginx/attention-scaling.conf (the set-up "
+                         "docs/deploy.md recommends past one process; needs nginx)")
     ap.add_argument("--threads", type=int, default=None,
                     help="own server: Panel's thread pool (PANEL_NUM_THREADS)")
     ap.add_argument("--unused-session-lifetime", type=int, default=None, metavar="S",
@@ -1104,12 +1161,18 @@ def main(argv=None) -> int:
         if a.url:
             url = a.url
         else:
-            server = OwnServer(a)
+            server = Backends(a) if a.backends else OwnServer(a)
             url = server.url + (f"?{a.query.lstrip('?')}" if a.query else "")
-            print(f"server: {' '.join(server.cmd)} (pid {server.proc.pid}, log {server.log.name})",
-                  flush=True)
+            if isinstance(server, Backends):
+                print(f"server: nginx on {server.url} -> {len(server.servers)} backends "
+                      f"(pids {', '.join(map(str, server.pgids))})", flush=True)
+            else:
+                print(f"server: {' '.join(server.cmd)} (pid {server.proc.pid}, "
+                      f"log {server.log.name})", flush=True)
         lt = LoadTest(a, url, server)
-        if server:
+        if isinstance(server, Backends):
+            lt.worker_pids = set(server.pgids)
+        elif server:
             pids = group_pids(server.pgid)
             lt.worker_pids = set(p for p in pids if p != server.pgid) if len(pids) > 1 \
                 else {server.pgid}
@@ -1122,11 +1185,11 @@ def main(argv=None) -> int:
                   if re.search(r"\bERROR\b|Traceback|Exception", ln)]
     results["server_log_error_lines"] = len(log_errors)
     results["server_log_error_examples"] = log_errors[:10]
-    if server:
+    for one in (server.servers if isinstance(server, Backends) else [server] if server else []):
         if log_errors:
-            results["server_log"] = server.log.name   # kept for a look
+            results.setdefault("server_logs", []).append(one.log.name)   # kept for a look
         else:
-            Path(server.log.name).unlink(missing_ok=True)
+            Path(one.log.name).unlink(missing_ok=True)
     import bokeh
     import panel
     res = {
@@ -1142,6 +1205,7 @@ def main(argv=None) -> int:
                    "sessions": a.sessions, "duration_s": a.duration, "cycles": a.cycles,
                    "cycle_concurrency": a.cycle_concurrency,
                    "workers": a.workers if a.workers is not None else "default (1)",
+                   "backends_behind_nginx": a.backends or None,
                    "threads": a.threads if a.threads is not None else "default (none)",
                    "unused_session_lifetime": a.unused_session_lifetime
                    if a.unused_session_lifetime is not None else "the server's default",

@@ -147,7 +147,7 @@ master_process on;
 worker_processes 1;
 pid {d}/nginx.pid;
 error_log {d}/logs/error.log notice;
-events {{ worker_connections 512; }}
+events {{ worker_connections {wc}; }}
 http {{
     client_body_temp_path {d}/tmp/client_body;
     proxy_temp_path {d}/tmp/proxy;
@@ -176,7 +176,8 @@ class Nginx:
     """Debian's nginx with its own prefix, pid file and logs under `directory`, in the
     foreground (daemon off), stopped by its PID."""
 
-    def __init__(self, directory: Path, site: str, port: int, scheme: str = "http") -> None:
+    def __init__(self, directory: Path, site: str, port: int, scheme: str = "http",
+                 worker_connections: int = 512) -> None:
         self.dir = directory
         self.port = port
         self.url = f"{scheme}://127.0.0.1:{port}/"
@@ -185,7 +186,7 @@ class Nginx:
             (directory / sub).mkdir(parents=True, exist_ok=True)
         (directory / "site.conf").write_text(site)
         conf = directory / "nginx.conf"
-        conf.write_text(MAIN_CONF.format(d=directory))
+        conf.write_text(MAIN_CONF.format(d=directory, wc=worker_connections))
         exe = nginx_executable()
         cmd = [exe, "-p", str(directory), "-e", str(directory / "logs" / "error.log"),
                "-c", str(conf)]

@@ -50,12 +50,14 @@ bench-quick: $(STAMP) chromium
 	$(BIN)/python benchmarks/run.py --quick $(ARGS)
 
 ## loadtest: 300 concurrent websocket sessions driven at a human rate, then 1,000 open/close
-## cycles (latency, errors, memory; JSON in benchmarks/results/), ~20-30 minutes.
-## ARGS=--quick: a one-minute smoke run; ARGS="--backends 2": two processes behind sticky nginx
-## (docs/deploy.md; needs nginx: scripts/ensure-nginx); more in benchmarks/loadtest.py --help
+## cycles (latency, errors, memory; JSON in benchmarks/results/), ~20-30 minutes, against the
+## set-up docs/deploy.md recommends for a full class: two processes behind sticky nginx
+## (LOADTEST_SERVER; LOADTEST_SERVER= tests one process). ARGS=--quick: a one-minute smoke
+## run; more options in benchmarks/loadtest.py --help
+LOADTEST_SERVER ?= --backends 2
 .PHONY: loadtest
-loadtest: $(STAMP)
-	$(BIN)/python benchmarks/loadtest.py $(ARGS)
+loadtest: $(STAMP) nginx
+	$(BIN)/python benchmarks/loadtest.py $(LOADTEST_SERVER) $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -188,6 +188,8 @@ def test_patch_docs_are_the_same_without_8_10_and_11(monkeypatch):
 def test_incoming_patches_apply_as_with_bokehs_own_deserializer(monkeypatch):
     """Latency 12: a browser's change (a PATCH-DOC with references to the page's models)
     applies exactly as before, and a reference to an unknown model still fails the same way."""
+    import threading
+
     from bokeh.core.serialization import Deserializer, UnknownReferenceError
     from bokeh.document import Document
 
@@ -200,8 +202,24 @@ def test_incoming_patches_apply_as_with_bokehs_own_deserializer(monkeypatch):
         slider = ex.d_k_slider
         patch = {"events": [{"kind": "ModelChanged", "model": {"id": slider.id},
                              "attr": "value", "new": 3}]}
-        # while the change is applied: was the manager's mapping handed over (consumed)?
-        slider.on_change("value", lambda attr, old, new: seen.append(list(latency._PATCHING)))
+        # while the change is applied: was the manager's mapping handed over (consumed)? And a
+        # Deserializer built meanwhile in another thread, from another page's models (as many
+        # as this page has), must map those, not this document's.
+        other = Document()
+        other.add_root(Explorer().__panel__().get_root(other))
+        assert len(other.models) == len(doc.models)
+
+        def during(attr, old, new):
+            seen.append(list(latency._patching()))
+            box = {}
+            t = threading.Thread(target=lambda: box.update(
+                stack=list(latency._patching()), d=Deserializer(list(other.models))))
+            t.start()
+            t.join()
+            assert box["stack"] == []                      # this thread applies no patch
+            assert box["d"]._references == {m.id: m for m in other.models}
+
+        slider.on_change("value", during)
         with monkeypatch.context() as m:
             if not adapted:
                 m.setattr(Document, "apply_json_patch", Document.apply_json_patch.__wrapped__)
@@ -217,7 +235,7 @@ def test_incoming_patches_apply_as_with_bokehs_own_deserializer(monkeypatch):
                 doc.apply_json_patch(bad)
     assert results[0] == results[1] == (core.D_K_VALUES[3], 3)
     assert seen == [[None], []]          # the adapted path was taken, then Bokeh's own
-    assert latency._PATCHING == []
+    assert latency._patching() == []
 
 
 GC_SCRIPT = r"""

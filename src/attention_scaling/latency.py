@@ -105,6 +105,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 from contextlib import contextmanager
 
 log = logging.getLogger(__name__)
@@ -308,7 +309,15 @@ def _cache_synced_references() -> bool:
             and _replace(Serializer, "__init__", make_init))
 
 
-_PATCHING: list = []    # the model dicts of the documents applying a patch (innermost last)
+_LOCAL = threading.local()
+
+
+def _patching() -> list:
+    """This thread's model dicts of the documents applying a patch (innermost last)."""
+    stack = getattr(_LOCAL, "patching", None)
+    if stack is None:
+        stack = _LOCAL.patching = []
+    return stack
 
 
 def _reuse_model_ids() -> bool:
@@ -317,22 +326,24 @@ def _reuse_model_ids() -> bool:
 
     def make_apply(original):
         def apply_json_patch(self, patch_json, *, setter=None):
-            _PATCHING.append(self.models._models)
+            stack = _patching()
+            stack.append(self.models._models)
             try:
                 return original(self, patch_json, setter=setter)
             finally:
-                _PATCHING.pop()
+                stack.pop()
         return apply_json_patch
 
     def make_init(original):
         def __init__(self, references=None, *, setter=None):
-            by_id = _PATCHING[-1] if _PATCHING else None
+            stack = _patching()
+            by_id = stack[-1] if stack else None
             # the first Deserializer of apply_json_patch: built from exactly these models
             if (by_id is not None and type(references) is list
                     and len(references) == len(by_id)):
                 original(self, None, setter=setter)
                 self._references = dict(by_id)
-                _PATCHING[-1] = None          # once per patch
+                stack[-1] = None              # once per patch
             else:
                 original(self, references, setter=setter)
         return __init__

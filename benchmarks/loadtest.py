@@ -64,7 +64,6 @@ import random
 import re
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -77,6 +76,10 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import WebSocketClosedError, websocket_connect
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))   # the tests' helpers serve the benchmarks too
+from conftest import free_port, stop_group, wait_until_live  # noqa: E402
+from run import pct  # noqa: E402  (benchmarks/run.py, next to this file)
+
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
 TOKEN_RE = re.compile(r'"token":"([^"]+)"')
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -87,15 +90,6 @@ now = time.perf_counter
 
 # ---------------------------------------------------------------------------- small helpers
 
-def pct(xs, q):
-    xs = sorted(xs)
-    if not xs:
-        return None
-    k = (len(xs) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
 def dist(xs, digits=1) -> dict:
     r = lambda v: None if v is None else round(v, digits)  # noqa: E731
     return {"n": len(xs), "p50": r(pct(xs, 0.5)), "p95": r(pct(xs, 0.95)),
@@ -104,12 +98,6 @@ def dist(xs, digits=1) -> dict:
 
 def mib(kib):
     return None if kib is None else round(kib / 1024, 1)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _proc_stat(pid: int):
@@ -164,12 +152,6 @@ def client_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def stop_group(proc: subprocess.Popen) -> None:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import stop_group as stop  # TERM, then KILL, the server's process group
-    stop(proc)
-
-
 # ---------------------------------------------------------------------------- the server
 
 class OwnServer:
@@ -199,8 +181,6 @@ class OwnServer:
                                      preexec_fn=(lambda: os.setpriority(os.PRIO_PROCESS, 0, nice))
                                      if nice else None)
         self.pgid = self.proc.pid
-        sys.path.insert(0, str(ROOT / "tests"))
-        from conftest import wait_until_live
         if not wait_until_live(self.url + "liveness", self.proc, 90, self.log_text):
             self.stop()
             raise RuntimeError("server did not answer within 90 s")
@@ -226,7 +206,6 @@ class Backends:
     recommends for a class larger than one process carries."""
 
     def __init__(self, args) -> None:
-        sys.path.insert(0, str(ROOT / "tests"))
         import test_deploy as td
         if not td.nginx_executable():
             raise SystemExit("--backends needs nginx: run scripts/ensure-nginx "

@@ -38,34 +38,28 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))   # shared helpers: chromium_executable, stop_group
+sys.path.insert(0, str(ROOT / "tests"))   # the tests' helpers serve the benchmarks too
+from conftest import CHROMIUM_ARGS, chromium_executable, free_port, stop_group  # noqa: E402
+
 BIN = Path(sys.executable).parent
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 
 
 # ---------------------------------------------------------------------------- helpers
 
 def pct(xs, q):
+    """The q-quantile of xs, interpolated linearly between ranks (None when xs is empty);
+    benchmarks/loadtest.py uses it too."""
     xs = sorted(xs)
     if not xs:
-        return float("nan")
+        return None
     k = (len(xs) - 1) * q
     lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
 def summary(xs, unit):
-    return {"median": round(pct(xs, 0.5), 3), "p95": round(pct(xs, 0.95), 3),
-            "n": len(xs), "unit": unit}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    r = lambda v: None if v is None else round(v, 3)  # noqa: E731
+    return {"median": r(pct(xs, 0.5)), "p95": r(pct(xs, 0.95)), "n": len(xs), "unit": unit}
 
 
 def rss_kib(pid: int) -> int:
@@ -111,7 +105,6 @@ class Served:
             raise RuntimeError(f"{kind} server did not start")
 
     def stop(self) -> None:
-        from conftest import stop_group
         stop_group(self.proc)
 
 
@@ -261,7 +254,6 @@ def run_model(page, indices, gap, chunk=10):
 
 
 def _launch(p):
-    from conftest import chromium_executable
     exe = chromium_executable()
     return p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS) if exe \
         else p.chromium.launch(args=CHROMIUM_ARGS)

@@ -8,6 +8,7 @@ that way); a flag on the command line wins over the variable. See :data:`ENVIRON
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import re
@@ -191,7 +192,6 @@ def _stats_handler():
             except (OSError, StopIteration):
                 pass
             self.set_header("Cache-Control", "no-store")
-            import gc
             self.write({"pid": os.getpid(), "sessions": sessions,
                         "connections": len(tornado_app._clients),  # Bokeh's open websockets
                         "rss_kib": rss_kib,

@@ -110,8 +110,6 @@ from contextlib import contextmanager
 
 log = logging.getLogger(__name__)
 
-_INSTALLED = {"dispatch": False, "nodelay": False, "validation": False, "defaults": False,
-              "lists": False, "refs": False, "synced": False, "ids": False}
 
 
 def fast(widget):
@@ -422,30 +420,28 @@ def start_gc_freezer(period_s: float = GC_FREEZE_PERIOD_S) -> bool:
     return True
 
 
+def _skip_document_validation() -> bool:
+    import os
+
+    from bokeh.settings import settings
+    if "BOKEH_VALIDATE_DOC" not in os.environ:
+        settings.perform_document_validation.set_value(False)
+    return True
+
+
+_STEPS = {"defaults": _cache_overridden_defaults, "lists": _fast_plain_lists,
+          "refs": _plain_model_refs, "synced": _cache_synced_references, "ids": _reuse_model_ids,
+          "validation": _skip_document_validation, "dispatch": _patch_dispatch,
+          "nodelay": _patch_nodelay}
+_INSTALLED = dict.fromkeys(_STEPS, False)
+
+
 def install() -> dict:
     """Install the server-side adaptations (2, 3, 6, 7, 8, 10-12, and 9 inside a running
     server) once per process; returns what holds (all but 9: :func:`start_gc_freezer`)."""
-    if not _INSTALLED["defaults"]:
-        _INSTALLED["defaults"] = _cache_overridden_defaults()
-    if not _INSTALLED["lists"]:
-        _INSTALLED["lists"] = _fast_plain_lists()
-    if not _INSTALLED["refs"]:
-        _INSTALLED["refs"] = _plain_model_refs()
-    if not _INSTALLED["synced"]:
-        _INSTALLED["synced"] = _cache_synced_references()
-    if not _INSTALLED["ids"]:
-        _INSTALLED["ids"] = _reuse_model_ids()
-    if not _INSTALLED["validation"]:
-        import os
-
-        from bokeh.settings import settings
-        if "BOKEH_VALIDATE_DOC" not in os.environ:
-            settings.perform_document_validation.set_value(False)
-        _INSTALLED["validation"] = True
-    if not _INSTALLED["dispatch"]:
-        _INSTALLED["dispatch"] = _patch_dispatch()
-    if not _INSTALLED["nodelay"]:
-        _INSTALLED["nodelay"] = _patch_nodelay()
+    for name, step in _STEPS.items():
+        if not _INSTALLED[name]:
+            _INSTALLED[name] = step()
     # 9 needs the server's event loop: started by the first session (create_page calls this)
     start_gc_freezer()
     if not all(_INSTALLED.values()):

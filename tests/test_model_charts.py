@@ -136,3 +136,16 @@ def test_text_fields_are_shared_per_setting_but_handed_out_as_copies():
     b.scaled = False
     assert b.text_fields()["which"] == "unscaled" and a.text_fields()["which"] == "scaled"
     assert b.text_fields()["max_w"] == core.percent(b.result.unscaled.max_weight)
+
+
+@pytest.mark.parametrize("top, align", [(0, "left"), (1, "left"), (2, "center"), (5, "center"),
+                                        (6, "right"), (7, "right")])
+def test_the_max_label_reads_towards_the_middle_near_an_edge(top, align):
+    from attention_scaling.charts import max_label_data
+
+    logits = np.zeros(len(KEY_LABELS))
+    logits[top] = 3.0
+    v = core.variant(logits, True)
+    lab = max_label_data(v)
+    assert (lab["key"], lab["align"]) == ([KEY_LABELS[top]], [align])
+    assert lab["text"] == [f"max weight {core.percent(v.max_weight)}"]

@@ -141,8 +141,11 @@ def bar_data(v: core.Variant) -> dict:
 def max_label_data(v: core.Variant) -> dict:
     """Column data of the "max weight 27%" label placed on the highlighted bar."""
     top = v.argmax
-    # keep the label inside the plot when the highlighted bar is the first or last
-    align = "left" if top == 0 else "right" if top == len(KEY_LABELS) - 1 else "center"
+    # keep the label inside the plot when the highlighted bar is near an edge: centred over
+    # the second bar, "max weight 27%" sticks out of a chart squeezed to ~230 px (a 900 px
+    # window); it reads from the bar towards the middle instead
+    n = len(KEY_LABELS)
+    align = "left" if top <= 1 else "right" if top >= n - 2 else "center"
     return dict(key=[KEY_LABELS[top]], weight=[float(v.max_weight)],
                 text=[f"max weight {core.percent(v.max_weight)}"], align=[align])
 

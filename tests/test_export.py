@@ -203,13 +203,15 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         for name, v in (("scaled-weights", st.scaled), ("unscaled-weights", st.unscaled)):
             assert col(page, f"{name}-source", "weight") == pytest.approx(v.probs.tolist(), abs=1e-12), case
             assert col(page, f"{name}-source", "logit") == pytest.approx(v.logits.tolist(), abs=1e-12), case
-            assert col(page, f"{name}-label", "text") == [f"max weight {core.percent(v.max_weight)}"]
-            assert col(page, f"{name}-label", "weight") == pytest.approx([v.max_weight], abs=1e-12)
+            label = f"max weight {core.percent(v.max_weight)}"
+            assert col(page, f"{name}-source", "label") == [
+                label if k == v.argmax else "" for k in range(len(v.probs))], case
             # the shown value is the float64 core computed, bit for bit
             assert col(page, f"{name}-source", "weight") == v.probs.tolist(), case
         assert col(page, "jacobian-source", "value") == pytest.approx(act.jacobian.ravel().tolist(), abs=1e-12), case
         assert col(page, "jacobian-diagonal-source", "value") == pytest.approx(st.sweep(scaled).ravel().tolist(), abs=1e-12), case
-        assert col(page, "jacobian-diagonal-labels", "text") == [f"{x:.3f}" for x in act.diagonal]
+        text, n = col(page, "jacobian-source", "text"), len(act.diagonal)
+        assert [text[k * n + k] for k in range(n)] == [f"{x:.3f}" for x in act.diagonal]
         spans = page.evaluate("() => window.__spans('explanation')")
         assert spans["d"] == str(d_k)
         assert spans["which"] == ("scaled" if scaled else "unscaled")

@@ -21,6 +21,15 @@ def _bound():
     return state, charts
 
 
+def _max_label(source) -> str:
+    """The one non-empty "max weight" label of a bar chart's source (it sits on the top bar)."""
+    labels = [t for t in source.data["label"] if t]
+    assert len(labels) == 1
+    top = source.data["label"].index(labels[0])
+    assert source.data["weight"][top] == max(source.data["weight"])
+    return labels[0]
+
+
 def _assert_matches(state, charts, d_k, t, seed, scaled):
     expected = core.compute_state(d_k, t, seed)
     for source, var in ((charts.scaled_source, expected.scaled),
@@ -29,10 +38,14 @@ def _assert_matches(state, charts, d_k, t, seed, scaled):
         np.testing.assert_array_equal(source.data["logit"], var.logits)
         np.testing.assert_array_equal(source.data["pq"], var.diagonal)
         assert source.data["key"] == KEY_LABELS
-    assert charts.scaled_label.data["text"] == [f"max weight {core.percent(expected.scaled.max_weight)}"]
-    assert charts.unscaled_label.data["text"] == [f"max weight {core.percent(expected.unscaled.max_weight)}"]
+    assert _max_label(charts.scaled_source) == f"max weight {core.percent(expected.scaled.max_weight)}"
+    assert _max_label(charts.unscaled_source) == f"max weight {core.percent(expected.unscaled.max_weight)}"
     active = expected.active(scaled)
     np.testing.assert_array_equal(charts.jacobian_source.data["value"], active.jacobian.ravel())
+    n = len(KEY_LABELS)
+    text = charts.jacobian_source.data["text"]
+    assert [text[i * n + i] for i in range(n)] == [f"{x:.3f}" for x in active.diagonal]
+    assert sum(1 for t in text if t) == n      # only the diagonal is printed
     np.testing.assert_array_equal(charts.diagonal_source.data["value"], expected.sweep(scaled).ravel())
     assert charts.marker_source.data["width"] == [str(d_k)]
 
@@ -50,11 +63,11 @@ def test_each_control_updates_chart_data_to_exactly_what_core_computes(change):
 def test_default_is_fig3():
     state, charts = _bound()
     assert (state.d_k, state.temperature, state.seed, state.scaled) == (64, 1.0, FIG3_SEED, True)
-    assert charts.scaled_label.data["text"] == ["max weight 27%"]
-    assert charts.unscaled_label.data["text"] == ["max weight 80%"]
+    assert _max_label(charts.scaled_source) == "max weight 27%"
+    assert _max_label(charts.unscaled_source) == "max weight 80%"
     state.param.update(d_k=512, seed=3, temperature=0.5)
     state.reset_to_fig3()
-    assert charts.unscaled_label.data["text"] == ["max weight 80%"]
+    assert _max_label(charts.unscaled_source) == "max weight 80%"
 
 
 def test_resample_draws_a_new_seed_and_new_data():
@@ -141,11 +154,13 @@ def test_text_fields_are_shared_per_setting_but_handed_out_as_copies():
 @pytest.mark.parametrize("top, align", [(0, "left"), (1, "left"), (2, "center"), (5, "center"),
                                         (6, "right"), (7, "right")])
 def test_the_max_label_reads_towards_the_middle_near_an_edge(top, align):
-    from attention_scaling.charts import max_label_data
+    from attention_scaling.charts import bar_data
 
     logits = np.zeros(len(KEY_LABELS))
     logits[top] = 3.0
     v = core.variant(logits, True)
-    lab = max_label_data(v)
-    assert (lab["key"], lab["align"]) == ([KEY_LABELS[top]], [align])
-    assert lab["text"] == [f"max weight {core.percent(v.max_weight)}"]
+    bars = bar_data(v)
+    text = f"max weight {core.percent(v.max_weight)}"
+    # on the highest bar only
+    assert bars["label"] == [text if k == top else "" for k in range(len(KEY_LABELS))]
+    assert bars["align"][top] == align

@@ -91,23 +91,24 @@ def _style(fig) -> None:
 
 def _bars(name: str, title: str, color: str) -> tuple:
     zeros = np.zeros(len(KEY_LABELS))
+    n = len(KEY_LABELS)
+    # the "max weight" label is a column of the bars' own source ("" except on the highest
+    # bar): one data change per chart and update, not two
     source = ColumnDataSource(
         data=dict(key=KEY_LABELS, logit=zeros, weight=zeros, pq=zeros,
-                  alpha=zeros + MUTED_ALPHA, line=zeros),
+                  alpha=zeros + MUTED_ALPHA, line=zeros, label=[""] * n, align=["center"] * n),
         name=f"{name}-source",
     )
-    label = ColumnDataSource(data=dict(key=["k1"], weight=[0.0], text=[""], align=["center"]),
-                             name=f"{name}-label")
     fig = figure(
         name=name, title=title, x_range=FactorRange(*KEY_LABELS), y_range=Range1d(0, 1.13),
         height=330, sizing_mode="stretch_width", min_width=280, tools="",
     )
-    fig.vbar(x="key", top="weight", width=0.72, source=source, fill_color=color,
-             fill_alpha="alpha", line_color="#1f2933", line_width="line")
-    fig.text(x="key", y="weight", text="text", source=label, text_align="align",
+    bars = fig.vbar(x="key", top="weight", width=0.72, source=source, fill_color=color,
+                    fill_alpha="alpha", line_color="#1f2933", line_width="line")
+    fig.text(x="key", y="weight", text="label", source=source, text_align="align",
              text_baseline="bottom", y_offset=-6, text_font=value(FONT), text_font_size="14px",
              text_font_style="bold", text_color="#1f2933")
-    fig.add_tools(HoverTool(tooltips=[
+    fig.add_tools(HoverTool(renderers=[bars], tooltips=[
         ("key", "@key"), ("logit", "@logit{0.000}"), ("weight", "@weight{0.0000}"),
         ("p(1 − p)", "@pq{0.0000}"),
     ], mode="mouse", point_policy="follow_mouse"))
@@ -117,7 +118,7 @@ def _bars(name: str, title: str, color: str) -> tuple:
     fig.xaxis.axis_label = "key"
     _style(fig)
     fig.xgrid.grid_line_color = None
-    return fig, source, label
+    return fig, source
 
 
 # The *_data functions return only the columns that change; the static ones (key labels,
@@ -127,41 +128,48 @@ def _bars(name: str, title: str, color: str) -> tuple:
 # rarely sent sweep stays a NumPy buffer.
 
 def bar_data(v: core.Variant) -> dict:
-    """Changing columns of one bar chart: logits, weights, p(1-p), highlight of the max."""
+    """Changing columns of one bar chart: logits, weights, p(1-p), highlight of the max and
+    its "max weight 27%" label (``label`` is empty on every other bar)."""
     top = np.arange(len(v.probs)) == v.argmax
+    text, align = max_label(v)
+    n = len(v.probs)
     return dict(
         logit=v.logits.tolist(),
         weight=v.probs.tolist(),
         pq=v.diagonal.tolist(),
         alpha=np.where(top, 1.0, MUTED_ALPHA).tolist(),
         line=np.where(top, 2.0, 0.0).tolist(),
+        label=["" if i != v.argmax else text for i in range(n)],
+        align=["center" if i != v.argmax else align for i in range(n)],
     )
 
 
-def max_label_data(v: core.Variant) -> dict:
-    """Column data of the "max weight 27%" label placed on the highlighted bar."""
+def max_label(v: core.Variant) -> tuple[str, str]:
+    """The "max weight 27%" label placed on the highlighted bar, and its alignment."""
     top = v.argmax
     # keep the label inside the plot when the highlighted bar is near an edge: centred over
     # the second bar, "max weight 27%" sticks out of a chart squeezed to ~230 px (a 900 px
     # window); it reads from the bar towards the middle instead
     n = len(KEY_LABELS)
     align = "left" if top <= 1 else "right" if top >= n - 2 else "center"
-    return dict(key=[KEY_LABELS[top]], weight=[float(v.max_weight)],
-                text=[f"max weight {core.percent(v.max_weight)}"], align=[align])
+    return f"max weight {core.percent(v.max_weight)}", align
+
+
+#: Text colour of the numbers printed in the heatmap's cells (white on the darkest cells).
+INK, INK_ON_DARK = "#1f2933", "#ffffff"
 
 
 def jacobian_data(v: core.Variant) -> dict:
-    """Values of the n x n Jacobian heatmap, row-major (row i = p_i, column j = z_j)."""
-    return dict(value=v.jacobian.ravel().tolist())
-
-
-def jacobian_diagonal_labels(v: core.Variant) -> dict:
-    """The diagonal p_i(1 - p_i) printed in its cells; dark cells get white text."""
-    diag = v.diagonal
-    return dict(
-        text=[f"{x:.3f}" for x in diag],
-        ink=["#ffffff" if x > 0.6 * core.JACOBIAN_BOUND else "#1f2933" for x in diag],
-    )
+    """The n x n Jacobian heatmap, row-major (row i = p_i, column j = z_j): its values, and
+    the diagonal p_i(1 - p_i) printed in its cells (``text``, empty off the diagonal; dark
+    cells get white ``ink``)."""
+    n = len(v.diagonal)
+    text, ink = [""] * (n * n), [INK] * (n * n)
+    for i, x in enumerate(v.diagonal.tolist()):
+        text[i * n + i] = f"{x:.3f}"
+        if x > 0.6 * core.JACOBIAN_BOUND:
+            ink[i * n + i] = INK_ON_DARK
+    return dict(value=v.jacobian.ravel().tolist(), text=text, ink=ink)
 
 
 def sweep_data(state: core.State, scaled: bool) -> dict:
@@ -221,11 +229,11 @@ class Charts:
         self.text_source.js_on_change("data", CustomJS(
             args=dict(source=self.text_source, divs=[self.explanation, self.readout]),
             code=_FILL_SPANS_JS))
-        self.scaled_fig, self.scaled_source, self.scaled_label = _bars(
+        self.scaled_fig, self.scaled_source = _bars(
             "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR)
-        self.unscaled_fig, self.unscaled_source, self.unscaled_label = _bars(
+        self.unscaled_fig, self.unscaled_source = _bars(
             "unscaled-weights", "Unscaled: logits grow with d_k", UNSCALED_COLOR)
-        self.jacobian_fig, self.jacobian_source, self.jacobian_labels = self._jacobian()
+        self.jacobian_fig, self.jacobian_source = self._jacobian()
         self.diagonal_fig, self.diagonal_source, self.marker_source = self._diagonal()
         self._sweep_key = None
         self._styled_for: bool | None = None   # the variant the titles and outlines show
@@ -241,8 +249,7 @@ class Charts:
 
     @property
     def sources(self) -> list[ColumnDataSource]:
-        return [self.scaled_source, self.scaled_label, self.unscaled_source,
-                self.unscaled_label, self.jacobian_source, self.jacobian_labels,
+        return [self.scaled_source, self.unscaled_source, self.jacobian_source,
                 self.diagonal_source, self.marker_source]
 
     def _jacobian(self):
@@ -250,9 +257,10 @@ class Charts:
         source = ColumnDataSource(data=dict(
             row=[KEY_LABELS[i] for i in range(n) for _ in range(n)],
             col=[KEY_LABELS[j] for _ in range(n) for j in range(n)],
-            value=np.zeros(n * n)), name="jacobian-source")
-        labels = ColumnDataSource(data=dict(key=KEY_LABELS, text=[""] * n, ink=["#1f2933"] * n),
-                                  name="jacobian-diagonal-labels")
+            value=np.zeros(n * n), text=[""] * (n * n), ink=[INK] * (n * n)),
+            name="jacobian-source")
+        # the outlined diagonal never moves
+        diagonal = ColumnDataSource(data=dict(key=KEY_LABELS), name="jacobian-diagonal-cells")
         mapper = LinearColorMapper(palette=DIVERGING, low=-core.JACOBIAN_BOUND,
                                    high=core.JACOBIAN_BOUND)
         fig = figure(
@@ -262,9 +270,9 @@ class Charts:
         )
         cells = fig.rect(x="col", y="row", width=1, height=1, source=source,
                          fill_color={"field": "value", "transform": mapper}, line_color=None)
-        fig.rect(x="key", y="key", width=1, height=1, source=labels, fill_alpha=0,
-                 line_color="#1f2933", line_width=1.5)
-        fig.text(x="key", y="key", text="text", source=labels, text_align="center",
+        fig.rect(x="key", y="key", width=1, height=1, source=diagonal, fill_alpha=0,
+                 line_color=INK, line_width=1.5)
+        fig.text(x="col", y="row", text="text", source=source, text_align="center",
                  text_baseline="middle", text_font=value(FONT), text_font_size="11px",
                  text_color="ink")
         fig.add_tools(HoverTool(renderers=[cells], tooltips=[
@@ -278,7 +286,7 @@ class Charts:
         fig.grid.grid_line_color = None
         fig.axis.axis_line_color = None
         fig.axis.major_tick_line_color = None
-        return fig, source, labels
+        return fig, source
 
     def _diagonal(self):
         widths = [str(w) for w in core.D_K_VALUES]
@@ -318,12 +326,8 @@ class Charts:
         """Replace the sources' changing columns (and the active-variant styling) from ``state``;
         ``fields`` (model.ExplorerState.text_fields) are the numbers of the text."""
         self.scaled_source.data.update(bar_data(state.scaled))
-        self.scaled_label.data = max_label_data(state.scaled)
         self.unscaled_source.data.update(bar_data(state.unscaled))
-        self.unscaled_label.data = max_label_data(state.unscaled)
-        active = state.active(scaled)
-        self.jacobian_source.data.update(jacobian_data(active))
-        self.jacobian_labels.data.update(jacobian_diagonal_labels(active))
+        self.jacobian_source.data.update(jacobian_data(state.active(scaled)))
         # The sweep depends on seed, T and the variant, not on d_k: resend only when it changed.
         sweep_key = (state.seed, state.temperature, scaled)
         if sweep_key != self._sweep_key:

@@ -48,11 +48,11 @@ from bokeh.resources import INLINE
 from . import core
 from .charts import (
     KEY_LABELS,
+    INK,
     Charts,
     bar_data,
     jacobian_data,
-    jacobian_diagonal_labels,
-    max_label_data,
+    max_label,
     page_css,
     position_formatter,
     sweep_data,
@@ -143,7 +143,8 @@ def build_payload(seeds: list[int]) -> dict:
                     v = state.active(scaled)
                     rec = ((si * nd + di) * nt + ti) * 2 + var
                     bars = bar_data(v)
-                    jac = np.asarray(jacobian_data(v)["value"]).reshape(N, N)
+                    jd = jacobian_data(v)
+                    jac = np.asarray(jd["value"]).reshape(N, N)
                     if not np.array_equal(jac, jac.T) or bars["pq"] != np.diag(jac).tolist():
                         raise AssertionError("Jacobian not exactly symmetric / diagonal != p(1-p)")
                     rec_floats[rec, :N] = bars["weight"]
@@ -151,22 +152,21 @@ def build_payload(seeds: list[int]) -> dict:
                     logits[si, di, var] = bars["logit"]
                     if di == 0:
                         sweeps[si, ti, var] = sweep_data(state, scaled)["value"]
-                    lab = max_label_data(v)
-                    top = bars["weight"].index(lab["weight"][0])
-                    diag = jacobian_diagonal_labels(v)
+                    text, align = max_label(v)
+                    diagonal = [i * N + i for i in range(N)]
                     explorer.scaled = scaled
                     fields = explorer.text_fields()
                     ints[rec] = [
                         styles.add([bars["alpha"], bars["line"]]),
-                        labels.add([lab["key"][0], lab["align"][0], lab["text"][0], top]),
-                        inks.add(diag["ink"]),
-                        *(strings.add(t) for t in diag["text"]),
+                        labels.add([int(v.argmax), align, text]),
+                        inks.add([jd["ink"][k] for k in diagonal]),
+                        *(strings.add(jd["text"][k]) for k in diagonal),
                         *(strings.add(fields[k]) for k in fields_order),
                     ]
     floats = np.concatenate([rec_floats.ravel(), logits.ravel(), sweeps.ravel()])
     return dict(
         seeds=seeds, d_k=list(d_ks), temperatures=list(temps), keys=KEY_LABELS,
-        fields=fields_order, styles=styles.items, labels=labels.items, inks=inks.items,
+        fields=fields_order, styles=styles.items, labels=labels.items, inks=inks.items, ink=INK,
         strings=strings.items, styling=_styling(),
         record_floats=_RECORD_FLOATS, record_ints=n_ints, upper=_UPPER,
         logit_offset=rec_floats.size, sweep_offset=rec_floats.size + logits.size,
@@ -197,15 +197,18 @@ def decode(payload: dict, seed: int, d_k: int, temperature: float, scaled: bool)
             jac[a][b] = jac[b][a] = float(f[n + k])
         off = payload["logit_offset"] + ((si * nd + di) * 2 + var) * n
         alpha, line = payload["styles"][i[0]]
-        key, align, text, top = payload["labels"][i[1]]
+        top, align, text = payload["labels"][i[1]]
         weight = [float(x) for x in f[:n]]
+        cell_text, cell_ink = [""] * (n * n), [payload["ink"]] * (n * n)
+        for k in range(n):
+            cell_text[k * n + k] = payload["strings"][i[3 + k]]
+            cell_ink[k * n + k] = payload["inks"][i[2]][k]
         return dict(
             bars=dict(logit=[float(x) for x in floats[off:off + n]], weight=weight,
-                      pq=[jac[k][k] for k in range(n)], alpha=alpha, line=line),
-            label=dict(key=[key], weight=[weight[top]], text=[text], align=[align]),
-            jacobian=dict(value=[x for r in jac for x in r]),
-            diag=dict(text=[payload["strings"][k] for k in i[3:3 + n]],
-                      ink=payload["inks"][i[2]]),
+                      pq=[jac[k][k] for k in range(n)], alpha=alpha, line=line,
+                      label=[text if k == top else "" for k in range(n)],
+                      align=[align if k == top else "center" for k in range(n)]),
+            jacobian=dict(value=[x for r in jac for x in r], text=cell_text, ink=cell_ink),
             fields={name: payload["strings"][k]
                     for name, k in zip(payload["fields"], i[3 + n:])},
         )
@@ -216,9 +219,9 @@ def decode(payload: dict, seed: int, d_k: int, temperature: float, scaled: bool)
     m = len(payload["d_k"]) * n
     off = payload["sweep_offset"] + ((si * nt + ti) * 2 + var) * m
     return {
-        "scaled-weights-source": s["bars"], "scaled-weights-label": s["label"],
-        "unscaled-weights-source": u["bars"], "unscaled-weights-label": u["label"],
-        "jacobian-source": act["jacobian"], "jacobian-diagonal-labels": act["diag"],
+        "scaled-weights-source": s["bars"],
+        "unscaled-weights-source": u["bars"],
+        "jacobian-source": act["jacobian"],
         "jacobian-diagonal-source": dict(value=floats[off:off + m].tolist()),
         "jacobian-diagonal-marker": dict(width=[str(d_k)]),
         "fields": act["fields"],
@@ -260,28 +263,30 @@ const record = (v) => {
   P.upper.forEach(([a, b], k) => { jac[a * n + b] = f[n + k]; jac[b * n + a] = f[n + k]; });
   const off = P.logit_offset + ((si * nd + di) * 2 + v) * n;
   const [alpha, line] = P.styles[i[0]];
-  const [key, align, text, top] = P.labels[i[1]];
+  const [top, align, text] = P.labels[i[1]];
   const weight = Array.from(f.subarray(0, n));
   const fields = {};
   P.fields.forEach((name, k) => { fields[name] = P.strings[i[3 + n + k]]; });
+  const cell_text = new Array(n * n).fill(''), cell_ink = new Array(n * n).fill(P.ink);
+  for (let k = 0; k < n; k++) {
+    cell_text[k * n + k] = P.strings[i[3 + k]];
+    cell_ink[k * n + k] = P.inks[i[2]][k];
+  }
   return {
     bars: {logit: Array.from(F.subarray(off, off + n)), weight: weight,
            pq: Array.from({length: n}, (_, k) => jac[k * n + k]),
-           alpha: alpha.slice(), line: line.slice()},
-    label: {key: [key], weight: [weight[top]], text: [text], align: [align]},
-    jacobian: {value: jac},
-    diag: {text: Array.from(i.subarray(3, 3 + n), (k) => P.strings[k]), ink: P.inks[i[2]].slice()},
+           alpha: alpha.slice(), line: line.slice(),
+           label: Array.from({length: n}, (_, k) => k === top ? text : ''),
+           align: Array.from({length: n}, (_, k) => k === top ? align : 'center')},
+    jacobian: {value: jac, text: cell_text, ink: cell_ink},
     fields: fields,
   };
 };
 const s = record(0), u = record(1), act = scaled ? s : u, v = scaled ? 0 : 1;
 const m = nd * n, off = P.sweep_offset + ((si * nt + ti) * 2 + v) * m;
 assign(src.scaled_bars, s.bars);
-assign(src.scaled_label, s.label);
 assign(src.unscaled_bars, u.bars);
-assign(src.unscaled_label, u.label);
 assign(src.jacobian, act.jacobian);
-assign(src.jacobian_labels, act.diag);
 assign(src.sweep, {value: Array.from(F.subarray(off, off + m))});
 assign(src.marker, {width: [String(P.d_k[di])]});
 const styling = P.styling[scaled ? 's' : 'u'];
@@ -331,11 +336,9 @@ def build_layout(payload: dict, seeds: list[int]):
     select = CustomJS(
         args=dict(
             holder=_PayloadHolder(payload), seed=seed, dk=dk, temp=temp, toggle=toggle,
-            src=dict(scaled_bars=charts.scaled_source, scaled_label=charts.scaled_label,
-                     unscaled_bars=charts.unscaled_source,
-                     unscaled_label=charts.unscaled_label,
-                     jacobian=charts.jacobian_source, jacobian_labels=charts.jacobian_labels,
-                     sweep=charts.diagonal_source, marker=charts.marker_source),
+            src=dict(scaled_bars=charts.scaled_source, unscaled_bars=charts.unscaled_source,
+                     jacobian=charts.jacobian_source, sweep=charts.diagonal_source,
+                     marker=charts.marker_source),
             figs=dict(charts.figures), text_source=charts.text_source, seed_div=seed_div,
         ),
         code=_SELECT_JS,

@@ -131,8 +131,14 @@ class ExplorerState(param.Parameterized):
     @param.depends("d_k", "temperature", "seed", watch=True)
     def _recompute(self) -> None:
         state = core.compute_state(self.d_k, self.temperature, self.seed)
-        with param.edit_constant(self):
+        # what param.edit_constant(self) does, for the one parameter it concerns: it would
+        # unlock and relock every parameter, a third of the cost of a change outside Bokeh
+        result = self.param["result"]
+        result.constant = False
+        try:
             self.result = state
+        finally:
+            result.constant = True
 
     def draw_new_seed(self) -> None:
         """Pick a different random seed (and so a new draw of q and k)."""

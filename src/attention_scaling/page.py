@@ -105,11 +105,18 @@ def index_slider(state, name: str, label: str, labels: list[str]) -> Slider:
     )
 
     def from_browser(_attr, _old, new) -> None:
+        if values[new] == getattr(state, name):
+            return      # the echo of a change made on the state (reset, URL): nothing to do
         with latency.session_hold(slider.document):
             setattr(state, name, values[new])
 
+    def to_browser(event) -> None:
+        position = values.index(event.new)
+        if slider.value != position:   # not when the change came from this slider
+            slider.value = position
+
     slider.on_change("value", from_browser)
-    state.param.watch(lambda e: setattr(slider, "value", values.index(e.new)), name)
+    state.param.watch(to_browser, name)
     return slider
 
 

@@ -13,7 +13,7 @@ def test_install_patches_panel_dispatch_and_bokeh_websocket_once():
     first = latency.install()
     again = latency.install()
     assert first == again == {"dispatch": True, "nodelay": True, "validation": True,
-                              "defaults": True, "lists": True, "refs": True,
+                              "defaults": True, "stable": True, "lists": True, "refs": True,
                               "synced": True, "ids": True}
     assert getattr(pdoc._dispatch_msgs, "_attention_scaling", False)
     assert getattr(WSHandler.open, "_attention_scaling", False)
@@ -86,6 +86,114 @@ def test_cached_overridden_defaults_equal_bokehs_own_for_every_model_class():
     from bokeh.plotting import figure
     fig = figure()
     assert fig.toolbar.logo == original(type(fig.toolbar)).get("logo", "normal")
+
+
+def test_stable_defaults_read_as_bokeh_reads_them_for_every_model_class():
+    """Latency 13: every default read through the cache equals Bokeh's own, for every property
+    of every model class, read twice (the second comes from the cache); a mutable one is a
+    fresh copy each time, as Bokeh's is; a theme still wins."""
+    from bokeh.core.property.descriptors import PropertyDescriptor
+    from bokeh.model import Model
+    from bokeh.themes import Theme
+
+    latency.install()
+    original = PropertyDescriptor._get_default.__wrapped__
+    checked = copies = 0
+    for cls in Model.model_class_reverse_map.values():
+        try:
+            ours, theirs = cls(), cls()
+        except Exception:       # classes that need arguments
+            continue
+        for name in cls.properties():
+            desc = cls.lookup(name)
+            if name in ours._property_values or desc.has_unstable_default(ours):
+                continue
+            try:
+                want = original(desc, theirs)
+            except Exception:
+                continue
+            for _ in range(2):
+                got = desc._get_default(ours)
+                assert type(got) is type(want), (cls, name)
+                assert got == want or (got != got and want != want), (cls, name)   # or NaN
+            if isinstance(got, list):
+                again = desc._get_default(ours)
+                assert again is not got
+                got.append("changed")
+                assert desc._get_default(ours) == want, (cls, name)
+                copies += 1
+            checked += 1
+    assert checked > 5000 and copies > 100
+    from bokeh.plotting import figure
+    themed, plain = figure(), figure()
+    Theme(json={"attrs": {"Plot": {"background_fill_color": "#123456"}}}).apply_to_model(themed)
+    assert themed.background_fill_color == "#123456"
+    assert plain.background_fill_color == "#ffffff"
+
+
+GZIP_FILES = {"app.js": b"const x = 1;\n" * 4000, "logo.png": bytes(range(256)) * 40}
+
+
+def test_static_files_are_gzipped_once_and_served_whole(tmp_path):
+    """Latency 14: a static file is compressed once; every answer is the file itself, with or
+    without gzip, for a range too; a changed file is compressed again; pages and files that
+    Tornado does not compress are not kept."""
+    import gzip
+
+    from tornado.httpclient import AsyncHTTPClient
+    from tornado.web import Application, RequestHandler, StaticFileHandler
+
+    from conftest import free_port, run_in_thread
+
+    for name, data in GZIP_FILES.items():
+        (tmp_path / name).write_bytes(data)
+
+    class Page(RequestHandler):
+        def get(self):
+            self.write("<p>page</p>" * 500)
+
+    async def main():
+        port = free_port()
+        app = Application([(r"/static/(.*)", StaticFileHandler, {"path": str(tmp_path)}),
+                           (r"/page", Page)], transforms=[latency.gzip_static_once()])
+        server = app.listen(port, address="127.0.0.1")
+        client = AsyncHTTPClient(force_instance=True)
+        url = f"http://127.0.0.1:{port}"
+
+        async def get(path, **headers):
+            return await client.fetch(url + path, headers=headers, decompress_response=False,
+                                      raise_error=False)
+        try:
+            latency._GZIP_CACHE.clear()
+            answers = [await get("/static/app.js", **{"Accept-Encoding": "gzip"})
+                       for _ in range(3)]
+            for r in answers:
+                assert r.code == 200 and r.headers["Content-Encoding"] == "gzip"
+                assert gzip.decompress(r.body) == GZIP_FILES["app.js"]
+            assert len(latency._GZIP_CACHE) == 1
+            assert answers[1].body == answers[2].body        # the kept copy
+            assert int(answers[1].headers["Content-Length"]) == len(answers[1].body)
+            plain = await get("/static/app.js")
+            assert "Content-Encoding" not in plain.headers
+            assert plain.body == GZIP_FILES["app.js"]
+            part = await get("/static/app.js", Range="bytes=10-99")
+            assert part.code == 206 and part.body == GZIP_FILES["app.js"][10:100]
+            png = await get("/static/logo.png", **{"Accept-Encoding": "gzip"})
+            assert "Content-Encoding" not in png.headers
+            assert png.body == GZIP_FILES["logo.png"]
+            page = await get("/page", **{"Accept-Encoding": "gzip"})
+            assert gzip.decompress(page.body) == b"<p>page</p>" * 500
+            assert len(latency._GZIP_CACHE) == 1             # neither the png nor the page
+            (tmp_path / "app.js").write_bytes(b"let y = 2;\n" * 3000)
+            StaticFileHandler.reset()                        # forget the old content hash
+            changed = await get("/static/app.js", **{"Accept-Encoding": "gzip"})
+            assert gzip.decompress(changed.body) == b"let y = 2;\n" * 3000
+        finally:
+            client.close()
+            server.stop()
+            latency._GZIP_CACHE.clear()
+
+    run_in_thread(main)
 
 
 def test_list_shortcut_encodes_exactly_as_bokeh_does():

@@ -143,9 +143,10 @@ def bench_server(n: int) -> dict:
     from bokeh.document import Document
     from bokeh.protocol import Protocol
 
-    from attention_scaling import core
+    from attention_scaling import core, latency
     from attention_scaling.page import Explorer
 
+    latency.install()   # as the server does (create_page, for every session)
     # No session here, so pn.io.hold() is a no-op and every Bokeh event reaches on_change
     # directly; the PATCH-DOC built from them is what the server would send.
     doc = Document()

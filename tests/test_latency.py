@@ -1,5 +1,7 @@
 """The latency adaptations (attention_scaling.latency) are in place and keep their promises."""
 
+import os
+
 import panel as pn
 import pytest
 import panel.io.document as pdoc
@@ -131,13 +133,17 @@ def test_stable_defaults_read_as_bokeh_reads_them_for_every_model_class():
     assert plain.background_fill_color == "#ffffff"
 
 
-GZIP_FILES = {"app.js": b"const x = 1;\n" * 4000, "logo.png": bytes(range(256)) * 40}
+GZIP_FILES = {"app.js": b"const x = 1;\n" * 4000, "logo.png": bytes(range(256)) * 40,
+              # compresses to more than the sockets buffer: a client can leave mid-file
+              "big.js": os.urandom(6 * 2**20).hex().encode()}
 
 
 def test_static_files_are_gzipped_once_and_served_whole(tmp_path):
     """Latency 14: a static file is compressed once; every answer is the file itself, with or
-    without gzip, for a range too; a changed file is compressed again; pages and files that
+    without gzip, for a range too, also after a client left in the middle of a file (Tornado
+    still finishes that response); a changed file is compressed again; pages and files that
     Tornado does not compress are not kept."""
+    import asyncio
     import gzip
 
     from tornado.httpclient import AsyncHTTPClient
@@ -181,6 +187,19 @@ def test_static_files_are_gzipped_once_and_served_whole(tmp_path):
             png = await get("/static/logo.png", **{"Accept-Encoding": "gzip"})
             assert "Content-Encoding" not in png.headers
             assert png.body == GZIP_FILES["logo.png"]
+            # a client that reads the first bytes of a big file and hangs up
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /static/big.js HTTP/1.1\r\nHost: x\r\n"
+                         b"Accept-Encoding: gzip\r\n\r\n")
+            await writer.drain()
+            await reader.read(1000)
+            writer.close()
+            await asyncio.sleep(0.5)
+            big = await get("/static/big.js", **{"Accept-Encoding": "gzip"})
+            assert gzip.decompress(big.body) == GZIP_FILES["big.js"]
+            again = await get("/static/big.js", **{"Accept-Encoding": "gzip"})
+            assert gzip.decompress(again.body) == GZIP_FILES["big.js"]
+            latency._GZIP_CACHE.pop(next(k for k in latency._GZIP_CACHE if "big" in k[0]))
             page = await get("/page", **{"Accept-Encoding": "gzip"})
             assert gzip.decompress(page.body) == b"<p>page</p>" * 500
             assert len(latency._GZIP_CACHE) == 1             # neither the png nor the page

@@ -33,6 +33,32 @@ def test_link_restores_every_control_and_the_url_follows_live(page, server):
     assert page.locator(".notice").count() == 0
 
 
+def test_a_bare_address_gets_the_full_state_and_keeps_other_parameters(page, server):
+    """Written in the browser (page.URL_JS): on first display the address gets every control,
+    the seed included; parameters that are not controls stay; no Location model, so the
+    address is never sent back to the server. With the text hidden (an embed) the readout
+    still updates: the fields' source hangs on both Divs."""
+    server_url = server.url
+    server.url = server_url + "?hide=text"
+    try:
+        open_app(page, server)
+    finally:
+        server.url = server_url
+    page.wait_for_function("() => window.location.search.includes('seed=')", timeout=10_000)
+    assert query(page) == {"hide": "text", "d_k": "64", "scaled": "1", "temperature": "1",
+                           "seed": "2288"}
+    assert page.evaluate("() => Bokeh.documents[0].get_model_by_name('location')") is None
+    active = """() => { const div = Bokeh.documents[0].get_model_by_name('readout');
+        const el = Bokeh.index.find_one(div).shadow_el.querySelector('[data-active]');
+        return el.dataset.active; }"""
+    assert page.evaluate(active) == "scaled"
+    page.locator(".bk-Switch").first.click()
+    page.wait_for_function("() => window.location.search.includes('scaled=0')", timeout=10_000)
+    assert query(page)["hide"] == "text"
+    # without the explanation the gradient readout still follows the controls
+    assert page.evaluate(active) == "unscaled"
+
+
 @pytest.mark.parametrize("search", [
     "?d_k=nan&temperature=inf&seed=-1&scaled=maybe",
     "?d_k=%3Cscript%3Ewindow.__pwned%3D1%3C%2Fscript%3E&seed=%3Cimg%20src%3Dx%20onerror%3Dwindow.__pwned%3D1%3E",

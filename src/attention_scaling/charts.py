@@ -225,7 +225,8 @@ class Charts:
         self.explanation = Div(text="", sizing_mode="stretch_width", name="explanation")
         self.readout = Div(text="", sizing_mode="stretch_width", name="readout")
         self.text_source = ColumnDataSource(data=dict(field=[], value=[]), name="text-source")
-        self.explanation.tags = [self.text_source]   # so it is part of the document
+        # so that it is part of the document with either Div (an embed may hide the text)
+        self.explanation.tags = self.readout.tags = [self.text_source]
         self.text_source.js_on_change("data", CustomJS(
             args=dict(source=self.text_source, divs=[self.explanation, self.readout]),
             code=_FILL_SPANS_JS))

@@ -245,6 +245,9 @@ def _serve(args: argparse.Namespace) -> int:
             show=args.show,
             title="Why attention divides by √d_k",
             liveness=True,
+            # no Panel Location: the page writes its address itself (page.URL_JS), and
+            # Panel's would echo the address back to the server after every change
+            location=False,
             extra_patterns=extra,
             unused_session_lifetime_milliseconds=args.unused_session_lifetime * 1000,
             check_unused_sessions_milliseconds=min(17_000, args.unused_session_lifetime * 1000),

@@ -18,7 +18,7 @@ from bokeh.models import CustomJS, InlineStyleSheet, Slider
 
 from . import core, latency
 from .charts import ASSETS, Charts, page_css, position_formatter
-from .model import (CAPTION, FORMULAS, QUERY_KEYS, TITLE, ExplorerState, guide_html,
+from .model import (CAPTION, FORMULAS, TITLE, ExplorerState, guide_html,
                     header_html, parse_query, to_query)
 
 #: The tab icon, inline (no extra request).
@@ -86,6 +86,24 @@ if (navigator.clipboard && window.isSecureContext) {
   ta.remove(); done(ok);
 }
 """
+
+#: The address bar follows the controls, written in the browser: the query string of the
+#: controls travels with the text fields (field "query", see Explorer._refresh) and is put
+#: into the address with history.replaceState, keeping any other parameter (hide, embed).
+#: Panel's Location would do it from the server, and the browser would then send the new
+#: address back to the server after every change: a second message each way per change.
+URL_JS = """
+const d = source.data;
+const col = (k) => (d instanceof Map ? d.get(k) : d[k]);
+const keys = col('field') || [], vals = col('value') || [];
+const i = keys.indexOf('query');
+if (i >= 0) {
+  const url = new URL(window.location.href);
+  for (const [k, v] of new URLSearchParams(vals[i])) url.searchParams.set(k, v);
+  if (url.href !== window.location.href) window.history.replaceState(window.history.state, '', url.href);
+}
+"""
+
 
 def index_slider(state, name: str, label: str, labels: list[str]) -> Slider:
     """A slider over the positions of a Selector parameter's values, kept in sync both ways.
@@ -181,7 +199,9 @@ class Explorer(pn.viewable.Viewer):
 
     def _refresh(self) -> None:
         r = self.state.result
-        self.charts.update(r, self.state.scaled, self.state.text_fields())
+        fields = self.state.text_fields()
+        fields["query"] = urllib.parse.urlencode(to_query(self.state))   # for URL_JS
+        self.charts.update(r, self.state.scaled, fields)
         seed = f"<span class='seed'>seed <code>{int(r.seed)}</code></span>"
         if self._seed_text.object != seed:
             self._seed_text.object = seed
@@ -215,17 +235,13 @@ class Explorer(pn.viewable.Viewer):
         return pn.Row(pn.Column(self.controls(), width=280), self.main(),
                       sizing_mode="stretch_width")
 
-    def sync_url(self) -> None:
-        """Keep the browser's query string equal to the controls (all of them, live)."""
-        location = pn.state.location
-        if location is None:
-            return
-
-        def write(*_events) -> None:
-            location.update_query(**to_query(self.state))
-
-        pn.state.onload(write)   # once the browser is connected: the full state, seed included
-        self.state.param.watch(write, list(QUERY_KEYS))
+    def sync_url(self, doc=None) -> None:
+        """Keep the browser's query string equal to the controls (all of them, live): from the
+        document's first display (the full state, seed included) and on every change."""
+        write = CustomJS(args=dict(source=self.charts.text_source), code=URL_JS)
+        self.charts.text_source.js_on_change("data", write)
+        if doc is not None:
+            doc.js_on_event("document_ready", write)
 
     def page(self, hidden: set[str] = frozenset(), notices: list[str] = ()):
         """The full page: a title bar over the controls (left) and the charts and text.
@@ -312,7 +328,7 @@ def create_page():
     args = pn.state.session_args or {}
     values, hidden, notices = parse_query(args)
     explorer = Explorer(ExplorerState(**values))
-    explorer.sync_url()
+    explorer.sync_url(doc)
     return explorer.page(hidden=hidden, notices=notices)
 
 

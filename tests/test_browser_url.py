@@ -14,13 +14,18 @@ def query(page):
     return {k: v[-1] for k, v in parse_qs(urlparse(page.url).query).items()}
 
 
-def test_link_restores_every_control_and_the_url_follows_live(page, server):
+def open_at(page, server, search: str) -> None:
+    """open_app with ``search`` appended to the page's address."""
     server_url = server.url
-    server.url = server_url + "?d_k=512&scaled=0&temperature=2.5&seed=7"
+    server.url = server_url + search
     try:
         open_app(page, server)
     finally:
         server.url = server_url
+
+
+def test_link_restores_every_control_and_the_url_follows_live(page, server):
+    open_at(page, server, "?d_k=512&scaled=0&temperature=2.5&seed=7")
     st = core.compute_state(512, 2.5, 7)
     assert column(page, "unscaled-weights-source", "weight") == pytest.approx(st.unscaled.probs.tolist(), abs=1e-12)
     assert column(page, "jacobian-source", "value") == pytest.approx(st.unscaled.jacobian.ravel().tolist(), abs=1e-12)
@@ -38,12 +43,7 @@ def test_a_bare_address_gets_the_full_state_and_keeps_other_parameters(page, ser
     the seed included; parameters that are not controls stay; no Location model, so the
     address is never sent back to the server. With the text hidden (an embed) the readout
     still updates: the fields' source hangs on both Divs."""
-    server_url = server.url
-    server.url = server_url + "?hide=text"
-    try:
-        open_app(page, server)
-    finally:
-        server.url = server_url
+    open_at(page, server, "?hide=text")
     page.wait_for_function("() => window.location.search.includes('seed=')", timeout=10_000)
     assert query(page) == {"hide": "text", "d_k": "64", "scaled": "1", "temperature": "1",
                            "seed": "2288"}
@@ -66,12 +66,7 @@ def test_a_bare_address_gets_the_full_state_and_keeps_other_parameters(page, ser
     "?hide=%3Cb%3Ebold%3C%2Fb%3E&embed=yes%3Cscript%3E",
 ])
 def test_hostile_urls_give_a_notice_and_a_working_page(page, server, search):
-    server_url = server.url
-    server.url = server_url + search
-    try:
-        open_app(page, server)
-    finally:
-        server.url = server_url
+    open_at(page, server, search)
     notice = page.locator(".notice")
     assert notice.count() == 1
     text = notice.inner_text()

@@ -231,8 +231,6 @@ def fill(template: str, fields: dict[str, str]) -> str:
 
 # ---- URL state: the one place where controls are written to and read from a query string ----
 
-#: Query keys of the controls, in the order they are written.
-QUERY_KEYS = ("d_k", "scaled", "temperature", "seed")
 #: Parts of the page that ``?hide=`` can hide; ``?embed=1`` hides the header.
 VIEW_PARTS = ("header", "controls", "text")
 _TRUE = {"1", "true", "yes", "on"}

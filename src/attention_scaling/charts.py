@@ -90,8 +90,8 @@ def _style(fig) -> None:
 
 
 def _bars(name: str, title: str, color: str) -> tuple:
-    zeros = np.zeros(len(KEY_LABELS))
     n = len(KEY_LABELS)
+    zeros = np.zeros(n)
     # the "max weight" label is a column of the bars' own source ("" except on the highest
     # bar): one data change per chart and update, not two
     source = ColumnDataSource(
@@ -199,11 +199,16 @@ READOUT = (
 #: Browser side of the text update: put each field's new value into the spans that show it.
 #: Changing text nodes only (no re-render of the Divs) keeps the page from re-laying itself
 #: out on every change, which costs tens of milliseconds.
-_FILL_SPANS_JS = """
+#: The text fields of ``source`` (Charts.text_source) as ``values`` {field: value}; the start of
+#: every browser callback on that source.
+READ_FIELDS_JS = """
 const d = source.data;
 const col = (k) => (d instanceof Map ? d.get(k) : d[k]);
-const keys = col('field'), vals = col('value'), values = {};
+const keys = col('field') || [], vals = col('value') || [], values = {};
 for (let i = 0; i < keys.length; i++) values[keys[i]] = vals[i];
+"""
+
+_FILL_SPANS_JS = READ_FIELDS_JS + """
 for (const div of divs) {
   const view = Bokeh.index.find_one(div);
   if (view == null) continue;

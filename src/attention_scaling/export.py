@@ -133,6 +133,7 @@ def build_payload(seeds: list[int]) -> dict:
     sweeps = np.empty((len(seeds), nt, 2, N * nd))
     ints = np.empty((n_rec, n_ints), dtype=np.uint16)
     styles, labels, inks, strings = _Table(), _Table(), _Table(), _Table()
+    diagonal = [i * N + i for i in range(N)]     # the diagonal cells, row-major
     for si, seed in enumerate(seeds):
         for di, d_k in enumerate(d_ks):
             for ti, temp in enumerate(temps):
@@ -153,7 +154,6 @@ def build_payload(seeds: list[int]) -> dict:
                     if di == 0:
                         sweeps[si, ti, var] = sweep_data(state, scaled)["value"]
                     text, align = max_label(v)
-                    diagonal = [i * N + i for i in range(N)]
                     explorer.scaled = scaled
                     fields = explorer.text_fields()
                     ints[rec] = [

@@ -142,6 +142,7 @@ patches are in place, and a browser test fails if a change takes anywhere near 5
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import threading
@@ -509,15 +510,12 @@ GZIP_CACHE_MAX_BYTES = 32 * 2**20
 _GZIP_CACHE: dict[tuple[str, str], bytes] = {}
 
 
+@functools.cache
 def gzip_static_once():
     """14 above: a Tornado output transform, ``GZipContentEncoding`` that compresses each
     static file once. Pass it as the server's ``transforms=[...]`` (instead of
     ``compress_response=True``, which would compress every response again)."""
     from tornado.web import GZipContentEncoding
-
-    global _GzipStaticOnce
-    if _GzipStaticOnce is not None:
-        return _GzipStaticOnce
 
     class GzipStaticOnce(GZipContentEncoding):
         """Everything Tornado's gzip transform does, and for a complete ``200`` answer to a
@@ -576,11 +574,7 @@ def gzip_static_once():
                     self._parts = None
             return out
 
-    _GzipStaticOnce = GzipStaticOnce
     return GzipStaticOnce
-
-
-_GzipStaticOnce = None
 
 
 _STEPS = {"defaults": _cache_overridden_defaults, "stable": _cache_stable_defaults,

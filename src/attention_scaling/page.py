@@ -17,7 +17,7 @@ import panel as pn
 from bokeh.models import CustomJS, InlineStyleSheet, Slider
 
 from . import core, latency
-from .charts import ASSETS, Charts, page_css, position_formatter
+from .charts import ASSETS, READ_FIELDS_JS, Charts, page_css, position_formatter
 from .model import (CAPTION, FORMULAS, TITLE, ExplorerState, guide_html,
                     header_html, parse_query, to_query)
 
@@ -92,14 +92,10 @@ if (navigator.clipboard && window.isSecureContext) {
 #: into the address with history.replaceState, keeping any other parameter (hide, embed).
 #: Panel's Location would do it from the server, and the browser would then send the new
 #: address back to the server after every change: a second message each way per change.
-URL_JS = """
-const d = source.data;
-const col = (k) => (d instanceof Map ? d.get(k) : d[k]);
-const keys = col('field') || [], vals = col('value') || [];
-const i = keys.indexOf('query');
-if (i >= 0) {
+URL_JS = READ_FIELDS_JS + """
+if (values.query !== undefined) {
   const url = new URL(window.location.href);
-  for (const [k, v] of new URLSearchParams(vals[i])) url.searchParams.set(k, v);
+  for (const [k, v] of new URLSearchParams(values.query)) url.searchParams.set(k, v);
   if (url.href !== window.location.href) window.history.replaceState(window.history.state, '', url.href);
 }
 """

@@ -17,6 +17,8 @@ Measures, in one run, and prints a table (and writes the same figures as JSON, p
            through the keyboard;
   load     navigation -> first chart drawn (median of >= 10 page loads);
   sessions server memory per open session (RSS delta over 50 sessions) and time to open one.
+And a fixed pure-Python workload at the start, before the page loads and at the end: this VM's
+speed moves by up to ~2x within an hour, and every other figure with it.
 
 Timings never fail anything: this reports. `--quick` runs few iterations (CI keeps it working).
 """
@@ -106,6 +108,28 @@ class Served:
 
     def stop(self) -> None:
         stop_group(self.proc)
+
+
+# ---------------------------------------------------------------------------- machine speed
+
+def _fixed_work() -> int:
+    s = 0
+    for i in range(200_000):
+        s += i * i % 7
+    return s
+
+
+def machine_speed(n: int) -> dict:
+    """A fixed pure-Python workload, ms (median of n): the same work every run, so a row that
+    moves shows the machine's speed moving (this VM's CPU speed changes by up to ~2x within an
+    hour, and every other row moves with it). Measured at the start, before the page loads
+    and at the end of a run."""
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        _fixed_work()
+        times.append((time.perf_counter() - t) * 1e3)
+    return summary(times, "ms")
 
 
 # ---------------------------------------------------------------------------- core + server
@@ -441,6 +465,9 @@ def main(argv=None) -> int:
     import panel
     results["machine"].update(panel=panel.__version__, bokeh=bokeh.__version__,
                               numpy=numpy.__version__)
+    n_speed = 5 if args.quick else 15
+    speed = results["machine speed (fixed pure-Python work; lower is faster)"] = {
+        "at the start": machine_speed(n_speed)}
     if "core" in sections:
         results["core"] = bench_core(n_core)
     if "server" in sections:
@@ -454,6 +481,7 @@ def main(argv=None) -> int:
             results["browser"] = bench_browser(servers, n_browser, warm)
             results["ratios"] = ratios(results["browser"])
         if "load" in sections:
+            speed["before the page loads"] = machine_speed(n_speed)
             results["load"] = bench_load(servers, n_load)
     finally:
         for srv in servers.values():
@@ -465,6 +493,7 @@ def main(argv=None) -> int:
         finally:
             srv.stop()
 
+    speed["at the end"] = machine_speed(n_speed)
     out = args.out or ROOT / "benchmarks" / "results" / (
         "quick.json" if args.quick else "latest.json")
     out.parent.mkdir(parents=True, exist_ok=True)

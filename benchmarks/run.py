@@ -483,8 +483,11 @@ def ratios(b: dict) -> dict:
     return out
 
 
-def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str, n) -> None:
-    n_core, n_srv, n_browser, warm, n_load, n_sess = n
+def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
+                 quick: bool) -> None:
+    """The sections asked for, into ``results``, each timed by the speed probe."""
+    n_core, n_srv, n_browser, warm, n_load, n_sess = (
+        (50, 30, 12, 4, 3, 5) if quick else (2000, 500, 100, 20, 10, 50))
     if "core" in sections:
         with probe.section("core"):
             results["core"] = bench_core(n_core)
@@ -526,8 +529,6 @@ def main(argv=None) -> int:
                     help="which sections to run (default: all)")
     args = ap.parse_args(argv)
     sections = set(args.sections.split(","))
-    n_core, n_srv, n_browser, warm, n_load, n_sess = (
-        (50, 30, 12, 4, 3, 5) if args.quick else (2000, 500, 100, 20, 10, 50))
 
     results = {"machine": {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -546,8 +547,7 @@ def main(argv=None) -> int:
     results[speed_key] = {}     # printed first
     probe = SpeedProbe(out.with_suffix(".speed.txt"))
     try:
-        run_sections(results, sections, probe, args.servers,
-                     (n_core, n_srv, n_browser, warm, n_load, n_sess))
+        run_sections(results, sections, probe, args.servers, args.quick)
     finally:
         results[speed_key] = probe.report()
     out.write_text(json.dumps(results, indent=2))

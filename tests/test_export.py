@@ -250,3 +250,15 @@ def test_resample_button_cycles_the_seeds(offline_page):
     assert col(page, "scaled-weights-source", "weight") == pytest.approx(st.scaled.probs.tolist(), abs=1e-12)
     assert page.console_errors == []
     assert [u for u in page.requests if not u.startswith("file://")] == []
+
+
+@pytest.mark.browser
+def test_title_bar_and_formulas_span_the_page(offline_page):
+    """Bokeh's Div shrinks its HTML to fit; the offline copy's title bar and formula line
+    span the page as in the served app (export.FULL_WIDTH_CSS)."""
+    width = offline_page.evaluate("() => document.documentElement.clientWidth")
+    for selector in ("header#header", ".formulas"):
+        box = offline_page.locator(selector).first.bounding_box()
+        assert box is not None, selector
+        share = box["width"] / width
+        assert share > (0.95 if selector.startswith("header") else 0.6), (selector, share)

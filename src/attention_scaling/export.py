@@ -303,6 +303,10 @@ seed_div.text = "<span class='seed'>seed <code>" + P.seeds[si] + "</code></span>
 
 _RESAMPLE_JS = "seed.value = (seed.value + 1) % n;"
 
+#: For a Bokeh Div whose content should span its width (Bokeh sets ``display: inline-block``
+#: on the element that holds the HTML).
+FULL_WIDTH_CSS = ":host > .bk-clearfix { display: block !important; }"
+
 
 def build_layout(payload: dict, seeds: list[int]):
     """The page: title, controls, the Charts figures and texts, wired to ``payload``."""
@@ -345,7 +349,10 @@ def build_layout(payload: dict, seeds: list[int]):
     )
     for widget, prop in ((dk, "value"), (temp, "value"), (seed, "value"), (toggle, "active")):
         widget.js_on_change(prop, select)
-    title = Div(text=header_html("offline copy"), stylesheets=css, disable_math=True,
+    # Bokeh's Div shrinks its content to fit (an inline-block); the title bar and the
+    # formulas span the page, as they do in the served app (Panel panes there)
+    wide = [*css, InlineStyleSheet(css=FULL_WIDTH_CSS)]
+    title = Div(text=header_html("offline copy"), stylesheets=wide, disable_math=True,
                 sizing_mode="stretch_width", margin=0)
     guide = Div(text=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."),
         stylesheets=css, disable_math=True, sizing_mode="stretch_width", margin=(5, 10))
@@ -353,7 +360,7 @@ def build_layout(payload: dict, seeds: list[int]):
                       width=290)
     caption = Div(text=f"<p class='caption'>{html.escape(OFFLINE_CAPTION)}</p>", stylesheets=css,
                   disable_math=True, sizing_mode="stretch_width")
-    formulas = Div(text=FORMULAS, stylesheets=css, disable_math=True,
+    formulas = Div(text=FORMULAS, stylesheets=wide, disable_math=True,
                    sizing_mode="stretch_width")
     main = column(
         row(charts.scaled_fig, charts.unscaled_fig, sizing_mode="stretch_width"),

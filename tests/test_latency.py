@@ -16,7 +16,7 @@ def test_install_patches_panel_dispatch_and_bokeh_websocket_once():
     again = latency.install()
     assert first == again == {"dispatch": True, "nodelay": True, "validation": True,
                               "defaults": True, "stable": True, "lists": True, "refs": True,
-                              "synced": True, "ids": True}
+                              "synced": True, "ids": True, "shims": True, "prepared": True}
     assert getattr(pdoc._dispatch_msgs, "_attention_scaling", False)
     assert getattr(WSHandler.open, "_attention_scaling", False)
     # installed once: the wrapper wraps Panel's original, not itself
@@ -249,6 +249,15 @@ def test_list_shortcut_encodes_exactly_as_bokeh_does():
     assert fast(Serializer(), [math.nan])[0] == {"type": "number", "value": "nan"}
 
 
+def comparable(msg):
+    """A message's content and buffers, with the buffers' ids (fresh for every message)
+    replaced by their numbers."""
+    text = msg.content_json
+    for i, buf in enumerate(msg.buffers):
+        text = text.replace(f'"id":"{buf.id}"', f'"id":"buffer {i}"')
+    return text, [b.to_bytes() for b in msg.buffers]
+
+
 def test_patch_docs_are_the_same_without_8_10_and_11(monkeypatch):
     """Latency 8, 10 and 11 only make messages faster: build real changes' PATCH-DOCs with
     them and with Bokeh's own list encoding, references and synced set, and compare; also
@@ -259,12 +268,6 @@ def test_patch_docs_are_the_same_without_8_10_and_11(monkeypatch):
     from bokeh.model import Model
     from bokeh.models import Label
     from bokeh.protocol import Protocol
-
-    def same(msg):   # binary buffers get a fresh id per message: number them instead
-        text = msg.content_json
-        for i, buf in enumerate(msg.buffers):
-            text = text.replace(f'"id":"{buf.id}"', f'"id":"buffer {i}"')
-        return text, [b.to_bytes() for b in msg.buffers]
 
     latency.install()
     doc = Document()
@@ -295,7 +298,7 @@ def test_patch_docs_are_the_same_without_8_10_and_11(monkeypatch):
                       property(DocumentModelManager.synced_references.fget.__wrapped__))
             m.setattr(Serializer, "__init__", Serializer.__init__.__wrapped__)
             slow = Protocol().create("PATCH-DOC", list(events))
-        assert same(fast) == same(slow), i
+        assert comparable(fast) == comparable(slow), i
         whole = '"name":"Label"' in fast.content_json
         assert whole == (i == 2), i          # the new model went out whole, exactly once
         doc.models.flush_synced()
@@ -431,3 +434,149 @@ def test_gc_freezer_freezes_periodically_and_ended_sessions_are_still_reclaimed(
     assert second["full"] == 1
     assert second["frozen_after_session_collect"] > 10_000    # frozen again afterwards
     assert second["young_alive"] is False
+
+
+def _page_document():
+    from bokeh.document import Document
+
+    doc = Document()
+    create_page().server_doc(doc)
+    return doc
+
+
+def test_module_shims_only_on_a_page_that_uses_them():
+    """Latency 16: Panel's es-module-shims is left out of our page (no ReactiveESM model),
+    kept on a page with one, and kept where Panel renders without a document."""
+    from bokeh.document import Document
+    from panel.io.resources import Resources
+    from panel.io.state import set_curdoc
+
+    class Counter(pn.custom.JSComponent):
+        _esm = "export function render({ el }) { el.textContent = 'x' }"
+
+    latency.install()
+    resources = Resources(mode="server")
+    ours = _page_document()
+    with set_curdoc(ours):
+        files = resources.js_files
+    assert files and not any("es-module-shims" in f for f in files)
+    assert any("bokeh.min.js" in f for f in files)
+    other = Document()
+    Counter().server_doc(other)
+    with set_curdoc(other):
+        assert any("es-module-shims" in f for f in resources.js_files)
+    assert any("es-module-shims" in f for f in resources.js_files)    # no document
+
+
+def test_a_prepared_document_is_what_bokeh_would_send_until_it_changes():
+    """Latency 17: the PULL-DOC reply made from the prepared JSON equals Bokeh's own; a change
+    to the document discards it (the reply then has the change); it is used once."""
+    from bokeh.document import Document
+    from bokeh.protocol import Protocol
+
+    latency.install()
+    doc = _page_document()
+    latency.prepare_document(doc)
+    assert latency._PREPARED in doc.__dict__
+    prepared = Protocol().create("PULL-DOC-REPLY", "x", doc)
+    assert latency._PREPARED not in doc.__dict__                 # used once
+    fresh = Protocol().create("PULL-DOC-REPLY", "x", doc)
+    assert comparable(prepared) == comparable(fresh)
+    assert '"name":"Slider"' in prepared.content_json
+
+    doc = _page_document()
+    latency.prepare_document(doc)
+    slider = next(m for m in doc.models if type(m).__name__ == "Slider")
+    slider.value = 3                                           # as a browser's change would
+    assert latency._PREPARED not in doc.__dict__
+    reply = Protocol().create("PULL-DOC-REPLY", "x", doc)
+    assert comparable(reply) == comparable(Protocol().create("PULL-DOC-REPLY", "x", doc))
+    assert any(m.get("id") == slider.id and dict(m["attributes"]).get("value") == 3
+               for m in _models(reply.content["doc"]))
+    # serialised for a client already: not prepared again
+    latency.prepare_document(doc)
+    assert latency._PREPARED not in doc.__dict__
+    assert latency._PREPARED not in Document().__dict__
+    # at most MAX_PREPARED wait at once; one is free again once used
+    waiting = [Document() for _ in range(latency.MAX_PREPARED + 1)]
+    for d in waiting:
+        latency.prepare_document(d)
+    prepared = [latency._PREPARED in d.__dict__ for d in waiting]
+    assert prepared == [True] * latency.MAX_PREPARED + [False]
+    waiting[0].to_json()
+    latency.prepare_document(waiting[-1])
+    assert latency._PREPARED in waiting[-1].__dict__
+    for d in waiting:
+        d.to_json()
+    assert len(latency._PREPARED_DOCS) == 0
+
+
+def _models(obj):
+    """Every serialised model (``{"type": "object", "id": ...}``) in a document's JSON."""
+    if isinstance(obj, dict):
+        if obj.get("type") == "object" and "id" in obj:
+            yield obj
+        for value in obj.values():
+            yield from _models(value)
+    elif isinstance(obj, list):
+        for value in obj:
+            yield from _models(value)
+
+
+def test_the_document_is_prepared_after_its_page_is_sent_and_answers_the_pull(monkeypatch):
+    """Latency 17 in a real server: the page goes out first (preparing is made slow here and
+    the page does not wait for it), then the session's document is prepared, and the
+    browser's PULL-DOC is answered with it."""
+    import asyncio
+    import http.client
+    import time
+    import types
+
+    from bokeh.protocol import Protocol
+    from bokeh.server.session import ServerSession
+
+    from conftest import free_port, run_in_thread
+
+    latency.install()
+    real = latency.prepare_document
+    started = []
+
+    def slow_prepare(doc):
+        started.append(time.monotonic())
+        time.sleep(1.0)                  # blocks the server, as a slow serialisation would
+        real(doc)
+    monkeypatch.setattr(latency, "prepare_document", slow_prepare)
+
+    def fetch_page(port):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/")
+        body = conn.getresponse().read()
+        return time.monotonic(), body
+
+    async def main():
+        port = free_port()
+        server = pn.serve(create_page, port=port, address="127.0.0.1", show=False,
+                          start=False, location=False,
+                          websocket_origin=[f"127.0.0.1:{port}"])
+        try:
+            received, body = await asyncio.get_running_loop().run_in_executor(
+                None, fetch_page, port)
+            assert b"data-root-id" in body
+            for _ in range(100):
+                if started and latency._PREPARED in server.get_sessions("/")[0].document.__dict__:
+                    break
+                await asyncio.sleep(0.05)
+            assert started, "the document was never prepared"
+            # the whole page arrived before preparing began (else it would have waited 1 s)
+            assert received < started[0] + 0.5
+            [session] = server.get_sessions("/")
+            protocol = Protocol()
+            connection = types.SimpleNamespace(session=session, protocol=protocol)
+            reply = await ServerSession.pull(protocol.create("PULL-DOC-REQ"), connection)
+            assert latency._PREPARED not in session.document.__dict__    # it was used
+            assert comparable(reply) == comparable(
+                protocol.create("PULL-DOC-REPLY", reply.header["reqid"], session.document))
+        finally:
+            server.stop()
+
+    run_in_thread(main)

@@ -15,7 +15,8 @@ Measures, in one run, and prints a table (and writes the same figures as JSON, p
            slider change -> new bar data applied in the browser, and -> the next painted frame,
            median and p95 over N changes after a warm-up, driven through the widget model and
            through the keyboard;
-  load     navigation -> first chart drawn (median of >= 10 page loads);
+  load     navigation -> first chart drawn (median of 15 cold page loads each, the servers
+           taking turns);
   sessions server memory per open session (RSS delta over 50 sessions) and time to open one.
 And the machine's speed during each section: a fixed small pure-Python task timed every 0.5 s
 in a separate process (this VM's CPU speed switches between two levels ~2x apart, and every
@@ -410,23 +411,26 @@ DRAWN_JS = """() => {
 
 
 def bench_load(servers: dict, n: int) -> dict:
+    """Cold page loads (a fresh browser context each), the servers taking turns: round i loads
+    each once, in reverse order every other round, so a change in this VM's speed during
+    the section falls on all of them alike. Round 0 is a warm-up."""
     from playwright.sync_api import sync_playwright
-    out = {}
+    times: dict[str, list] = {kind: [] for kind in servers}
     with sync_playwright() as p:
         browser = _launch(p)
-        for kind, srv in servers.items():
-            times = []
-            for i in range(n + 1):
+        for i in range(n + 1):
+            for kind in (list(servers) if i % 2 else list(servers)[::-1]):
                 ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
                 page = ctx.new_page()
-                page.goto(srv.url, wait_until="commit")
+                page.goto(servers[kind].url, wait_until="commit")
                 page.wait_for_function(DRAWN_JS, polling="raf", timeout=60_000)
                 t = page.evaluate("() => performance.now()")   # ms since navigation start
                 if i:
-                    times.append(t)
+                    times[kind].append(t)
                 ctx.close()
-            out[f"{kind} navigation -> first chart drawn"] = summary(times, "ms")
-    return out
+        browser.close()
+    return {f"{kind} navigation -> first chart drawn": summary(v, "ms")
+            for kind, v in times.items()}
 
 
 def bench_sessions(srv: Served, n_sessions: int) -> dict:
@@ -487,7 +491,7 @@ def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
                  quick: bool) -> None:
     """The sections asked for, into ``results``, each timed by the speed probe."""
     n_core, n_srv, n_browser, warm, n_load, n_sess = (
-        (50, 30, 12, 4, 3, 5) if quick else (2000, 500, 100, 20, 10, 50))
+        (50, 30, 12, 4, 3, 5) if quick else (2000, 500, 100, 20, 15, 50))
     if "core" in sections:
         with probe.section("core"):
             results["core"] = bench_core(n_core)

@@ -523,12 +523,46 @@ def _models(obj):
             yield from _models(value)
 
 
+def serve_in_process(port: int):
+    """The app as the CLI serves it (no Location), in this thread's event loop."""
+    return pn.serve(create_page, port=port, address="127.0.0.1", show=False, start=False,
+                    location=False, websocket_origin=[f"127.0.0.1:{port}"])
+
+
+def fetch_page(port: int) -> bytes:
+    """GET the page, blocking (run it in an executor: the server shares the event loop)."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/")
+    return conn.getresponse().read()
+
+
+def test_a_served_session_has_no_browser_info_model():
+    """The page never reads the browser's settings: no Panel BrowserInfo root in a served
+    session (it would send seven messages to the server while the page is being drawn)."""
+    import asyncio
+
+    from conftest import free_port, run_in_thread
+
+    async def main():
+        port = free_port()
+        server = serve_in_process(port)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, fetch_page, port)
+            [session] = server.get_sessions("/")
+            return [type(root).__name__ for root in session.document.roots]
+        finally:
+            server.stop()
+
+    assert run_in_thread(main) == ["Column"]
+
+
 def test_the_document_is_prepared_after_its_page_is_sent_and_answers_the_pull(monkeypatch):
     """Latency 17 in a real server: the page goes out first (preparing is made slow here and
     the page does not wait for it), then the session's document is prepared, and the
     browser's PULL-DOC is answered with it."""
     import asyncio
-    import http.client
     import time
     import types
 
@@ -547,20 +581,14 @@ def test_the_document_is_prepared_after_its_page_is_sent_and_answers_the_pull(mo
         real(doc)
     monkeypatch.setattr(latency, "prepare_document", slow_prepare)
 
-    def fetch_page(port):
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        conn.request("GET", "/")
-        body = conn.getresponse().read()
-        return time.monotonic(), body
-
     async def main():
         port = free_port()
-        server = pn.serve(create_page, port=port, address="127.0.0.1", show=False,
-                          start=False, location=False,
-                          websocket_origin=[f"127.0.0.1:{port}"])
+        server = serve_in_process(port)
         try:
-            received, body = await asyncio.get_running_loop().run_in_executor(
-                None, fetch_page, port)
+            # the time the page arrived, taken in the client's thread (the server's is blocked
+            # while it prepares)
+            body, received = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: (fetch_page(port), time.monotonic()))
             assert b"data-root-id" in body
             for _ in range(100):
                 if started and latency._PREPARED in server.get_sessions("/")[0].document.__dict__:

@@ -313,7 +313,10 @@ def create_page():
     clamped or ignored, with a visible notice) and written back to the URL on every change.
     ``?embed=1`` or ``?hide=header,controls,text`` gives a bare layout for an iframe.
     """
-    pn.extension(notifications=False)
+    # No BrowserInfo model: the page never asks for the browser's settings, and Panel's
+    # would send seven messages back to the server while the page is being drawn (a page
+    # then draws ~60-100 ms sooner, side by side; docs/benchmarks.md).
+    pn.extension(notifications=False, browser_info=False)
     latency.install()
     harden_location()
     doc = pn.state.curdoc

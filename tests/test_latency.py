@@ -476,39 +476,43 @@ def test_a_prepared_document_is_what_bokeh_would_send_until_it_changes():
 
     latency.install()
     doc = _page_document()
+    watchers = doc.callbacks.change_callbacks()
     latency.prepare_document(doc)
-    assert latency._PREPARED in doc.__dict__
+    assert doc in latency._PREPARED
     prepared = Protocol().create("PULL-DOC-REPLY", "x", doc)
-    assert latency._PREPARED not in doc.__dict__                 # used once
+    assert doc not in latency._PREPARED                 # used once
+    assert doc.callbacks.change_callbacks() == watchers  # later changes do not pay for it
     fresh = Protocol().create("PULL-DOC-REPLY", "x", doc)
     assert comparable(prepared) == comparable(fresh)
     assert '"name":"Slider"' in prepared.content_json
 
     doc = _page_document()
+    watchers = doc.callbacks.change_callbacks()
     latency.prepare_document(doc)
     slider = next(m for m in doc.models if type(m).__name__ == "Slider")
     slider.value = 3                                           # as a browser's change would
-    assert latency._PREPARED not in doc.__dict__
+    assert doc not in latency._PREPARED
+    assert doc.callbacks.change_callbacks() == watchers
     reply = Protocol().create("PULL-DOC-REPLY", "x", doc)
     assert comparable(reply) == comparable(Protocol().create("PULL-DOC-REPLY", "x", doc))
     assert any(m.get("id") == slider.id and dict(m["attributes"]).get("value") == 3
                for m in _models(reply.content["doc"]))
     # serialised for a client already: not prepared again
     latency.prepare_document(doc)
-    assert latency._PREPARED not in doc.__dict__
-    assert latency._PREPARED not in Document().__dict__
+    assert doc not in latency._PREPARED
+    assert Document() not in latency._PREPARED
     # at most MAX_PREPARED wait at once; one is free again once used
     waiting = [Document() for _ in range(latency.MAX_PREPARED + 1)]
     for d in waiting:
         latency.prepare_document(d)
-    prepared = [latency._PREPARED in d.__dict__ for d in waiting]
+    prepared = [d in latency._PREPARED for d in waiting]
     assert prepared == [True] * latency.MAX_PREPARED + [False]
     waiting[0].to_json()
     latency.prepare_document(waiting[-1])
-    assert latency._PREPARED in waiting[-1].__dict__
+    assert waiting[-1] in latency._PREPARED
     for d in waiting:
         d.to_json()
-    assert len(latency._PREPARED_DOCS) == 0
+    assert len(latency._PREPARED) == 0
 
 
 def _models(obj):
@@ -591,7 +595,7 @@ def test_the_document_is_prepared_after_its_page_is_sent_and_answers_the_pull(mo
                 None, lambda: (fetch_page(port), time.monotonic()))
             assert b"data-root-id" in body
             for _ in range(100):
-                if started and latency._PREPARED in server.get_sessions("/")[0].document.__dict__:
+                if started and server.get_sessions("/")[0].document in latency._PREPARED:
                     break
                 await asyncio.sleep(0.05)
             assert started, "the document was never prepared"
@@ -601,7 +605,7 @@ def test_the_document_is_prepared_after_its_page_is_sent_and_answers_the_pull(mo
             protocol = Protocol()
             connection = types.SimpleNamespace(session=session, protocol=protocol)
             reply = await ServerSession.pull(protocol.create("PULL-DOC-REQ"), connection)
-            assert latency._PREPARED not in session.document.__dict__    # it was used
+            assert session.document not in latency._PREPARED    # it was used
             assert comparable(reply) == comparable(
                 protocol.create("PULL-DOC-REPLY", reply.header["reqid"], session.document))
         finally:

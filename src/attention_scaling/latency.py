@@ -616,18 +616,23 @@ def _no_unused_module_shims() -> bool:
                     rewrap=property)
 
 
-#: where 17 above keeps a document's JSON, made after its page was sent, until it is pulled
-_PREPARED = "_attention_scaling_prepared"
 #: 17 above: a prepared document holds ~1.2 MB of Python objects until its browser asks for
 #: it (~0.5 s, or until an unused session expires); at most this many at once (~10 MB in a
 #: classroom's rush), the others are serialised when asked for, as Bokeh does.
 MAX_PREPARED = 8
-_PREPARED_DOCS: weakref.WeakSet = weakref.WeakSet()
+#: 17 above: document -> (its JSON, made after its page was sent; the change callback that
+#: discards it). Only documents waiting for their PULL-DOC are here.
+_PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _take_prepared(doc):
-    _PREPARED_DOCS.discard(doc)
-    return doc.__dict__.pop(_PREPARED, None)
+    """The prepared JSON of ``doc`` (None if none), forgotten, and its change callback
+    removed: a document's every later change does not pay for it."""
+    found = _PREPARED.pop(doc, None)
+    if found is None:
+        return None
+    doc.remove_on_change(found[1])
+    return found[0]
 
 
 def _discard_prepared(doc_ref, event) -> None:
@@ -640,15 +645,13 @@ def prepare_document(doc) -> None:
     """17 above: serialise ``doc`` now (as for a PULL-DOC) and keep the result for its first
     ``to_json()``, unless the document changes before then (or :data:`MAX_PREPARED` others
     are waiting)."""
-    if (_PREPARED in doc.__dict__ or getattr(doc, "_attention_scaling_sent", False)
-            or len(_PREPARED_DOCS) >= MAX_PREPARED):
+    if (doc in _PREPARED or getattr(doc, "_attention_scaling_sent", False)
+            or len(_PREPARED) >= MAX_PREPARED):
         return
-    if not getattr(doc, "_attention_scaling_watched", False):
-        doc._attention_scaling_watched = True
-        doc.on_change(functools.partial(_discard_prepared, weakref.ref(doc)))
+    discard = functools.partial(_discard_prepared, weakref.ref(doc))
+    doc.on_change(discard)
     to_json = type(doc).to_json
-    doc.__dict__[_PREPARED] = getattr(to_json, "__wrapped__", to_json)(doc)
-    _PREPARED_DOCS.add(doc)
+    _PREPARED[doc] = (getattr(to_json, "__wrapped__", to_json)(doc), discard)
 
 
 def _prepare_documents() -> bool:

@@ -226,6 +226,11 @@ def _replace(owner, name: str, make, unwrap=lambda found: found, rewrap=lambda f
     return True
 
 
+#: ``_replace``'s arguments for a property's getter
+_PROPERTY = dict(unwrap=lambda found: found.fget if isinstance(found, property) else None,
+                 rewrap=property)
+
+
 def _patch_dispatch() -> bool:
     import panel.io.document as pdoc
 
@@ -347,9 +352,7 @@ def _plain_model_refs() -> bool:
             return {"id": self._id}
         return ref
 
-    return _replace(Model, "ref", make,
-                    unwrap=lambda found: found.fget if isinstance(found, property) else None,
-                    rewrap=property)
+    return _replace(Model, "ref", make, **_PROPERTY)
 
 
 class _SyncedModels(frozenset):
@@ -396,9 +399,7 @@ def _cache_synced_references() -> bool:
                 self._references = dict(refs)     # Serializer adds to it: a copy
         return __init__
 
-    return (_replace(DocumentModelManager, "synced_references", make_synced,
-                     unwrap=lambda found: found.fget if isinstance(found, property) else None,
-                     rewrap=property)
+    return (_replace(DocumentModelManager, "synced_references", make_synced, **_PROPERTY)
             and _replace(DocumentModelManager, "destroy", make_destroy)
             and _replace(Serializer, "__init__", make_init))
 
@@ -611,9 +612,7 @@ def _no_unused_module_shims() -> bool:
             return [f for f in files if "/es-module-shims" not in f]
         return js_files
 
-    return _replace(Resources, "js_files", make,
-                    unwrap=lambda found: found.fget if isinstance(found, property) else None,
-                    rewrap=property)
+    return _replace(Resources, "js_files", make, **_PROPERTY)
 
 
 #: 17 above: a prepared document holds ~1.2 MB of Python objects until its browser asks for

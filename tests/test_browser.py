@@ -240,3 +240,73 @@ def test_fast_drag_applies_values_in_order_and_the_last_one_wins(page, server):
     assert order == sorted(order), f"applied out of order: {seen}"
     assert seen[-1] == "4096"
     assert column(page, "jacobian-diagonal-marker", "width") == ["4096"]
+
+
+# latency.py 18: Bokeh's visuals look their CSS variables up once per view, not per paint.
+# Returns how many visual properties were compared, how many "--bk-" lookups Bokeh's own
+# function made for them (the counter works), those whose remembered value differs from
+# Bokeh's, and how many lookups the second of two changes made.
+VISUAL_CSS_JS = r"""async (change) => {
+  const proto = Bokeh.require("core/visuals/visual").VisualProperties.prototype;
+  const original = proto._get_css_value.attention_scaling_original;
+  if (original === undefined) return {wrapped: false};
+  const views = [], seen = new Set();
+  const walk = (v) => {
+    if (!v || seen.has(v)) return; seen.add(v); views.push(v);
+    for (const c of v.child_views ?? []) walk(c);
+    if (v.renderer_views) for (const c of v.renderer_views.values()) walk(c);
+  };
+  for (const v of Bokeh.index.roots) walk(v);
+  await change();     // the views' first paint since the wrap (it may come after theirs)
+  const decl = CSSStyleDeclaration.prototype, get = decl.getPropertyValue;
+  let lookups = 0;
+  decl.getPropertyValue = function (name) {
+    if (String(name).startsWith("--bk-")) lookups++;
+    return get.call(this, name);
+  };
+  let compared = 0, bokehs = 0; const differ = [];
+  try {
+    for (const v of views) for (const visual of v.visuals ?? []) for (const attr of visual.attrs) {
+      const mine = visual._get_css_value(attr);
+      const n = lookups, bokeh = original.call(visual, attr);
+      bokehs += lookups - n;
+      compared++;
+      if (mine !== bokeh) differ.push([visual.css_prefix + attr, mine, bokeh]);
+    }
+    lookups = 0;
+    await change();
+  } finally {
+    decl.getPropertyValue = get;
+  }
+  return {wrapped: true, compared, bokehs, differ, lookups};
+}"""
+
+
+def check_visual_css(page, change_js: str) -> dict:
+    """Run VISUAL_CSS_JS with ``change_js`` (the body of an async function that changes the
+    page and waits until it is drawn; run twice)."""
+    return page.evaluate(f"() => ({VISUAL_CSS_JS})(async () => {{ {change_js} }})")
+
+
+def test_bokeh_looks_up_visual_css_once_per_view_not_per_change(page, server):
+    open_app(page, server)
+    before = column(page, "scaled-weights-source", "weight")
+    result = check_visual_css(page, """
+      const doc = Bokeh.documents[0];
+      const slider = [...doc.all_models].find(m => m.type === 'Slider' && m.title.startsWith('Head width'));
+      const src = doc.get_model_by_name('scaled-weights-source');
+      const first = () => { const d = src.data; return (d instanceof Map ? d.get('weight') : d.weight)[0]; };
+      const old = first();
+      slider.value = slider.value === 0 ? 1 : 0;
+      const t0 = performance.now();
+      while (first() === old && performance.now() - t0 < 5000) await new Promise(r => setTimeout(r, 5));
+      for (let i = 0; i < 3; i++) await new Promise(r => requestAnimationFrame(r));
+      await new Promise(r => setTimeout(r, 100));""")
+    assert result["wrapped"], "latency.py 18 not in place: Bokeh's _get_css_value is not wrapped"
+    # every visual property of the page's views, all of them drawn at least once
+    assert result["compared"] > 500, result
+    assert result["bokehs"] == result["compared"], result
+    assert result["differ"] == [], result["differ"][:5]
+    assert column(page, "scaled-weights-source", "weight") != before
+    # Bokeh alone makes ~1,500 of these per change here (VisualProperties._get_css_value)
+    assert result["lookups"] == 0, result

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import param
+from bokeh.document import Document
 from bokeh.embed import file_html
 from bokeh.layouts import column, row
 from bokeh.models import (
@@ -45,7 +46,7 @@ from bokeh.models import (
 )
 from bokeh.resources import INLINE
 
-from . import core
+from . import core, latency
 from .charts import (
     KEY_LABELS,
     INK,
@@ -386,8 +387,10 @@ def export(out, n_seeds: int = DEFAULT_SEEDS) -> dict:
     seeds = seed_list(n_seeds)
     out = Path(out)
     payload = build_payload(seeds)
-    layout = build_layout(payload, seeds)
-    text = file_html(layout, INLINE, title=TITLE)
+    doc = Document()
+    doc.add_root(build_layout(payload, seeds))
+    latency.remember_visual_css(doc)      # repaints without Bokeh's CSS lookups (latency.py 18)
+    text = file_html(doc, INLINE, title=TITLE)
     data = text.encode("utf-8")
     if len(data) > MAX_BYTES:
         raise ValueError(f"export would be {len(data) / 1e6:.2f} MB, over the "

@@ -389,7 +389,7 @@ def export(out, n_seeds: int = DEFAULT_SEEDS) -> dict:
     payload = build_payload(seeds)
     doc = Document()
     doc.add_root(build_layout(payload, seeds))
-    latency.remember_visual_css(doc)      # repaints without Bokeh's CSS lookups (latency.py 18)
+    latency.lighten_repaint(doc)      # less style work per repaint (latency.py 18)
     text = file_html(doc, INLINE, title=TITLE)
     data = text.encode("utf-8")
     if len(data) > MAX_BYTES:

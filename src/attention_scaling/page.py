@@ -324,7 +324,7 @@ def create_page():
     if doc is not None:
         doc.template_variables["app_favicon"] = FAVICON
         doc.js_on_event("connection_lost", CustomJS(code=RECONNECT_JS))
-        latency.remember_visual_css(doc)
+        latency.lighten_repaint(doc)
     args = pn.state.session_args or {}
     values, hidden, notices = parse_query(args)
     explorer = Explorer(ExplorerState(**values))

@@ -246,8 +246,9 @@ def test_fast_drag_applies_values_in_order_and_the_last_one_wins(page, server):
 # own text. Returns: whether both are wrapped; how many visual properties were compared, how
 # many "--bk-" lookups Bokeh's own function made for them (the counter works), those whose
 # remembered value differs from Bokeh's; and, during the second of two changes, the "--bk-"
-# lookups, the style sheets rewritten with their own text and those really changed.
-REPAINT_JS = r"""async (change) => {
+# lookups, and the writes of the <style> elements in the views' shadow roots (of `styles`)
+# that put back the text they replaced (`same`) or a new one (`changed`).
+REPAINT_PROBE_JS = r"""async (change) => {
   const visual = Bokeh.require("core/visuals/visual").VisualProperties.prototype;
   const sheet = Bokeh.require("core/dom").InlineStyleSheet.prototype;
   const original = visual._get_css_value.attention_scaling_original;
@@ -268,43 +269,46 @@ REPAINT_JS = r"""async (change) => {
     return get.call(this, name);
   };
   let compared = 0, bokehs = 0; const differ = [];
-  // every <style> in the views' shadow roots: its text before, and whether it was rewritten
-  const styles = new Map(), rewritten = new Set();
-  const observer = new MutationObserver((records) => {
-    for (const r of records) if (r.target instanceof HTMLStyleElement) rewritten.add(r.target);
-  });
+  // every write of a <style> in the views' shadow roots (textContent replaces its text node):
+  // the same text again, or a new one
+  let styles = 0, same = 0, changed = 0;
+  const count = (records) => {
+    for (const r of records) {
+      if (!(r.target instanceof HTMLStyleElement) || r.type !== "childList") continue;
+      const before = r.removedNodes[0]?.data, after = r.addedNodes[0]?.data;
+      if (before === after) same++; else changed++;
+    }
+  };
+  const observer = new MutationObserver(count);
   try {
     for (const v of views) for (const vis of v.visuals ?? []) for (const attr of vis.attrs) {
-      const mine = vis._get_css_value(attr);
-      const n = lookups, bokeh = original.call(vis, attr);
+      const name = attr.replaceAll("_", "-");      // as Bokeh asks: get_text_color -> "text-color"
+      const mine = vis._get_css_value(name);
+      const n = lookups, bokeh = original.call(vis, name);
       bokehs += lookups - n;
       compared++;
-      if (mine !== bokeh) differ.push([vis.css_prefix + attr, mine, bokeh]);
+      if (mine !== bokeh) differ.push([vis.css_prefix + name, mine, bokeh]);
     }
     for (const v of views) {
       if (!v.shadow_el) continue;
-      for (const el of v.shadow_el.querySelectorAll("style")) styles.set(el, el.textContent);
-      observer.observe(v.shadow_el, {childList: true, subtree: true, characterData: true});
+      styles += v.shadow_el.querySelectorAll("style").length;
+      observer.observe(v.shadow_el, {childList: true, subtree: true});
     }
     lookups = 0;
     await change();
   } finally {
     decl.getPropertyValue = get;
+    count(observer.takeRecords());
     observer.disconnect();
   }
-  let same = 0, changed = 0;
-  for (const el of rewritten) {
-    if (!styles.has(el)) continue;
-    if (el.textContent === styles.get(el)) same++; else changed++;
-  }
-  return {wrapped: true, compared, bokehs, differ, lookups, styles: styles.size, same, changed};
+  return {wrapped: true, compared, bokehs, differ, lookups, styles, same, changed};
 }"""
 
 
 def check_repaint(page, change_js: str) -> dict:
-    """Run REPAINT_JS with ``change_js`` (the body of an async function that changes the page
+    """Run REPAINT_PROBE_JS with ``change_js`` (the body of an async function that changes the page
     and waits until it is drawn; run twice)."""
-    return page.evaluate(f"() => ({REPAINT_JS})(async () => {{ {change_js} }})")
+    return page.evaluate(f"() => ({REPAINT_PROBE_JS})(async () => {{ {change_js} }})")
 
 
 def assert_light_repaint(result: dict) -> None:

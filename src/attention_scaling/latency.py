@@ -169,8 +169,9 @@ And back to every change:
     wrap on and off: the next painted frame after a change 69.9 → 60.0 ms (CSS variables)
     and 65.2 → 55.2 ms (style sheets, with the first on), 60 changes each, in a slow phase.
     Browser tests compare every remembered value with Bokeh's own lookup, and check that a
-    change makes no lookups and rewrites no style sheet with its own text; if a Bokeh upgrade
-    renames what these wrap, the page keeps Bokeh's behaviour and those tests fail.
+    change makes no lookups and that no style sheet in the views' shadow roots is written
+    with the text it had; if a Bokeh upgrade renames what these wrap, the page keeps Bokeh's
+    behaviour (with a console warning) and those tests fail.
 
 Measured effect (benchmarks/run.py, docs/benchmarks.md; medians, slider set from JavaScript):
 default Panel ~66 ms, with 1-4 ~17 ms, with 1-5 ~12 ms, the same figures as a plain Bokeh app
@@ -722,7 +723,9 @@ REPAINT_JS = """
 const wrap = (module, cls, method, make) => {
   try {
     const proto = Bokeh.require(module)[cls].prototype, original = proto[method];
-    if (typeof original === "function" && original.attention_scaling_original === undefined) {
+    if (typeof original !== "function") {
+      console.warn(`attention-scaling: no ${cls}.${method} to wrap (latency.py 18)`);
+    } else if (original.attention_scaling_original === undefined) {
       const wrapped = make(original);
       wrapped.attention_scaling_original = original;
       proto[method] = wrapped;

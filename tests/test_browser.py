@@ -305,10 +305,18 @@ REPAINT_PROBE_JS = r"""async (change) => {
 }"""
 
 
-def check_repaint(page, change_js: str) -> dict:
-    """Run REPAINT_PROBE_JS with ``change_js`` (the body of an async function that changes the page
-    and waits until it is drawn; run twice)."""
-    return page.evaluate(f"() => ({REPAINT_PROBE_JS})(async () => {{ {change_js} }})")
+def check_repaint(page, slider_js: str) -> dict:
+    """Run REPAINT_PROBE_JS on ``page`` with a change of the head-width slider (``slider_js``,
+    an expression for its model) that waits until the new bar data are in and drawn."""
+    change = f"""
+      const slider = {slider_js};
+      const weights = () => JSON.stringify(window.__col('scaled-weights-source', 'weight'));
+      const old = weights();
+      slider.value = slider.value === 0 ? 1 : 0;
+      const t0 = performance.now();
+      while (weights() === old && performance.now() - t0 < 5000) await new Promise(r => setTimeout(r, 5));
+      for (let i = 0; i < 3; i++) await new Promise(r => requestAnimationFrame(r));"""
+    return page.evaluate(f"() => ({REPAINT_PROBE_JS})(async () => {{ {change} }})")
 
 
 def assert_light_repaint(result: dict) -> None:
@@ -325,16 +333,7 @@ def assert_light_repaint(result: dict) -> None:
 def test_a_repaint_neither_looks_up_css_again_nor_rewrites_styles_unchanged(page, server):
     open_app(page, server)
     before = column(page, "scaled-weights-source", "weight")
-    result = check_repaint(page, """
-      const doc = Bokeh.documents[0];
-      const slider = [...doc.all_models].find(m => m.type === 'Slider' && m.title.startsWith('Head width'));
-      const src = doc.get_model_by_name('scaled-weights-source');
-      const first = () => { const d = src.data; return (d instanceof Map ? d.get('weight') : d.weight)[0]; };
-      const old = first();
-      slider.value = slider.value === 0 ? 1 : 0;
-      const t0 = performance.now();
-      while (first() === old && performance.now() - t0 < 5000) await new Promise(r => setTimeout(r, 5));
-      for (let i = 0; i < 3; i++) await new Promise(r => requestAnimationFrame(r));
-      await new Promise(r => setTimeout(r, 100));""")
+    result = check_repaint(page, "[...Bokeh.documents[0].all_models].find("
+                                 "m => m.type === 'Slider' && m.title.startsWith('Head width'))")
     assert_light_repaint(result)
     assert column(page, "scaled-weights-source", "weight") != before

@@ -167,9 +167,10 @@ And back to every change:
 
     :func:`lighten_repaint` adds both wraps to a document, run by the browser once the
     document is ready, after its first paint (served page and offline copy; the first paint
-    spends no measurable time on these lookups, so nothing is lost by wrapping later). Alternate changes in one page, each
-    wrap on and off: the next painted frame after a change 69.9 → 60.0 ms (CSS variables)
-    and 65.2 → 55.2 ms (style sheets, with the first on), 60 changes each, in a slow phase.
+    spends no measurable time on these lookups, so nothing is lost by wrapping later).
+    Alternate changes in one page, each wrap on and off: the next painted frame after a
+    change 69.9 → 60.0 ms (CSS variables) and 65.2 → 55.2 ms (style sheets, with the first
+    on), 60 changes each, in a slow phase.
     Browser tests compare every remembered value with Bokeh's own lookup, and check that a
     change makes no lookups and that no style sheet in the views' shadow roots is written
     with the text it had; if a Bokeh upgrade renames what these wrap, the page keeps Bokeh's

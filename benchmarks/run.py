@@ -20,7 +20,8 @@ Measures, in one run, and prints a table (and writes the same figures as JSON, p
   sessions server memory per open session (RSS delta over 50 sessions) and time to open one.
 And the machine's speed during each section: a fixed small pure-Python task timed every 0.5 s
 in a separate process (this VM's CPU speed switches between two levels ~2x apart, and every
-other figure moves with it).
+other figure moves with it). Then issue 3's goals, each against this run's figures (ours and
+the floor's), met or not, and the sections that ran in a slow phase (also in the JSON).
 
 Timings never fail anything: this reports. `--quick` runs few iterations (CI keeps it working).
 """
@@ -463,8 +464,9 @@ def bench_sessions(srv: Served, n_sessions: int) -> dict:
 def table(results: dict) -> str:
     lines = [f"{'measure':58} {'median':>10} {'p95':>10}  unit"]
     for section, rows in results.items():
-        if not isinstance(rows, dict) or section == "machine":
-            continue
+        if not isinstance(rows, dict) or not any(
+                isinstance(r, dict) and "median" in r for r in rows.values()):
+            continue            # the machine's description, the goals (printed after)
         lines.append(f"-- {section}")
         for name, r in rows.items():
             if isinstance(r, dict) and "median" in r:
@@ -485,6 +487,72 @@ def ratios(b: dict) -> dict:
             out[f"{mode}: ours / Bokeh floor (data, median)"] = {
                 "median": round(ours / floor, 2), "unit": "x"}
     return out
+
+
+#: Issue 3's targets: (goal, section, our row, the floor's row or None, statistic, limit, at
+#: least (True) or at most). Each is read from this run's own figures by :func:`goals`.
+GOALS = [
+    *[(f"{mode}: new data {stat} <= {limit} ms", "browser", f"ours {mode}: data",
+       f"floor {mode}: data", stat, limit, False)
+      for mode in ("model paced", "model drag", "keyboard")
+      for stat, limit in (("median", 10), ("p95", 15))],
+    *[(f"{mode}: >= 6x faster than default Panel", "ratios",
+       f"{mode}: default Panel / ours (data, median)", None, "median", 6, True)
+      for mode in ("model paced", "model drag", "keyboard")],
+    ("server: change -> patch built <= 1 ms (state cached)", "server",
+     "control change -> patch built", None, "median", 1000, False),
+    ("page load: first chart drawn <= 1.5 s", "load", "ours navigation -> first chart drawn",
+     "floor navigation -> first chart drawn", "median", 1500, False),
+    ("memory per session <= 2 MiB", "sessions", "memory per session", None, "median", 2, False),
+]
+
+#: A section ran in one of this VM's slow phases when the speed probe's task took this many
+#: times its fastest time in the run (the two speeds are ~2x apart).
+SLOW_PHASE = 1.5
+
+
+def goals(results: dict) -> dict:
+    """Each of issue 3's targets against this run's figures: our value, the plain-Bokeh floor's
+    where it has one (the same goal for the floor, measured side by side), and whether it is
+    met. A goal whose figure this run did not measure (a section left out) is left out."""
+    out = {}
+    for name, section, ours_row, floor_row, stat, limit, at_least in GOALS:
+        rows = results.get(section, {})
+        ours = rows.get(ours_row, {}).get(stat)
+        if ours is None:
+            continue
+        floor = rows.get(floor_row, {}).get(stat) if floor_row else None
+        meets = (lambda v: v >= limit) if at_least else (lambda v: v <= limit)
+        out[name] = {"ours": ours, "floor": floor, "limit": limit, "unit": rows[ours_row]["unit"],
+                     "met": meets(ours), "floor_met": None if floor is None else meets(floor)}
+    return out
+
+
+def slow_phases(speed: dict) -> dict:
+    """Section -> how many times slower than its best the machine ran the probe's task."""
+    best = speed.get("fastest run of the task (the machine at its best)", {}).get("median")
+    if not best:
+        return {}
+    return {key.removeprefix("during "): round(row["median"] / best, 2)
+            for key, row in speed.items() if key.startswith("during ")}
+
+
+def goals_table(met: dict, phases: dict) -> str:
+    """The goals as printed under the table: ours and the floor's value, and which meets it."""
+    if not met:
+        return ""
+    yes = lambda ok: "-" if ok is None else ("yes" if ok else "NO")  # noqa: E731
+    lines = [f"{'goal (issue 3), this run':54} {'ours':>13} {'floor':>13}  met: ours  floor"]
+    for name, g in met.items():
+        ours, floor = (f"{v} {g['unit']}" if v is not None else "" for v in (g["ours"], g["floor"]))
+        lines.append(f"{name:54} {ours:>13} {floor:>13}  {yes(g['met']):>9}  "
+                     f"{yes(g['floor_met']):>5}")
+    lines.append(f"met by ours: {sum(g['met'] for g in met.values())} of {len(met)}")
+    slow = [f"{name} {x}x" for name, x in phases.items() if x >= SLOW_PHASE]
+    if slow:
+        lines.append(f"the machine ran in a slow phase (the probe's task at >= {SLOW_PHASE}x "
+                     "its fastest) during: " + ", ".join(slow))
+    return "\n".join(lines)
 
 
 def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
@@ -554,8 +622,11 @@ def main(argv=None) -> int:
         run_sections(results, sections, probe, args.servers, args.quick)
     finally:
         results[speed_key] = probe.report()
+    results["goals"] = goals(results)
+    results["slow phases"] = slow_phases(results[speed_key])
     out.write_text(json.dumps(results, indent=2))
     print(table(results))
+    print("\n" + goals_table(results["goals"], results["slow phases"]))
     print(f"\nJSON: {out}")
     return 0
 

@@ -1,11 +1,18 @@
 """The served app in a real headless Chromium: load, named plots, keyboard, labels, toggle, network."""
 
+import importlib.util
+import io
+import json
+from pathlib import Path
 from urllib.parse import urlparse
 
+import numpy as np
 import pytest
+from PIL import Image
 
 pytestmark = pytest.mark.browser
 
+ROOT = Path(__file__).resolve().parents[1]
 PLOTS = ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"]
 
 # window.__col(name, col): a ColumnDataSource column from the page's Bokeh documents,
@@ -337,3 +344,53 @@ def test_a_repaint_neither_looks_up_css_again_nor_rewrites_styles_unchanged(page
                                  "m => m.type === 'Slider' && m.title.startsWith('Head width'))")
     assert_light_repaint(result)
     assert column(page, "scaled-weights-source", "weight") != before
+
+
+HEAD_WIDTH_JS = ("[...Bokeh.documents[0].all_models].find("
+                 "m => m.type === 'Slider' && m.title.startsWith('Head width'))")
+
+
+def test_an_address_update_makes_the_browser_build_no_svg_document(page, server, browser):
+    """latency.py 19: Chromium fetches and decodes the tab icon again after every address
+    update (one per slider step here); an SVG icon is a document of its own (an svg and its
+    shapes inserted, styled, laid out and painted on the page's main thread), a PNG is not.
+    The trace's style invalidations show both: a step's own inserted nodes, never an svg."""
+    open_app(page, server)
+    browser.start_tracing(page=page, categories=[
+        "disabled-by-default-devtools.timeline.invalidationTracking"])
+    try:
+        for _ in range(4):
+            address = page.url
+            page.evaluate(f"() => {{ const s = {HEAD_WIDTH_JS}; s.value = s.value === 0 ? 1 : 0; }}")
+            page.wait_for_function("(a) => window.location.href !== a", arg=address)
+            page.wait_for_timeout(400)      # the icon is fetched and decoded after the update
+    finally:
+        trace = json.loads(browser.stop_tracing())
+    inserted = [e["args"]["data"].get("nodeName", "") for e in trace["traceEvents"]
+                if e.get("name") == "StyleRecalcInvalidationTracking"
+                and e.get("args", {}).get("data", {}).get("reason") == "Node was inserted into tree"]
+    # the trace sees each step's own insertions (the slider's value label, re-created)
+    assert sum("bk-slider-value" in name for name in inserted) >= 4, inserted[:20]
+    assert [name for name in inserted if name.lower() in ("svg", "html")] == [], inserted[:20]
+    icons = page.evaluate("() => [...document.querySelectorAll('link[rel~=icon]')].map(l => l.href)")
+    assert icons and all(href.startswith("data:image/png;base64,") for href in icons), icons
+
+
+def test_the_tab_icon_is_the_svg_drawn(browser):
+    """assets/favicon.png is assets/favicon.svg as Chromium draws it (scripts/favicon.py makes
+    it): an edit of the SVG without drawing it again fails here."""
+    spec = importlib.util.spec_from_file_location("favicon", ROOT / "scripts" / "favicon.py")
+    favicon = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(favicon)
+    page = browser.new_page()
+    try:
+        drawn = Image.open(io.BytesIO(favicon.render(page, favicon.SVG.read_text("utf-8"))))
+    finally:
+        page.close()
+    kept = Image.open(favicon.PNG)
+    assert kept.size == drawn.size == (favicon.SIZE, favicon.SIZE)
+    a = np.asarray(kept.convert("RGBA"), dtype=int)
+    b = np.asarray(drawn.convert("RGBA"), dtype=int)
+    # the same drawing: at most antialiasing differences between Chromium builds
+    assert (np.abs(a - b).max(axis=2) > 24).mean() < 0.01
+    assert a[0, 0, 3] == 0 and a[32, 32, 3] == 255       # transparent corner, opaque inside

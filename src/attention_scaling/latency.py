@@ -176,6 +176,18 @@ And back to every change:
     with the text it had; if a Bokeh upgrade renames what these wrap, the page keeps Bokeh's
     behaviour (with a console warning) and those tests fail.
 
+19. **The tab icon, drawn again after every address update** (the page's side). After each
+    change the page writes the controls into its address (page.URL_JS, ``replaceState``), and
+    Chromium then fetches and decodes the tab icon again. The icon was an SVG, which Chromium
+    draws as a document of its own on the page's main thread: an ``<svg>`` and its shapes
+    inserted, styled, laid out and painted, once per slider step (a trace's style
+    invalidations show them). The page's icon is now the same drawing as a PNG (page.FAVICON;
+    scripts/favicon.py draws assets/favicon.svg in Chromium), which is only decoded. Two
+    servers side by side (pages alternating, 200 changes each, slow phase): new data
+    9.05 → 8.30 ms paced and 10.05 → 8.65 ms dragging (p95 15.1 → 14.3), the next frame
+    52.2 → 49.7 and 54.2 → 50.4 ms. A browser test traces four steps and fails if the browser
+    builds an svg document; another checks that the PNG is the SVG drawn.
+
 Measured effect (benchmarks/run.py, docs/benchmarks.md; medians, slider set from JavaScript):
 default Panel ~66 ms, with 1-4 ~17 ms, with 1-5 ~12 ms, the same figures as a plain Bokeh app
 (one message per event) ~11-12.6 ms; with 8-12 too (and states kept per setting in core),

@@ -9,6 +9,7 @@ model.parse_query / model.to_query.
 
 from __future__ import annotations
 
+import base64
 import html
 import sys
 import urllib.parse
@@ -21,8 +22,12 @@ from .charts import ASSETS, READ_FIELDS_JS, Charts, page_css, position_formatter
 from .model import (CAPTION, FORMULAS, TITLE, ExplorerState, guide_html,
                     header_html, parse_query, to_query)
 
-#: The tab icon, inline (no extra request).
-FAVICON = "data:image/svg+xml," + urllib.parse.quote((ASSETS / "favicon.svg").read_text("utf-8"))
+#: The tab icon, inline (no extra request): assets/favicon.svg drawn as a PNG
+#: (scripts/favicon.py). Not the SVG itself: Chromium fetches and decodes the tab icon again
+#: after every address update, and an SVG icon is a whole document to style, lay out and
+#: paint on the page's main thread, once per slider step (latency.py, 19).
+FAVICON = "data:image/png;base64," + base64.b64encode(
+    (ASSETS / "favicon.png").read_bytes()).decode("ascii")
 
 #: When the websocket to the server closes (server restarted, network blip, laptop asleep):
 #: say so at the top of the page, poll the server's /liveness, and reload the page as soon as

@@ -38,6 +38,22 @@ def chromium_executable() -> str | None:
     return shutil.which("chromium")
 
 
+def draw_svg(page, svg: str, size: int) -> bytes:
+    """``svg`` drawn by the browser of ``page`` at ``size`` x ``size`` CSS pixels (scale 1) on a
+    transparent background, as PNG bytes: how scripts/favicon.py makes the tab icon, and how
+    a test checks it."""
+    import base64
+    src = "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    page.set_viewport_size({"width": size, "height": size})
+    page.set_content(f"<style>html,body{{margin:0;background:transparent}}</style>"
+                     f"<img src='{src}' width='{size}' height='{size}' style='display:block'>")
+    # complete is also true for an image that failed to load: that one has no natural size
+    page.wait_for_function("() => document.images[0].complete")
+    if not page.evaluate("() => document.images[0].naturalWidth > 0"):
+        raise ValueError("the browser could not draw this SVG")
+    return page.locator("img").screenshot(omit_background=True)
+
+
 def run_in_thread(coroutine_function, timeout: float = 60):
     """``asyncio.run(coroutine_function())`` in a thread of its own, returning its result or
     raising its exception: Playwright's sync API keeps an event loop on the main thread."""

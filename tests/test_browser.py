@@ -1,13 +1,14 @@
 """The served app in a real headless Chromium: load, named plots, keyboard, labels, toggle, network."""
 
-import importlib.util
 import io
 import json
+import urllib.parse
 from pathlib import Path
 from urllib.parse import urlparse
 
 import numpy as np
 import pytest
+from conftest import draw_svg
 from PIL import Image
 
 pytestmark = pytest.mark.browser
@@ -350,47 +351,71 @@ HEAD_WIDTH_JS = ("[...Bokeh.documents[0].all_models].find("
                  "m => m.type === 'Slider' && m.title.startsWith('Head width'))")
 
 
+SVG_ICON = ROOT / "assets" / "favicon.svg"
+PNG_ICON = ROOT / "assets" / "favicon.png"
+
+
+def inserted_while(page, browser, steps: int) -> list[str]:
+    """The nodes whose insertion made the browser recompute styles (a trace's style
+    invalidations) while the head-width slider takes ``steps`` steps, each until the address
+    has changed and a little after (the icon is fetched and decoded after the update)."""
+    browser.start_tracing(page=page, categories=[
+        "disabled-by-default-devtools.timeline.invalidationTracking"])
+    try:
+        for _ in range(steps):
+            address = page.url
+            page.evaluate(f"() => {{ const s = {HEAD_WIDTH_JS}; s.value = s.value === 0 ? 1 : 0; }}")
+            page.wait_for_function("(a) => window.location.href !== a", arg=address)
+            page.wait_for_timeout(400)
+    finally:
+        trace = json.loads(browser.stop_tracing())
+    return [e["args"]["data"].get("nodeName", "") for e in trace["traceEvents"]
+            if e.get("name") == "StyleRecalcInvalidationTracking"
+            and e.get("args", {}).get("data", {}).get("reason") == "Node was inserted into tree"]
+
+
+def svg_documents(names: list[str]) -> list[str]:
+    return [name for name in names if name.lower() in ("svg", "html")]
+
+
 def test_an_address_update_makes_the_browser_build_no_svg_document(page, server, browser):
     """latency.py 19: Chromium fetches and decodes the tab icon again after every address
     update (one per slider step here); an SVG icon is a document of its own (an svg and its
     shapes inserted, styled, laid out and painted on the page's main thread), a PNG is not.
-    The trace's style invalidations show both: a step's own inserted nodes, never an svg."""
+    First with the SVG icon put back into the page, to show that this browser does redraw its
+    icon (Playwright's own headless shell may not: then there is nothing to check), then with
+    the page's own icon."""
     open_app(page, server)
-    browser.start_tracing(page=page, categories=[
-        "disabled-by-default-devtools.timeline.invalidationTracking"])
-    try:
-        for _ in range(4):
-            address = page.url
-            page.evaluate(f"() => {{ const s = {HEAD_WIDTH_JS}; s.value = s.value === 0 ? 1 : 0; }}")
-            page.wait_for_function("(a) => window.location.href !== a", arg=address)
-            page.wait_for_timeout(400)      # the icon is fetched and decoded after the update
-    finally:
-        trace = json.loads(browser.stop_tracing())
-    inserted = [e["args"]["data"].get("nodeName", "") for e in trace["traceEvents"]
-                if e.get("name") == "StyleRecalcInvalidationTracking"
-                and e.get("args", {}).get("data", {}).get("reason") == "Node was inserted into tree"]
-    # the trace sees each step's own insertions (the slider's value label, re-created)
-    assert sum("bk-slider-value" in name for name in inserted) >= 4, inserted[:20]
-    assert [name for name in inserted if name.lower() in ("svg", "html")] == [], inserted[:20]
     icons = page.evaluate("() => [...document.querySelectorAll('link[rel~=icon]')].map(l => l.href)")
     assert icons and all(href.startswith("data:image/png;base64,") for href in icons), icons
+    set_icon = "(href) => document.querySelectorAll('link[rel~=icon]').forEach(l => l.href = href)"
+    page.evaluate(set_icon, "data:image/svg+xml," + urllib.parse.quote(SVG_ICON.read_text("utf-8")))
+    page.wait_for_timeout(400)
+    with_svg = inserted_while(page, browser, 2)
+    if not svg_documents(with_svg):
+        pytest.skip("this browser does not redraw the tab icon after an address update")
+    page.evaluate(set_icon, icons[0])
+    page.wait_for_timeout(400)
+    with_png = inserted_while(page, browser, 4)
+    # the trace sees each step's own insertions (the slider's value label, re-created)
+    assert sum("bk-slider-value" in name for name in with_png) >= 4, with_png[:20]
+    assert svg_documents(with_png) == [], with_png[:20]
 
 
 def test_the_tab_icon_is_the_svg_drawn(browser):
     """assets/favicon.png is assets/favicon.svg as Chromium draws it (scripts/favicon.py makes
     it): an edit of the SVG without drawing it again fails here."""
-    spec = importlib.util.spec_from_file_location("favicon", ROOT / "scripts" / "favicon.py")
-    favicon = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(favicon)
     page = browser.new_page()
     try:
-        drawn = Image.open(io.BytesIO(favicon.render(page, favicon.SVG.read_text("utf-8"))))
+        drawn = Image.open(io.BytesIO(draw_svg(page, SVG_ICON.read_text("utf-8"), 64)))
     finally:
         page.close()
-    kept = Image.open(favicon.PNG)
-    assert kept.size == drawn.size == (favicon.SIZE, favicon.SIZE)
+    kept = Image.open(PNG_ICON)
+    assert kept.size == drawn.size == (64, 64)
     a = np.asarray(kept.convert("RGBA"), dtype=int)
     b = np.asarray(drawn.convert("RGBA"), dtype=int)
-    # the same drawing: at most antialiasing differences between Chromium builds
-    assert (np.abs(a - b).max(axis=2) > 24).mean() < 0.01
+    # the same drawing: another Chromium build may shade a few edge pixels differently; a
+    # shape moved, resized or recoloured changes dozens
+    differ = int((np.abs(a - b).max(axis=2) > 24).sum())
+    assert differ <= 8, f"{differ} of 4096 pixels differ: run scripts/favicon.py"
     assert a[0, 0, 3] == 0 and a[32, 32, 3] == 255       # transparent corner, opaque inside

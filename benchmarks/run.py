@@ -14,7 +14,7 @@ Measures, in one run, and prints a table (and writes the same figures as JSON, p
              ours    `attention-scaling serve`
            slider change -> new bar data applied in the browser, and -> the next painted frame,
            median and p95 over N changes after a warm-up, driven through the widget model and
-           through the keyboard;
+           through the keyboard, a page per server, the servers taking turns every 10 changes;
   load     navigation -> first chart drawn (median of 15 cold page loads each, the servers
            taking turns);
   sessions server memory per open session (RSS delta over 50 sessions) and time to open one.
@@ -355,67 +355,79 @@ def _open(page, url):
     page.wait_for_timeout(800)
 
 
+def press_keys(page, steps: int, state: dict, n_values: int) -> list:
+    """``steps`` presses of ArrowRight / ArrowLeft on the focused slider handle, one at a time,
+    turning at the ends (``state``: the position and direction, kept between calls); each
+    press's [data, frame] times, or None if its data did not arrive."""
+    out = []
+    for _ in range(steps):
+        if not 0 <= state["at"] + state["direction"] < n_values:
+            state["direction"] = -state["direction"]
+        state["at"] += state["direction"]
+        page.evaluate("(i) => window.__lat.arm(i, true)", state["at"])
+        page.keyboard.press("ArrowRight" if state["direction"] > 0 else "ArrowLeft")
+        page.wait_for_function("() => window.__lat.result !== undefined", timeout=10_000)
+        out.append(page.evaluate("() => window.__lat.result"))
+        time.sleep(0.1)
+    return out
+
+
+#: Changes per turn when the servers take turns in the browser section.
+TURN = 10
+
+
 def bench_browser(servers: dict, n: int, warm: int) -> dict:
+    """One page per server, open together; for each way of changing the slider, ``warm``
+    changes on each page, then ``n`` on each in turns of :data:`TURN` (the servers' order
+    reversed every other turn), so that a change in this VM's speed falls on all alike."""
     from playwright.sync_api import sync_playwright
 
     from attention_scaling import core
     values = list(core.D_K_VALUES)
     expected = [float(core.compute_state(d, 1.0, 2288).scaled.probs[0]) for d in values]
     start = values.index(64)
+    # widget model: jump between widths (each step changes the data); the same for every page
+    idx, cur = [], start
+    for i in range(n + warm):
+        cur = (cur + 1 + (i * 5) % (len(values) - 1)) % len(values)
+        idx.append(cur)
+    kinds = list(servers)
     results = {}
+
+    def in_turns(mode: str, run) -> None:
+        print(f"browser: {mode}, the servers taking turns", file=sys.stderr, flush=True)
+        for kind in kinds:
+            run(kind, 0, warm)
+        got: dict[str, list] = {kind: [] for kind in kinds}
+        for turn, k in enumerate(range(0, n, TURN)):
+            for kind in (kinds if turn % 2 == 0 else kinds[::-1]):
+                got[kind] += run(kind, warm + k, min(TURN, n - k))
+        for kind, res in got.items():
+            ok = [r for r in res if r]
+            results[DATA_ROW.format(kind=kind, mode=mode)] = summary([r[0] for r in ok], "ms")
+            results[f"{kind} {mode}: frame"] = summary(
+                [r[1] for r in ok if r[1] is not None], "ms")
+            results[LOST_ROW.format(kind=kind, mode=mode)] = {"median": len(res) - len(ok),
+                                                              "unit": "count"}
+
     with sync_playwright() as p:
         browser = _launch(p)
+        pages = {}
         for kind, srv in servers.items():
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            _open(page, srv.url)
-            page.evaluate(SETUP_JS, expected)
-            # widget model: jump between widths (each step changes the data), 30-60 ms apart
-            idx, cur = [], start
-            for i in range(n + warm):
-                nxt = (cur + 1 + (i * 5) % (len(values) - 1)) % len(values)
-                idx.append(nxt)
-                cur = nxt
-            for pace, gap in (("paced", 150), ("drag", 40)):
-                print(f"browser: {kind} model {pace}", file=sys.stderr, flush=True)
-                run_model(page, idx[:warm], gap)
-                res = run_model(page, idx[warm:], gap)
-                ok = [r for r in res if r]
-                results[DATA_ROW.format(kind=kind, mode=f"model {pace}")] = summary(
-                    [r[0] for r in ok], "ms")
-                results[f"{kind} model {pace}: frame"] = summary(
-                    [r[1] for r in ok if r[1] is not None], "ms")
-                results[LOST_ROW.format(kind=kind, mode=f"model {pace}")] = {
-                    "median": len(res) - len(ok),
-                                                         "unit": "count"}
-            # keyboard: ArrowRight / ArrowLeft on the slider handle
-            print(f"browser: {kind} keyboard", file=sys.stderr, flush=True)
+            pages[kind] = browser.new_page(viewport={"width": 1400, "height": 1000})
+            _open(pages[kind], srv.url)
+            pages[kind].evaluate(SETUP_JS, expected)
+        for pace, gap in (("paced", 150), ("drag", 40)):
+            in_turns(f"model {pace}",
+                     lambda kind, i, m, gap=gap: run_model(pages[kind], idx[i:i + m], gap))
+        # keyboard: ArrowRight / ArrowLeft on each page's focused slider handle
+        keys = {}
+        for kind, page in pages.items():
             page.evaluate(f"() => {{ window.__lat.slider.value = {start}; }}")
             page.wait_for_timeout(300)
-            handle = page.locator(".noUi-handle").first
-            handle.focus()
-            cur, data, frame, lost = start, [], [], 0
-            direction = 1
-            for i in range(n + warm):
-                if not 0 <= cur + direction < len(values):
-                    direction = -direction
-                cur += direction
-                page.evaluate("(i) => window.__lat.arm(i, true)", cur)
-                page.keyboard.press("ArrowRight" if direction > 0 else "ArrowLeft")
-                page.wait_for_function("() => window.__lat.result !== undefined", timeout=10_000)
-                r = page.evaluate("() => window.__lat.result")
-                time.sleep(0.1)
-                if i < warm:
-                    continue
-                if r:
-                    data.append(r[0])
-                    if r[1] is not None:
-                        frame.append(r[1])
-                else:
-                    lost += 1
-            results[DATA_ROW.format(kind=kind, mode="keyboard")] = summary(data, "ms")
-            results[f"{kind} keyboard: frame"] = summary(frame, "ms")
-            results[LOST_ROW.format(kind=kind, mode="keyboard")] = {"median": lost, "unit": "count"}
-            page.close()
+            page.locator(".noUi-handle").first.focus()
+            keys[kind] = {"at": start, "direction": 1}
+        in_turns("keyboard", lambda kind, _i, m: press_keys(pages[kind], m, keys[kind], len(values)))
         browser.close()
     return results
 

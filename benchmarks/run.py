@@ -547,13 +547,15 @@ def goals(results: dict) -> dict:
     met: True, False, or None when not measured. A goal of a section this run left out is left
     out; a figure missing from a section that ran (a server not run, every change lost) is
     "not measured", and a change lost on the way counts against its goal."""
+    # each section's rows, the browser's with its ratios (unrounded, whichever servers ran)
+    sections = {name: dict(rows) for name, rows in results.items() if isinstance(rows, dict)}
+    if "browser" in sections:
+        sections["browser"].update(ratios(results["browser"]))
     out = {}
     for name, section, ours_row, floor_row, lost_row, stat, limit, at_least in GOALS:
-        if section not in results:
+        if section not in sections:
             continue
-        rows = dict(results[section])
-        if section == "browser":
-            rows.update(ratios(results[section]))
+        rows = sections[section]
 
         def verdict(row, kind):
             if not row:

@@ -338,17 +338,17 @@ def assert_light_repaint(result: dict) -> None:
     assert result["styles"] > 50 and result["same"] == 0, result
 
 
+#: The head-width slider's model in the served page (a JavaScript expression).
+HEAD_WIDTH_JS = ("[...Bokeh.documents[0].all_models].find("
+                 "m => m.type === 'Slider' && m.title.startsWith('Head width'))")
+
+
 def test_a_repaint_neither_looks_up_css_again_nor_rewrites_styles_unchanged(page, server):
     open_app(page, server)
     before = column(page, "scaled-weights-source", "weight")
-    result = check_repaint(page, "[...Bokeh.documents[0].all_models].find("
-                                 "m => m.type === 'Slider' && m.title.startsWith('Head width'))")
+    result = check_repaint(page, HEAD_WIDTH_JS)
     assert_light_repaint(result)
     assert column(page, "scaled-weights-source", "weight") != before
-
-
-HEAD_WIDTH_JS = ("[...Bokeh.documents[0].all_models].find("
-                 "m => m.type === 'Slider' && m.title.startsWith('Head width'))")
 
 
 SVG_ICON = ROOT / "assets" / "favicon.svg"

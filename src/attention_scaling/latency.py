@@ -185,8 +185,9 @@ And back to every change:
     scripts/favicon.py draws assets/favicon.svg in Chromium), which is only decoded. Two
     servers side by side (pages alternating, 200 changes each, slow phase): new data
     9.05 → 8.30 ms paced and 10.05 → 8.65 ms dragging (p95 15.1 → 14.3), the next frame
-    52.2 → 49.7 and 54.2 → 50.4 ms. A browser test traces four steps and fails if the browser
-    builds an svg document; another checks that the PNG is the SVG drawn.
+    52.2 → 49.7 and 54.2 → 50.4 ms. A browser test traces slider steps with the SVG icon put
+    back (it must see the icon's document drawn) and then with the page's own icon (it fails
+    on any svg document); another checks that the PNG is the SVG drawn.
 
 Measured effect (benchmarks/run.py, docs/benchmarks.md; medians, slider set from JavaScript):
 default Panel ~66 ms, with 1-4 ~17 ms, with 1-5 ~12 ms, the same figures as a plain Bokeh app

@@ -110,23 +110,37 @@ def wait_until_live(url: str, proc: subprocess.Popen, timeout: float = 60,
 class Server:
     """`attention-scaling serve` in a subprocess on a free loopback port; stopped by its PID."""
 
-    def __init__(self, *extra: str, prefix: str = "", port: int | None = None) -> None:
+    def __init__(self, *extra: str, prefix: str = "", port: int | None = None,
+                 log: Path | None = None, env: dict | None = None) -> None:
+        """``log``: a file that takes the server's output (its size can be read while the
+        server runs); otherwise a pipe, read by :meth:`stop`. ``env``: variables added to
+        the server's environment."""
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}{prefix}/"
+        self.log = log
         if prefix:
             extra = ("--prefix", prefix, *extra)
+        out = open(log, "w") if log else subprocess.PIPE
         self.proc = subprocess.Popen(
             [CLI, "serve", "--port", str(self.port), "--address", "127.0.0.1", *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True,
+            stdout=out, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True, env={**os.environ, **(env or {})},
         )
-        if not wait_until_live(self.url + "liveness", self.proc, 60, self.proc.stdout.read):
+        if log:
+            out.close()
+        if not wait_until_live(self.url + "liveness", self.proc, 60, self.output):
             self.stop()
             raise RuntimeError("server did not answer within 60 s")
 
+    def output(self) -> str:
+        """What the server printed so far (with ``log``), or all of it once it has stopped."""
+        if self.log:
+            return Path(self.log).read_text(errors="replace")
+        return self.proc.stdout.read() if self.proc.stdout else ""
+
     def stop(self) -> str:
         stop_group(self.proc)
-        return self.proc.stdout.read() if self.proc.stdout else ""
+        return self.output()
 
 
 @pytest.fixture(scope="session")
@@ -160,3 +174,39 @@ def page(browser):
     pg.on("requestfailed", lambda r: pg.failed_requests.append(r.url))
     yield pg
     context.close()
+
+
+def page_token(html: str) -> str:
+    """The Bokeh session token a served page carries (what its websocket presents)."""
+    import re
+    found = re.search(r'"token"\s*:\s*"([^"]+)"', html) or re.search(
+        r"token\\*['\"]\s*:\s*\\*['\"]([A-Za-z0-9_.\-]+)", html)
+    if not found:
+        raise ValueError("no session token in the page")
+    return found.group(1)
+
+
+def token_payload(token: str) -> dict:
+    """A Bokeh session token's payload, decoded (Bokeh zlib-packs the request's details)."""
+    import base64
+    import json
+    import zlib
+
+    def unb64(text: str) -> bytes:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+    payload = json.loads(unb64(token.split(".")[0]))
+    packed = payload.pop("__bk__zlib_", None)
+    if packed:
+        payload.update(json.loads(zlib.decompress(unb64(packed))))
+    return payload
+
+
+async def bokeh_socket(url: str, token: str):
+    """A websocket to a served page's /ws, speaking Bokeh's subprotocol with ``token``."""
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+    ws_url = url.replace("http://", "ws://", 1).rstrip("/") + "/ws"
+    origin = url.split("/", 3)
+    request = HTTPRequest(ws_url, headers={"Origin": f"{origin[0]}//{origin[2]}"})
+    return await websocket_connect(request, subprotocols=["bokeh", token])

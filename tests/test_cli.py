@@ -75,8 +75,8 @@ def test_bad_environment_names_the_variable_and_exits_2(var, value, message):
 
 
 def test_environment_configures_serve_and_a_flag_wins():
-    """Port and prefix from the environment; the refused foreign origin is logged with the
-    variable to set; /stats counts the session a page GET created."""
+    """Port and prefix from the environment; the refused foreign origin is logged, with no
+    suggestion to allow it; /stats counts the session a page GET created."""
     import json
     import os
 
@@ -127,7 +127,9 @@ def test_environment_configures_serve_and_a_flag_wins():
         stop_group(proc)
     out = proc.stdout.read()
     assert f"serving on http://127.0.0.1:{port}/room/" in out
-    assert "set ATTENTION_SCALING_ALLOWED_ORIGINS=laptop.example:5006" in out
+    # a page of another site: refused, and the log does not suggest letting it in
+    assert "another site (Origin 'http://laptop.example:5006'" in out
+    assert "ALLOWED_ORIGINS=laptop.example" not in out
 
 
 def test_sigterm_stops_the_server_cleanly():

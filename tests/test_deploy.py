@@ -227,8 +227,11 @@ def deployment(tmp_path_factory):
                for arg in ("--allow-websocket-origin", f"127.0.0.1:{ports[name]}")]
     extra = ("--stats", *origins, "--keep-alive", str(TEST_KEEP_ALIVE_S),
              "--unused-session-lifetime", "3600")
+    # one signing key for all backends, so a websocket that reaches another backend than
+    # its page is accepted there (test_without_the_cookie_key_a_tab_costs_two_sessions)
+    env = {"ATTENTION_SCALING_SECRET_KEY": "k" * 40}
     with ThreadPoolExecutor(N_BACKENDS) as pool:
-        started = [pool.submit(Server, *extra) for _ in range(N_BACKENDS)]
+        started = [pool.submit(Server, *extra, env=env) for _ in range(N_BACKENDS)]
     backends = [f.result() for f in started if f.exception() is None]
     try:
         for future in started:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import logging
 import os
 import re
 import sys
@@ -23,6 +22,8 @@ DEFAULT_ADDRESS = "127.0.0.1"
 # docs/benchmarks.md "Tuning chosen").
 DEFAULT_UNUSED_SESSION_LIFETIME_S = 30
 DEFAULT_KEEP_ALIVE_S = 30
+DEFAULT_MAX_SESSIONS = 400   # server.DEFAULT_MAX_SESSIONS, checked by a test
+DEFAULT_FRAME_ANCESTORS = "*"
 
 # serve option -> environment variable. Lists (origins) are separated by commas or spaces.
 ENVIRONMENT = {
@@ -31,6 +32,8 @@ ENVIRONMENT = {
     "allow_websocket_origin": "ATTENTION_SCALING_ALLOWED_ORIGINS",
     "num_procs": "ATTENTION_SCALING_WORKERS",
     "prefix": "ATTENTION_SCALING_PREFIX",
+    "max_sessions": "ATTENTION_SCALING_MAX_SESSIONS",
+    "frame_ancestors": "ATTENTION_SCALING_FRAME_ANCESTORS",
 }
 
 
@@ -53,6 +56,7 @@ def _int_in_range(what: str, low: int, high: int, low_note: str = ""):
 _port = _int_in_range("port", 0, 65535)
 _num_procs = _int_in_range("number of processes", 0, 64, " (one per core)")
 _seconds = _int_in_range("seconds", 1, 86400)
+_sessions = _int_in_range("sessions", 1, 100_000)
 
 
 def _matching(pattern: str, message: str, normalise=lambda text: text):
@@ -67,8 +71,21 @@ def _matching(pattern: str, message: str, normalise=lambda text: text):
     return check
 
 
-_origin = _matching(r"^(\*|[A-Za-z0-9*]([A-Za-z0-9.*-]*[A-Za-z0-9*])?)(:[0-9]{1,5})?$",
-                    "websocket origin must look like HOST or HOST:PORT (e.g. localhost:5006)")
+# A host as Bokeh matches it: dot-separated labels, each a name or a whole `*` (any label),
+# then an optional :PORT or :*. `*` alone (any host at all) needs --allow-any-origin.
+_LABEL = r"(\*|[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)"
+_origin = _matching(rf"^{_LABEL}(\.{_LABEL})*(:([0-9]{{1,5}}|\*))?$",
+                    "websocket origin must look like HOST or HOST:PORT (e.g. localhost:5006; "
+                    "a label may be a whole * such as *.example.edu, but not part of one)")
+ANY_ORIGIN = re.compile(r"^\*(:\*)?$")
+
+
+def _frame_ancestors(text: str) -> str:
+    from .server import check_frame_ancestors
+    try:
+        return check_frame_ancestors(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 _address = _matching(r"^([0-9.]+|[0-9A-Fa-f:]+|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)$",
                      "address must be an IP address or host name (e.g. 0.0.0.0)")
 _prefix = _matching(r"^/?[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*/?$",
@@ -111,6 +128,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--keep-alive", type=_seconds, metavar="S", default=DEFAULT_KEEP_ALIVE_S,
                        help="ping each open websocket every S seconds so proxies keep it open "
                             f"(default {DEFAULT_KEEP_ALIVE_S})")
+    serve.add_argument("--max-sessions", type=_sessions, default=None, metavar="N",
+                       help="open sessions one process holds; past it a new visitor gets a "
+                            "short 'server is full' page (HTTP 503) and the open sessions keep "
+                            f"working (default {DEFAULT_MAX_SESSIONS}: a 1 GiB memory limit at "
+                            "~2 MiB per session, docs/security.md)")
+    serve.add_argument("--allow-any-origin", action="store_true",
+                       help="accept --allow-websocket-origin '*' (any site's pages may then "
+                            "open websockets to this server; refused without this flag)")
+    serve.add_argument("--frame-ancestors", type=_frame_ancestors, default=None,
+                       metavar="SOURCES",
+                       help="which pages may embed the explorer in an iframe, as a "
+                            "Content-Security-Policy frame-ancestors list (default *: no "
+                            "policy, any course page; e.g. \"'self' https://lms.example.edu\")")
     serve.add_argument("--stats", action="store_true",
                        help="also serve /stats: JSON with this process's open sessions and "
                             "memory (for load tests and monitoring)")
@@ -133,31 +163,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_REFUSAL = re.compile(r"^Refusing websocket connection from Origin")
-
-
-class _NameTheVariable(logging.Filter):
-    """Bokeh refuses a browser from a host that is not allowed with a message naming its own
-    flag and variable; ours are different, so say exactly what to set here."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.msg, str) and _REFUSAL.match(record.msg) and record.args:
-            origin, host = record.args[0], record.args[1]
-            record.msg = ("Refusing a browser that opened the page from %s: that host is not "
-                          "allowed. To let it in, set %s=%s (several hosts: separate them with "
-                          "commas) or pass --allow-websocket-origin %s. Allowed now: %s")
-            record.args = (origin, ENVIRONMENT["allow_websocket_origin"], host, host,
-                           ", ".join(sorted(record.args[3])) if len(record.args) > 3 else "?")
-        return True
-
-
 def _from_environment(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """Fill the serve options not given as flags from their environment variables, checked by
     the same rules as the flags; a bad value exits with a message naming the variable."""
     types = {"port": _port, "address": _address, "num_procs": _num_procs, "prefix": _prefix,
-             "allow_websocket_origin": _origin}
+             "allow_websocket_origin": _origin, "max_sessions": _sessions,
+             "frame_ancestors": _frame_ancestors}
     defaults = {"port": DEFAULT_PORT, "address": DEFAULT_ADDRESS, "num_procs": 1,
-                "prefix": None, "allow_websocket_origin": []}
+                "prefix": None, "allow_websocket_origin": [],
+                "max_sessions": DEFAULT_MAX_SESSIONS, "frame_ancestors": DEFAULT_FRAME_ANCESTORS}
     for name, var in ENVIRONMENT.items():
         if getattr(args, name) not in (None, []):
             continue
@@ -173,6 +187,28 @@ def _from_environment(args: argparse.Namespace, parser: argparse.ArgumentParser)
         except argparse.ArgumentTypeError as exc:
             parser.exit(2, f"attention-scaling serve: error: {var}: {exc}\n")
         setattr(args, name, value)
+
+
+def _check_any_origin(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """``*`` as a websocket origin lets a page of any site drive this server: refused unless
+    --allow-any-origin (or ATTENTION_SCALING_ALLOW_ANY_ORIGIN=1) says so, then warned about.
+    A signing key from the environment must be long enough to sign with."""
+    if os.environ.get("ATTENTION_SCALING_ALLOW_ANY_ORIGIN", "").strip() in ("1", "true", "yes"):
+        args.allow_any_origin = True
+    key = os.environ.get("ATTENTION_SCALING_SECRET_KEY", "").strip()
+    if key and (len(key) < 32 or not key.isascii() or not key.isprintable()):
+        parser.exit(2, "attention-scaling serve: error: ATTENTION_SCALING_SECRET_KEY must be at "
+                       "least 32 printable ASCII characters (e.g. from: python3 -c 'import "
+                       "secrets; print(secrets.token_urlsafe(32))')\n")
+    wildcards = [o for o in args.allow_websocket_origin if ANY_ORIGIN.match(o)]
+    if not wildcards:
+        return
+    if not args.allow_any_origin:
+        parser.exit(2, f"attention-scaling serve: error: websocket origin {wildcards[0]!r} lets "
+                       "pages of any site open websockets to this server; name the hosts "
+                       "students use instead, or add --allow-any-origin if that is intended\n")
+    print("attention-scaling: warning: --allow-any-origin: pages of any site may open "
+          "websockets to this server", file=sys.stderr, flush=True)
 
 
 def _stats_handler():
@@ -216,10 +252,20 @@ def _stop_on_signal(_signum, _frame) -> None:
 def _serve(args: argparse.Namespace) -> int:
     import panel as pn
 
-    from . import latency
+    import secrets
+
+    from . import latency, server
     from .page import create_page
 
-    logging.getLogger("bokeh.server.views.ws").addFilter(_NameTheVariable())
+    # Session ids and tokens are signed: by default with a key made for this run (the
+    # --num-procs workers share it: they fork after this); processes behind a proxy that is
+    # not sticky share one through ATTENTION_SCALING_SECRET_KEY.
+    secret_key = os.environ.get("ATTENTION_SCALING_SECRET_KEY", "").strip() \
+        or secrets.token_urlsafe(32)
+    server.use_capped_handlers()
+    server.Limits.max_sessions = args.max_sessions
+    server.Limits.trust_forwarded_host = args.use_xheaders
+    server.bound_logs()
     # SIGTERM stops the server: explicitly, because as a container's PID 1 (Docker, Kubernetes)
     # a process has no default action for it and would wait to be killed.
     import signal
@@ -233,7 +279,8 @@ def _serve(args: argparse.Namespace) -> int:
           f"(websocket origins: {', '.join(dict.fromkeys(origins))}; browsers from other "
           f"hosts need {ENVIRONMENT['allow_websocket_origin']} or --allow-websocket-origin)",
           flush=True)
-    extra = [("/stats", _stats_handler())] if args.stats else []
+    extra = server.not_served_patterns() + (
+        [("/stats", _stats_handler())] if args.stats else [])
     try:
         pn.serve(
             create_page,
@@ -255,7 +302,19 @@ def _serve(args: argparse.Namespace) -> int:
             use_xheaders=args.use_xheaders,
             # gzip: the first page load is 5.7 MB of scripts uncompressed, 1.6 MB compressed;
             # each static file is compressed once, not for every page load (latency.py, 14)
-            transforms=[latency.gzip_static_once()],
+            transforms=[server.security_headers(args.frame_ancestors),
+                        latency.gzip_static_once()],
+            # The session carries none of the request's headers and cookies (the page needs
+            # none): Bokeh would put them all, HttpOnly cookies included, into the page's
+            # session token.
+            include_headers=[],
+            include_cookies=[],
+            # a websocket with a made-up session id is refused instead of building a session
+            sign_sessions=True,
+            secret_key=secret_key.encode("ascii"),
+            websocket_max_message_size=server.MAX_MESSAGE_BYTES,
+            http_server_kwargs={"max_header_size": server.MAX_HEADER_BYTES,
+                                "max_body_size": server.MAX_BODY_BYTES},
         )
     except KeyboardInterrupt:   # Ctrl-C or SIGINT
         pass
@@ -307,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "serve":
         _from_environment(args, parser)
+        _check_any_origin(args, parser)
         return _serve(args)
     if args.command == "export":
         return _export(args)

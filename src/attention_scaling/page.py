@@ -124,10 +124,14 @@ def index_slider(state, name: str, label: str, labels: list[str]) -> Slider:
     )
 
     def from_browser(_attr, _old, new) -> None:
-        if values[new] == getattr(state, name):
+        position = _position(new, len(values))
+        if position is None:    # not a position: put the handle back where the state is
+            slider.value = values.index(getattr(state, name))
+            return
+        if values[position] == getattr(state, name):
             return      # the echo of a change made on the state (reset, URL): nothing to do
         with latency.session_hold(slider.document):
-            setattr(state, name, values[new])
+            setattr(state, name, values[position])
 
     def to_browser(event) -> None:
         position = values.index(event.new)
@@ -137,6 +141,17 @@ def index_slider(state, name: str, label: str, labels: list[str]) -> Slider:
     slider.on_change("value", from_browser)
     state.param.watch(to_browser, name)
     return slider
+
+
+def _position(value, count: int) -> int | None:
+    """``value`` as a slider position in [0, count), or None: the browser may send any
+    number (a forged message: 2.5, -1, 1e308, NaN), and a whole float such as 3.0 is 3."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    position = int(value)
+    return position if 0 <= position < count else None
 
 
 class Explorer(pn.viewable.Viewer):

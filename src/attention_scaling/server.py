@@ -1,0 +1,301 @@
+"""The classroom server's limits: which routes answer, how many sessions and websockets one
+process takes, the headers every response carries, and how much one request or message can
+write to the log. Used by ``attention-scaling serve`` (:mod:`cli`); docs/security.md lists
+every limit and its default.
+
+Everything here is public API: subclasses of Panel's page and websocket handlers (registered
+in Bokeh's per-application route table, the way Panel registers its own), a Tornado output
+transform, a Tornado handler and a :class:`logging.Filter`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import weakref
+from urllib.parse import urlparse
+
+from bokeh.server.urls import per_app_patterns
+from bokeh.server.util import check_allowlist
+from bokeh.settings import settings
+from panel.io.server import DocHandler, WSHandler
+from tornado import web
+
+log = logging.getLogger("attention_scaling.server")
+
+# Memory per process, measured by `make bench` (docs/deploy.md "Sizing"): ~100 MiB for a
+# process with its first session, then ~1.8-2 MiB per open session (2 MiB used here). The
+# documented limit is 1 GiB per process (the systemd unit's MemoryMax, the pod's limit, the
+# `docker run --memory`); 124 MiB of it is kept free for garbage not yet collected and for
+# sessions being built, so the default cap is (1024 - 100 - 124) / 2 = 400 sessions.
+MEMORY_LIMIT_MIB = 1024
+BASE_MIB = 100
+HEADROOM_MIB = 124
+SESSION_MIB = 2
+DEFAULT_MAX_SESSIONS = (MEMORY_LIMIT_MIB - BASE_MIB - HEADROOM_MIB) // SESSION_MIB
+
+#: Websockets one process keeps open, as a multiple of its session cap: a page has one, and
+#: a reconnecting page briefly two.
+WEBSOCKETS_PER_SESSION = 2
+
+#: The largest websocket message the server reads. The browser's largest message is a few
+#: hundred bytes (a control change, the first document request: 326 bytes measured); Bokeh's
+#: default is 20 MiB. Tornado closes a connection that sends more (close code 1009).
+MAX_MESSAGE_BYTES = 64 * 1024
+
+#: HTTP request limits (Tornado's defaults: 64 KiB of headers, 100 MB of body). The app
+#: takes no request body; a page URL with every control is under 200 bytes.
+MAX_HEADER_BYTES = 16 * 1024
+MAX_BODY_BYTES = 64 * 1024
+
+#: One log record at most this long (message and exception summary), and a message of the
+#: same kind from the same place at most once per LOG_REPEAT_S seconds (then a count).
+LOG_RECORD_CHARS = 500
+LOG_REPEAT_S = 60.0
+_LOG_KINDS_MAX = 256
+
+FULL_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="refresh" content="60">
+<title>The classroom server is full</title>
+<style>body{font:17px/1.5 system-ui,"Segoe UI",Arial,sans-serif;margin:0;display:grid;
+place-items:center;min-height:100vh;background:#f6f7f9;color:#1d2433}
+main{max-width:32em;padding:24px}h1{font-size:1.4em;margin:0 0 .4em}</style></head>
+<body><main><h1>The classroom server is full — try again in a minute</h1>
+<p>Every place on this server is taken. This page tries again by itself in a minute;
+your teacher can also raise the limit (<code>--max-sessions</code>).</p></main></body></html>
+"""
+
+
+def _open_sessions(tornado_app) -> int:
+    return sum(len(ctx.sessions) for ctx in tornado_app.applications.values())
+
+
+class Limits:
+    """The per-process limits the handlers below enforce (set by ``attention-scaling serve``
+    before the server starts)."""
+
+    max_sessions = DEFAULT_MAX_SESSIONS
+    building = 0                                  # page requests past the check, not done
+    trust_forwarded_host = False                  # --use-xheaders: behind a proxy
+    websockets: weakref.WeakSet = weakref.WeakSet()
+
+    @classmethod
+    def max_websockets(cls) -> int:
+        return cls.max_sessions * WEBSOCKETS_PER_SESSION
+
+
+class CappedDocHandler(DocHandler):
+    """Panel's page handler, refusing a new session once the process holds its cap: the
+    visitor gets a short 503 page and no session is built."""
+
+    async def get(self, *args, **kwargs):
+        if _open_sessions(self.application) + Limits.building >= Limits.max_sessions:
+            log.warning("Full: %d sessions open (--max-sessions %d); refused a new visitor "
+                        "with 503", _open_sessions(self.application), Limits.max_sessions)
+            self.set_status(503)
+            self.set_header("Retry-After", "60")
+            self.set_header("Cache-Control", "no-store")
+            self.set_header("Content-Type", "text/html; charset=UTF-8")
+            self.finish(FULL_PAGE)
+            return
+        Limits.building += 1
+        try:
+            await super().get(*args, **kwargs)
+        finally:
+            Limits.building -= 1
+
+
+class _OriginLog:
+    """Says once per origin (for the first 64 of them) why a websocket was refused."""
+
+    seen: set[str] = set()
+
+    @classmethod
+    def refused(cls, origin: str, asked_for: list[str], allowed) -> None:
+        if origin in cls.seen or len(cls.seen) >= 64:
+            return
+        cls.seen.add(origin)
+        origin_host = urlparse(origin).netloc.lower()
+        if origin_host and origin_host in asked_for:
+            log.error("Refusing a browser that opened the page at %s: that host is not "
+                      "allowed. To let it in, set ATTENTION_SCALING_ALLOWED_ORIGINS=%s (several "
+                      "hosts: separate them with commas) or pass --allow-websocket-origin %s. "
+                      "Allowed now: %s", origin_host[:100], origin_host[:100],
+                      origin_host[:100], ", ".join(sorted(allowed)))
+        else:
+            log.error("Refused a websocket from a page of another site (Origin %r; the "
+                      "browser asked for this server as %r). Nothing to change: only pages "
+                      "this server sent may connect.", origin[:100],
+                      asked_for[0][:100])
+
+
+class CappedWSHandler(WSHandler):
+    """Panel's websocket handler with a cap on open websockets per process, and an Origin
+    check whose refusal message suggests a host only when it is the one the browser asked for
+    (the proxy's X-Forwarded-Host with --use-xheaders; Tornado itself accepts, before this
+    check, a page whose Origin is the Host it asked for)."""
+
+    def check_origin(self, origin: str) -> bool:
+        allowed = set(self.application.websocket_origins)
+        if settings.allowed_ws_origin():
+            allowed = set(settings.allowed_ws_origin())
+        if check_allowlist(urlparse(origin).netloc.lower(), allowed):
+            return True
+        asked_for = [self.request.headers.get("Host", "").lower()]
+        if Limits.trust_forwarded_host:
+            asked_for.append(self.request.headers.get("X-Forwarded-Host", "").lower())
+        _OriginLog.refused(origin, asked_for, allowed)
+        return False
+
+    async def prepare(self):
+        if len(Limits.websockets) >= Limits.max_websockets():
+            log.warning("Full: %d websockets open; refused one more with 503",
+                        len(Limits.websockets))
+            self.set_status(503)
+            self.finish()
+            return
+        await super().prepare()
+
+    def open(self, *args, **kwargs):
+        Limits.websockets.add(self)
+        return super().open(*args, **kwargs)
+
+    def on_close(self) -> None:
+        Limits.websockets.discard(self)
+        super().on_close()
+
+
+class NotServed(web.RequestHandler):
+    """404 for a route this app does not use. Registered in place of Panel's
+    ``/components/<module>/<class>/<attr>/<path>`` route, whose handler imports whatever
+    module the URL names: the page loads nothing from it."""
+
+    def prepare(self) -> None:
+        raise web.HTTPError(404)
+
+
+def not_served_patterns() -> list[tuple]:
+    """Routes for ``pn.serve(extra_patterns=...)``, matched before Panel's own."""
+    return [(r"/components(/.*)?", NotServed)]
+
+
+def use_capped_handlers() -> None:
+    """Serve pages and websockets with the capped handlers: Bokeh reads its per-application
+    route table when a server is made, and Panel's handlers are in it (Panel registers them
+    the same way). Idempotent."""
+    for i, (route, handler, *rest) in enumerate(per_app_patterns):
+        if handler is DocHandler:
+            per_app_patterns[i] = (route, CappedDocHandler, *rest)
+        elif handler is WSHandler:
+            per_app_patterns[i] = (route, CappedWSHandler, *rest)
+    handlers = {entry[1] for entry in per_app_patterns}
+    if not {CappedDocHandler, CappedWSHandler} <= handlers:
+        raise RuntimeError("Panel's page and websocket handlers are not in Bokeh's route "
+                           "table: this Panel version is not supported (see pyproject.toml)")
+
+
+_FRAME_SOURCE = re.compile(
+    r"^('self'|'none'|\*|[a-z][a-z0-9+.-]*:|([a-z][a-z0-9+.-]*://)?(\*\.)?"
+    r"[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:([0-9]{1,5}|\*))?(/[A-Za-z0-9._~/-]*)?)$")
+
+
+def check_frame_ancestors(text: str) -> str:
+    """The sources of a ``Content-Security-Policy: frame-ancestors`` directive, checked:
+    ``*``, ``'self'``, ``'none'``, schemes (``https:``) or hosts
+    (``https://*.example.edu``), separated by spaces. ValueError for anything else."""
+    sources = text.split()
+    if not sources:
+        raise ValueError("frame ancestors must name at least one source, e.g. * or 'self'")
+    for source in sources:
+        if not _FRAME_SOURCE.match(source):
+            raise ValueError(f"{source!r} is not a frame-ancestors source (use *, 'self', "
+                             "'none', https: or a host such as https://lms.example.edu)")
+    if "'none'" in sources and len(sources) > 1:
+        raise ValueError("'none' cannot be combined with other frame-ancestors sources")
+    return " ".join(sources)
+
+
+def security_headers(frame_ancestors: str = "*"):
+    """A Tornado output transform that gives every response ``X-Content-Type-Options``,
+    ``Referrer-Policy``, a charset on HTML and, unless ``frame_ancestors`` is ``*``,
+    ``Content-Security-Policy: frame-ancestors``, and drops the ``Server`` header (Tornado's
+    name and version). ``*`` sends no policy: a ``frame-ancestors *`` policy would still
+    refuse parents with an opaque origin (a course page opened from a file, a sandboxed
+    iframe of an LMS, about:blank), and any page may embed the explorer by default."""
+    sources = check_frame_ancestors(frame_ancestors)
+    policy = None if sources == "*" else f"frame-ancestors {sources}"
+
+    class SecurityHeaders(web.OutputTransform):
+        def transform_first_chunk(self, status_code, headers, chunk, finishing):
+            headers["X-Content-Type-Options"] = "nosniff"
+            headers["Referrer-Policy"] = "same-origin"
+            if policy:
+                headers["Content-Security-Policy"] = policy
+            kind = headers.get("Content-Type", "")
+            if kind.startswith("text/html") and "charset" not in kind:
+                headers["Content-Type"] = "text/html; charset=UTF-8"
+            if "Server" in headers:
+                del headers["Server"]
+            return status_code, headers, chunk
+
+    return SecurityHeaders
+
+
+class BoundedLog(logging.Filter):
+    """Keeps what a stranger can make the server log small: a record is cut to
+    LOG_RECORD_CHARS (its traceback to one line naming the exception), and a record of the
+    same kind (logger and message template) passes at most once per LOG_REPEAT_S seconds, the
+    next one saying how many were held back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last: dict[tuple, list] = {}        # kind -> [time passed, held back since]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "attention_scaling_bounded", False):
+            return True
+        record.attention_scaling_bounded = True
+        kind = (record.name, record.msg if isinstance(record.msg, str) else type(record.msg))
+        now = time.monotonic()
+        seen = self._last.get(kind)
+        if seen is not None and now - seen[0] < LOG_REPEAT_S:
+            seen[1] += 1
+            return False
+        if len(self._last) >= _LOG_KINDS_MAX:
+            self._last.clear()
+        held = seen[1] if seen else 0
+        self._last[kind] = [now, 0]
+        try:
+            text = record.getMessage()
+        except Exception:                         # a record whose arguments do not fit
+            text = str(record.msg)
+        if len(text) > LOG_RECORD_CHARS:
+            text = text[:LOG_RECORD_CHARS] + f"… [{len(text) - LOG_RECORD_CHARS} characters cut]"
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            text += f" [{type(exc).__name__}: {str(exc)[:200]}]"
+        record.exc_info = record.exc_text = record.stack_info = None
+        if held:
+            text += f" ({held} more like it in the last {LOG_REPEAT_S:g} s not shown)"
+        record.msg, record.args = text.replace("\n", " "), ()
+        return True
+
+
+def bound_logs() -> BoundedLog:
+    """Put one :class:`BoundedLog` on every handler that prints the server's log: Bokeh's
+    and Panel's own, and one for everything else (Tornado), on the root logger. Idempotent."""
+    bounded = BoundedLog()
+    root = logging.getLogger()
+    if not any(isinstance(f, BoundedLog) for h in root.handlers for f in h.filters):
+        handler = logging.StreamHandler()
+        handler.setLevel(logging.WARNING)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    for name in ("", "bokeh", "panel", "tornado"):
+        for h in logging.getLogger(name).handlers:
+            if not any(isinstance(f, BoundedLog) for f in h.filters):
+                h.addFilter(bounded)
+    return bounded

@@ -1,0 +1,405 @@
+"""What a stranger can send the classroom server, against `attention-scaling serve`: routes that
+import modules, sessions past the cap, forged session ids, oversized and malformed messages,
+cookies and headers in the page, refused origins, the response headers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+from conftest import (CLI, Server, bokeh_socket, page_token, run_in_thread, token_payload)
+
+ZEN = "Beautiful is better than ugly"
+COMPONENT_PATHS = ["components/this/x/__css__/y", "components/venv.__main__/x/__css__/y",
+                   "components/panel.widgets/Button/__css__/x", "components/"]
+
+
+#: The unscaled bars' weights in a served page, as one string (a JavaScript expression).
+WEIGHTS_JS = ("(d => Array.from(d instanceof Map ? d.get('weight') : d.weight).join(','))("
+              "[...Bokeh.documents[0].all_models].find("
+              "m => m.name === 'unscaled-weights-source').data)")
+
+
+def status_of(url: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()
+
+
+async def read_bokeh_message(ws, timeout: float = 10):
+    """One whole Bokeh message (header, metadata, content, buffers) from ``ws``: its header's
+    msgtype, or None when the connection closed."""
+    header = await asyncio.wait_for(ws.read_message(), timeout)
+    if header is None:
+        return None
+    for _ in range(2 + json.loads(header).get("num_buffers", 0)):
+        await asyncio.wait_for(ws.read_message(), timeout)
+    return json.loads(header)["msgtype"]
+
+
+def stats(server: Server) -> dict:
+    return json.loads(urllib.request.urlopen(server.url + "stats", timeout=10).read())
+
+
+def test_importing_this_prints_the_zen():
+    """Positive control for the checks below: the module `this` prints ZEN when imported."""
+    out = subprocess.run([sys.executable, "-c", "import this"], capture_output=True, text=True)
+    assert ZEN in out.stdout
+
+
+def test_the_stock_panel_route_imports_what_the_url_names(tmp_path):
+    """Positive control: Panel's own server (what the app replaces) runs the import."""
+    from conftest import free_port, stop_group, wait_until_live
+    port = free_port()
+    app = tmp_path / "app.py"
+    app.write_text("import panel as pn\npn.panel('hi').servable()\n")
+    log = tmp_path / "panel.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([str(CLI).replace("attention-scaling", "panel"), "serve",
+                                 str(app), "--port", str(port), "--address", "127.0.0.1",
+                                 "--liveness"],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        assert wait_until_live(f"http://127.0.0.1:{port}/liveness", proc, 60)
+        status_of(f"http://127.0.0.1:{port}/components/this/x/__css__/y")
+    finally:
+        stop_group(proc)
+    assert ZEN in log.read_text()
+
+
+@pytest.mark.parametrize("prefix", ["", "/course"])
+def test_the_components_route_imports_nothing_and_the_server_keeps_answering(tmp_path, prefix):
+    srv = Server("--stats", prefix=prefix, log=tmp_path / "server.log")
+    try:
+        for path in COMPONENT_PATHS:
+            code, _headers, body = status_of(srv.url + path)
+            assert code == 404, (path, code)
+            assert b"Traceback" not in body
+        assert status_of(srv.url + "liveness")[0] == 200
+        assert status_of(srv.url)[0] == 200
+    finally:
+        out = srv.stop()
+    assert srv.proc.returncode == 0     # stopped by us, not by argparse in venv.__main__
+    assert ZEN not in out
+    assert "Traceback" not in out
+
+
+def test_every_response_carries_the_security_headers(server):
+    for path in ["", "static/js/bokeh.min.js", "liveness", "components/this/x/__css__/y"]:
+        _code, headers, _body = status_of(server.url + path)
+        assert headers["X-Content-Type-Options"] == "nosniff", path
+        assert headers["Referrer-Policy"] == "same-origin", path
+        # any page may embed it by default, also one with an opaque origin (a file, a
+        # sandboxed iframe), which even `frame-ancestors *` would refuse: no policy at all
+        assert "Content-Security-Policy" not in headers, path
+        assert "Server" not in headers, (path, headers.get("Server"))
+    assert status_of(server.url)[1]["Content-Type"].lower() == "text/html; charset=utf-8"
+
+
+def test_frame_ancestors_can_be_restricted_and_bad_sources_are_refused():
+    srv = Server("--frame-ancestors", "'self' https://lms.example.edu")
+    try:
+        headers = status_of(srv.url)[1]
+    finally:
+        srv.stop()
+    assert headers["Content-Security-Policy"] == "frame-ancestors 'self' https://lms.example.edu"
+    for bad in ["'self'; script-src *", "https://a.edu<script>", ""]:
+        r = subprocess.run([CLI, "serve", "--frame-ancestors", bad], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 2 and "frame" in r.stderr and "Traceback" not in r.stderr, bad
+
+
+def test_the_page_carries_none_of_the_requests_cookies_or_headers(server):
+    secret_cookie, secret_header = "abc123cookievalue", "hdr42value"
+    code, _headers, body = status_of(server.url, {
+        "Cookie": f"secretcookie={secret_cookie}; other=1",
+        "X-Secret-Header": secret_header, "Authorization": "Bearer tok987"})
+    html = body.decode()
+    assert code == 200
+    payload = token_payload(page_token(html))
+    assert payload["session_id"]             # the decoding worked
+    for value in (secret_cookie, secret_header, "tok987", "secretcookie"):
+        assert value not in html
+        assert value not in json.dumps(payload)
+    assert payload.get("cookies", {}) == {} and payload.get("headers", {}) == {}
+
+
+def test_a_websocket_with_a_made_up_session_id_builds_no_session(tmp_path):
+    from bokeh.util.token import generate_jwt_token
+    srv = Server("--stats", log=tmp_path / "server.log")
+    try:
+        forged = [generate_jwt_token(f"forged-session-{i:04d}-{'x' * 30}", signed=False)
+                  for i in range(5)]
+
+        async def attempt():
+            closed = 0
+            for token in forged:
+                try:
+                    ws = await bokeh_socket(srv.url, token)
+                except Exception:
+                    closed += 1
+                    continue
+                if await read_bokeh_message(ws) is None:
+                    closed += 1
+            return closed
+
+        assert run_in_thread(attempt) == len(forged)
+        assert stats(srv)["sessions"] == 0
+        assert stats(srv)["connections"] == 0
+        # a real page's token still works
+        token = page_token(urllib.request.urlopen(srv.url, timeout=30).read().decode())
+
+        async def real():
+            ws = await bokeh_socket(srv.url, token)
+            first = await read_bokeh_message(ws)
+            ws.close()
+            return first
+        assert run_in_thread(real) == "ACK"
+    finally:
+        out = srv.stop()
+    assert "Traceback" not in out
+    assert len(out.encode()) < 10_000
+
+
+def test_oversized_and_malformed_messages_are_refused_with_little_logged(tmp_path):
+    srv = Server("--stats", log=tmp_path / "server.log")
+    try:
+        before = len(srv.output().encode())
+        token = page_token(urllib.request.urlopen(srv.url, timeout=30).read().decode())
+
+        async def send(fragments):
+            ws = await bokeh_socket(srv.url, token)
+            assert await read_bokeh_message(ws) == "ACK"
+            for fragment in fragments:
+                await ws.write_message(fragment)
+            # the server answers (ERROR), closes (None), or says nothing in 3 s
+            try:
+                answer = await read_bokeh_message(ws, 3)
+            except asyncio.TimeoutError:
+                answer = "silence"
+            code = ws.close_code
+            ws.close()
+            return answer, code
+
+        header = json.dumps({"msgid": "1", "msgtype": "PATCH-DOC", "num_buffers": 0})
+        answer, code = run_in_thread(lambda: send(["x" * 300_000]))
+        assert answer is None and code in (1009, None)   # closed: "message too big"
+        for _ in range(5):
+            run_in_thread(lambda: send([header, "{}", "{" + "x" * 60_000]))
+        pull = json.dumps({"msgid": "2", "msgtype": "PULL-DOC-REQ", "num_buffers": 0})
+        for _ in range(5):
+            run_in_thread(lambda: send([header, "{}", json.dumps(
+                {"events": [{"kind": "ModelChanged", "model": {"id": "p" + "9" * 50_000},
+                             "attr": "value", "new": 1}], "references": []}), pull]))
+        assert status_of(srv.url + "liveness")[0] == 200
+        assert status_of(srv.url)[0] == 200
+        grown = len(srv.output().encode()) - before
+    finally:
+        srv.stop()
+    assert grown < 10_000, grown
+
+
+@pytest.mark.browser
+def test_a_float_or_out_of_range_slider_value_is_ignored(page, tmp_path):
+    srv = Server(log=tmp_path / "server.log")
+    try:
+        page.goto(srv.url)
+        page.wait_for_selector(".noUi-handle", timeout=30_000)
+        slider = ("[...Bokeh.documents[0].all_models].find("
+                  "m => m.type === 'Slider' && m.title.startsWith('Head width'))")
+        weights = WEIGHTS_JS
+        start = page.evaluate(f"() => [{slider}.value, {weights}]")
+        before = len(srv.output().encode())
+        for bad in (2.5, -3, 1e300, 25):
+            page.evaluate(f"() => {{ {slider}.value = {bad}; }}")
+            # the server puts the handle back where the state is
+            page.wait_for_function(f"() => {slider}.value === {start[0]}", timeout=10_000)
+        assert page.evaluate(f"() => [{slider}.value, {weights}]") == start
+        # and a real change still works
+        page.evaluate(f"() => {{ {slider}.value = {start[0]} + 1; }}")
+        page.wait_for_function(f"() => {weights} !== {json.dumps(start[1])}", timeout=10_000)
+        grown = len(srv.output().encode()) - before
+    finally:
+        out = srv.stop()
+    assert grown < 10_000, grown
+    assert "Traceback" not in out and "TypeError" not in out
+
+
+def _ws_status(url: str, origin: str, **headers: str) -> int:
+    from tornado.httpclient import HTTPClientError, HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    async def connect():
+        try:
+            ws = await websocket_connect(HTTPRequest(
+                url.replace("http://", "ws://") + "ws", request_timeout=10,
+                headers={"Origin": origin, **{k.replace("_", "-"): v
+                                              for k, v in headers.items()}}))
+            ws.close()
+            return 101
+        except HTTPClientError as exc:
+            return exc.code
+    return run_in_thread(connect)
+
+
+@pytest.mark.parametrize("xheaders", [False, True])
+def test_a_refused_origin_is_explained_without_trusting_the_stranger(tmp_path, xheaders):
+    """A page of another site is refused and the log suggests nothing to allow, once per
+    origin. Behind a proxy (--use-xheaders), a browser that asked the proxy for a host not
+    allowed is told what to set; without it, the same forwarded header is not believed."""
+    srv = Server(*(["--use-xheaders"] if xheaders else []), log=tmp_path / "server.log")
+    try:
+        assert _ws_status(srv.url, "http://evil.example") == 403
+        assert _ws_status(srv.url, "http://evil.example") == 403
+        assert _ws_status(srv.url, "http://laptop.example:5006",
+                          X_Forwarded_Host="laptop.example:5006") == 403
+        # Tornado (6.6) accepts, without asking the list, a page whose Origin is the Host
+        # it asked this server for: the list matters where a proxy changes the Host
+        assert _ws_status(srv.url, "http://laptop.example:5006", Host="laptop.example:5006") == 101
+    finally:
+        out = srv.stop()
+    assert out.count("evil.example") == 1
+    assert "another site" in out
+    assert "ALLOWED_ORIGINS=evil" not in out and "--allow-websocket-origin evil" not in out
+    suggested = "set ATTENTION_SCALING_ALLOWED_ORIGINS=laptop.example:5006" in out
+    assert suggested == xheaders
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--allow-websocket-origin", "*"], "--allow-any-origin"),
+    (["--allow-websocket-origin", "*:*"], "--allow-any-origin"),
+    (["--allow-websocket-origin", "a*"], "websocket origin must look like"),
+    (["--allow-websocket-origin", "*example.edu"], "websocket origin must look like"),
+    (["--max-sessions", "0"], "sessions must be between 1"),
+    (["--max-sessions", "lots"], "sessions must be an integer"),
+])
+def test_unsafe_or_unknown_origin_patterns_are_refused(args, message):
+    r = subprocess.run([CLI, "serve", *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and "Traceback" not in r.stderr
+    errors = [line for line in r.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and message in errors[0]     # one line (after argparse's usage)
+
+
+def test_any_origin_only_when_asked_for_and_then_with_a_warning():
+    srv = Server("--allow-websocket-origin", "*", "--allow-any-origin",
+                 "--allow-websocket-origin", "*.example.edu")
+    try:
+        assert _ws_status(srv.url, "http://anything.example") == 101
+    finally:
+        out = srv.stop()
+    assert "warning: --allow-any-origin" in out
+
+
+def test_the_default_cap_is_the_documented_memory_budget():
+    from attention_scaling import cli, server
+    assert cli.DEFAULT_MAX_SESSIONS == server.DEFAULT_MAX_SESSIONS
+    assert server.DEFAULT_MAX_SESSIONS * server.SESSION_MIB + server.BASE_MIB \
+        + server.HEADROOM_MIB <= server.MEMORY_LIMIT_MIB
+
+
+@pytest.mark.browser
+def test_past_the_cap_visitors_get_a_short_503_and_open_sessions_keep_working(browser, tmp_path):
+    cap = 3
+    srv = Server("--stats", "--max-sessions", str(cap), log=tmp_path / "server.log")
+    contexts = []
+    try:
+        pages = []
+        for _ in range(cap):
+            context = browser.new_context()
+            contexts.append(context)
+            pg = context.new_page()
+            pg.goto(srv.url)
+            pg.wait_for_selector(".noUi-handle", timeout=30_000)
+            pages.append(pg)
+        assert stats(srv)["sessions"] == cap
+        for _ in range(3):
+            code, headers, body = status_of(srv.url)
+            assert code == 503
+            assert b"The classroom server is full" in body and b"Traceback" not in body
+            assert headers["Retry-After"] == "60"
+        assert stats(srv)["sessions"] == cap
+        # a browser past the cap sees the page too
+        extra = browser.new_context()
+        contexts.append(extra)
+        full = extra.new_page()
+        full.goto(srv.url)
+        assert "The classroom server is full" in full.inner_text("h1")
+        weights = f"() => {WEIGHTS_JS}"
+        for pg in pages:
+            before = pg.evaluate(weights)
+            pg.locator(".noUi-handle").first.focus()
+            pg.keyboard.press("ArrowRight")
+            pg.wait_for_function(f"() => ({weights})() !== {json.dumps(before)}",
+                                 timeout=10_000)
+        rss_mib = stats(srv)["rss_kib"] / 1024
+        from attention_scaling import server
+        assert rss_mib < server.BASE_MIB + server.HEADROOM_MIB + cap * server.SESSION_MIB, rss_mib
+    finally:
+        for context in contexts:
+            context.close()
+        out = srv.stop()
+    assert out.count("Full:") == 1          # said once, not once per refused visitor
+    assert "Traceback" not in out
+
+
+def test_bounded_log_cuts_a_record_and_holds_back_repeats():
+    """The filter on its own: a 60 KB message with a traceback becomes one short line, the
+    same kind again within the minute is held back, and the next one after it says so."""
+    import logging
+
+    from attention_scaling import server
+    bounded = server.BoundedLog()
+
+    def record(text: str, exc=None) -> logging.LogRecord:
+        return logging.LogRecord("bokeh.server.protocol_handler", logging.ERROR, __file__, 1,
+                                 "error handling message\n message: %r", (text,),
+                                 (type(exc), exc, None) if exc else None)
+
+    first = record("x" * 60_000, ValueError("bad\nvalue"))
+    assert bounded.filter(first)
+    line = logging.Formatter().format(first)
+    assert len(line) < server.LOG_RECORD_CHARS + 200 and "\n" not in line
+    assert "ValueError: bad" in line and "characters cut" in line
+    assert not any(bounded.filter(record("y")) for _ in range(100))
+    bounded._last = {k: [v[0] - server.LOG_REPEAT_S, v[1]] for k, v in bounded._last.items()}
+    later = record("z")
+    assert bounded.filter(later)
+    assert "100 more like it" in later.getMessage()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("prefix,query", [("", ""), ("", "?embed=1"), ("/course", "")])
+def test_the_page_loads_every_resource_without_an_error(page, prefix, query):
+    """Served, embedded and behind a prefix, with the app's limits and headers: every request
+    answered 2xx (or 304), no console error, the charts drawn."""
+    srv = Server(prefix=prefix)
+    answers = []
+    page.on("response", lambda r: answers.append((r.status, r.url)))
+    try:
+        page.goto(srv.url + query)
+        page.wait_for_function(f"() => window.Bokeh && Bokeh.documents.length > 0 "
+                               f"&& {WEIGHTS_JS}.length > 0", timeout=30_000)
+        page.wait_for_timeout(500)
+    finally:
+        srv.stop()
+    assert answers and all(200 <= s < 300 or s == 304 for s, _ in answers), answers
+    assert not page.console_errors, page.console_errors
+    assert not page.failed_requests, page.failed_requests
+
+
+def test_a_short_signing_key_is_refused():
+    import os
+    r = subprocess.run([CLI, "serve"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "ATTENTION_SCALING_SECRET_KEY": "short"})
+    assert r.returncode == 2
+    assert "ATTENTION_SCALING_SECRET_KEY must be at least 32" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -45,6 +45,8 @@ N_BACKENDS = 3
 MIB_PER_SESSION = 2
 BASE_MIB = 100
 STUDENTS_PER_POD = 300
+# Requests of one page load (nginx's log): the page, 10 scripts and styles, the websocket.
+REQUESTS_PER_PAGE_LOAD = 12
 
 
 def nginx_executable() -> str | None:
@@ -405,6 +407,11 @@ def test_the_page_works_through_nginx_with_its_websocket(deployment, browser):
     route = routes_of(deployment, cookie["value"], closed=True)
     assert len(route["page"]) == 1 and route["ws"] == route["page"], route
     assert route["ws_status"] == [101] and route["all"] == set(route["page"]), route
+    # what the per-address limits are sized by: the requests of one page load, and of those
+    # the ones the templates count (all but /static/): the page and its websocket
+    rows = [r for r in deployment.access_log() if r["key"] == cookie["value"]]
+    assert len(rows) <= REQUESTS_PER_PAGE_LOAD, rows
+    assert sorted(r["uri"] for r in rows if not r["uri"].startswith("/static/")) == ["/", "/ws"]
 
 
 def test_stats_through_nginx_only_from_the_machine_itself(deployment):
@@ -881,10 +888,12 @@ def load_manifests() -> list[dict]:
 
 
 def by_kind(docs: list[dict]) -> dict[str, dict]:
+    """Each kind's object named attention-scaling (the second Ingress has another name)."""
     kinds = {}
     for d in docs:
-        assert d["kind"] not in kinds, f"two {d['kind']}s"
-        kinds[d["kind"]] = d
+        if d["metadata"]["name"] == "attention-scaling":
+            assert d["kind"] not in kinds, f"two {d['kind']}s"
+            kinds[d["kind"]] = d
     return kinds
 
 
@@ -907,7 +916,7 @@ def k8s_validate(doc: dict, version: str) -> None:
 def test_manifests_validate_against_the_kubernetes_schemas(version):
     docs = load_manifests()
     assert sorted(d["kind"] for d in docs) == [
-        "Deployment", "Ingress", "PodDisruptionBudget", "Service"]
+        "Deployment", "Ingress", "Ingress", "PodDisruptionBudget", "Service"]
     for doc in docs:
         k8s_validate(doc, version)
 
@@ -1010,6 +1019,46 @@ def test_manifests_fit_together_and_fit_the_app():
     assert int(notes["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= \
         3 * cli.DEFAULT_KEEP_ALIVE_S
     assert ingress["spec"]["tls"][0]["hosts"] == hosts
+
+
+def test_deployment_names_the_projects_version_as_its_image_tag():
+    version = re.search(r'^version = "([^"]+)"$', (ROOT / "pyproject.toml").read_text(),
+                        re.M).group(1)
+    deployment = by_kind(load_manifests())["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    images = [c["image"] for c in pod["containers"] + pod.get("initContainers", [])]
+    assert images == [f"attention-scaling:{version}"]
+    for image in images:
+        name, _, tag = image.rpartition("/")[2].partition(":")
+        assert tag and tag != "latest" and "@" not in name, image
+    assert ":latest" not in re.sub(r"#.*", "", (K8S_DIR / "deployment.yaml").read_text())
+
+
+def test_ingress_limits_each_address_and_refuses_stats_and_components():
+    docs = load_manifests()
+    ingress = by_kind(docs)["Ingress"]
+    notes = ingress["metadata"]["annotations"]
+    prefix = "nginx.ingress.kubernetes.io/"
+    rps = int(notes[prefix + "limit-rps"])
+    burst = rps * int(notes[prefix + "limit-burst-multiplier"])
+    connections = int(notes[prefix + "limit-connections"])
+    # a class behind one NAT address opening the page at the same moment passes: ingress-nginx
+    # counts every request, ~12 per page load (the page, its scripts and styles, the websocket)
+    assert burst >= STUDENTS_PER_POD * REQUESTS_PER_PAGE_LOAD, burst
+    assert connections >= 2 * STUDENTS_PER_POD and rps >= 1
+    # the second Ingress: /stats and /components, same host and Service, refused to everyone
+    (internal,) = [d for d in docs if d["kind"] == "Ingress" and d is not ingress]
+    assert internal["metadata"]["annotations"] == {
+        prefix + "denylist-source-range": "0.0.0.0/0,::/0"}
+    assert internal["spec"]["ingressClassName"] == ingress["spec"]["ingressClassName"]
+    (rule,) = internal["spec"]["rules"]
+    assert rule["host"] == ingress["spec"]["rules"][0]["host"]
+    paths = {(p["path"], p["pathType"]) for p in rule["http"]["paths"]}
+    assert paths == {("/stats", "Prefix"), ("/components", "Prefix")}
+    main_backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]
+    assert all(p["backend"] == main_backend for p in rule["http"]["paths"])
+    # and the main Ingress itself has no path of its own for them
+    assert [p["path"] for p in ingress["spec"]["rules"][0]["http"]["paths"]] == ["/"]
 
 
 SYSTEMD_UNIT = ROOT / "deploy" / "systemd" / "attention-scaling@.service"

@@ -3,14 +3,20 @@
 #   docker build -t attention-scaling .
 #   docker run -d --name attention-scaling --restart unless-stopped \
 #     --read-only --tmpfs /tmp --cap-drop ALL --security-opt no-new-privileges \
+#     --memory 1g --pids-limit 256 --log-opt max-size=10m --log-opt max-file=3 \
 #     -p 5006:5006 -e ATTENTION_SCALING_ALLOWED_ORIGINS=TEACHER-IP:5006 attention-scaling
+#
+# --memory: 100 MiB + 2 MiB per open session, ~700 MiB for 300 students (docs/deploy.md,
+# sizing); --pids-limit: the server runs 2 tasks (3 with two workers), so 256 leaves room for
+# a worker per core and stops a runaway; --log-opt: the log rotates at 10 MB, 3 files kept.
 #
 # Configured by environment variables (see README, "Run it for a classroom"):
 # ATTENTION_SCALING_PORT, ATTENTION_SCALING_ALLOWED_ORIGINS, ATTENTION_SCALING_WORKERS,
 # ATTENTION_SCALING_PREFIX.
 #
 # Build arguments, for offline builds (`make test-docker` uses both); by default the build
-# pulls BASE_IMAGE and downloads the pinned wheels from PyPI:
+# pulls BASE_IMAGE and downloads the pinned wheels from PyPI (each checked against its hash in
+# docker/*requirements.txt; scripts/docker-requirements-hashes.py writes those):
 #   BASE_IMAGE  an image with the same Python layout (CPython in /usr/local), e.g. a local
 #               stand-in made by scripts/docker-base-standin
 #   WHEELHOUSE  a directory inside the build context holding every wheel of
@@ -29,11 +35,12 @@ WORKDIR /src
 COPY docker/requirements.txt docker/build-requirements.txt docker/
 # With no WHEELHOUSE this copies a harmless text file, so the instruction works either way.
 COPY ${WHEELHOUSE:-docker/requirements.txt} /wheelhouse/
-# Dependencies: binary wheels only, exactly the pinned versions; and the build backend.
-RUN pip wheel --only-binary=:all: --wheel-dir /wheels/deps \
+# Dependencies: binary wheels only, exactly the pinned versions, each file checked against
+# the sha256 the requirements list for it; and the build backend, checked the same way.
+RUN pip wheel --require-hashes --only-binary=:all: --wheel-dir /wheels/deps \
         ${WHEELHOUSE:+--no-index --find-links /wheelhouse} -r docker/requirements.txt \
  && sha256sum /wheels/deps/*.whl > /wheels/deps.sha256 \
- && pip install --only-binary=:all: \
+ && pip install --require-hashes --only-binary=:all: \
         ${WHEELHOUSE:+--no-index --find-links /wheelhouse} -r docker/build-requirements.txt
 # The project itself, built from this source tree.
 COPY pyproject.toml README.md ./
@@ -57,20 +64,25 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     ATTENTION_SCALING_WORKERS=1 \
     ATTENTION_SCALING_PREFIX=
 
-# Exactly the built wheels (--no-deps: nothing is resolved from anywhere else), byte-compiled
-# by pip: the dependencies first, then the project (a source change redoes only that layer).
+# Exactly the built wheels, byte-compiled by pip: the dependencies first, then the project (a
+# source change redoes only that layer). The dependencies come only from the builder's wheels
+# (--no-index) and are checked again against the requirements' hashes, which must also name
+# every dependency of every one of them (--require-hashes resolves nothing unpinned).
 # Each list of hashes is kept as a record of what is installed; copying it first also makes a
 # changed wheel invalidate the build cache of the RUN after it (podman's buildah does not look
 # inside a bind mount to decide that).
 COPY --from=builder /wheels/deps.sha256 /usr/local/share/attention-scaling/dependencies.sha256
 RUN --mount=type=bind,from=builder,source=/wheels/deps,target=/wheels \
-    pip install --no-index --no-deps --no-cache-dir --disable-pip-version-check \
-        --root-user-action=ignore /wheels/*.whl \
+    --mount=type=bind,from=builder,source=/src/docker/requirements.txt,target=/requirements.txt \
+    pip install --require-hashes --no-index --find-links /wheels --no-cache-dir \
+        --disable-pip-version-check --root-user-action=ignore -r /requirements.txt \
  && groupadd --system --gid 10001 app \
  && useradd --no-log-init --uid 10001 --gid 10001 --home-dir /nonexistent \
         --no-create-home --shell /usr/sbin/nologin app
-# Then the project; pip checks the whole set, then the packaging tools go: nothing is
-# installed in the image again (no compiler was ever in it).
+# Then the project: its wheel is built in the builder stage from this tree, so it has no hash to
+# pin in advance (--no-deps: its dependencies are the ones above). pip checks the whole set,
+# then the packaging tools go: nothing is installed in the image again (no compiler was ever
+# in it).
 COPY --from=builder /wheels/app.sha256 /usr/local/share/attention-scaling/app.sha256
 RUN --mount=type=bind,from=builder,source=/wheels/app,target=/wheels \
     pip install --no-index --no-deps --no-cache-dir --disable-pip-version-check \

@@ -45,6 +45,8 @@ N_BACKENDS = 3
 MIB_PER_SESSION = 2
 BASE_MIB = 100
 STUDENTS_PER_POD = 300
+# Requests of one page load (nginx's log): the page, 10 scripts and styles, the websocket.
+REQUESTS_PER_PAGE_LOAD = 12
 
 
 def nginx_executable() -> str | None:
@@ -96,6 +98,48 @@ def test_nginx_template_has_affinity_websocket_headers_and_timeouts(template):
         assert "SameSite=Lax" in cookie and "Secure" not in cookie
 
 
+SECURITY_HEADERS = ("X-Content-Type-Options", "Referrer-Policy", "Content-Security-Policy")
+
+
+def limit_sizes(text: str) -> tuple[float, int, int]:
+    """(requests per second, burst, websockets) per client address, from a template."""
+    (zone,) = directive_values(text, "limit_req_zone")
+    rate = re.fullmatch(r"\$as_limit_key zone=attention_scaling_req:\d+m rate=(\d+)r/s", zone)
+    (limit_req,) = directive_values(text, "limit_req")
+    burst = re.fullmatch(r"zone=attention_scaling_req burst=(\d+) nodelay", limit_req)
+    (limit_conn,) = directive_values(ws_location(text), "limit_conn")
+    conns = re.fullmatch(r"attention_scaling_conn (\d+)", limit_conn)
+    assert rate and burst and conns, (zone, limit_req, limit_conn)
+    return float(rate.group(1)), int(burst.group(1)), int(conns.group(1))
+
+
+@pytest.mark.parametrize("template", [HTTP_TEMPLATE, TLS_TEMPLATE], ids=["http", "tls"])
+def test_nginx_template_limits_per_address_and_hides_its_version(template):
+    text = template.read_text()
+    code = re.sub(r"#.*", "", text)
+    # every server block, the https redirect's too, hides nginx's version
+    assert code.count("server_tokens off;") == code.count("server {") >= 1
+    # per address, sized for a class behind one NAT address: every student's page and
+    # websocket at once within the burst, and as many open websockets
+    assert directive_values(text, "limit_conn_zone") == [
+        "$binary_remote_addr zone=attention_scaling_conn:10m"]
+    rate, burst, conns = limit_sizes(text)
+    assert burst >= 2 * STUDENTS_PER_POD and conns >= STUDENTS_PER_POD and rate >= 1
+    assert re.search(r"map \$uri \$as_limit_key \{\s*~/static/\s+\"\";\s*"
+                     r"default\s+\$binary_remote_addr;", code)
+    assert directive_values(text, "limit_req_status") == ["429"]
+    assert directive_values(text, "limit_conn_status") == ["429"]
+    assert directive_values(text, "error_page") == ["429 @as_too_many"]
+    assert re.search(r"location @as_too_many \{[^}]*return 429 \"[^\"]+\";", code)
+    # the app's security headers are neither set again nor hidden here
+    for header in SECURITY_HEADERS:
+        assert header.lower() not in code.lower(), header
+    assert "proxy_hide_header" not in code
+    # /stats (also PREFIX/stats) and /components/ (also PREFIX/components/)
+    assert re.search(r"location ~ /stats/\?\$ \{\s*allow 127\.0\.0\.1;\s*allow ::1;\s*deny all;",
+                     code)
+    assert re.search(r"location ~ /components/ \{\s*return 404;\s*\}", code)
+
 # ---------------------------------------------------------------------------------------------
 # Running the templates: backends, nginx, and a config made from a template.
 
@@ -107,9 +151,11 @@ def sub_exactly(pattern: str, repl, text: str, count: int, what: str) -> str:
 
 def site_config(template: Path, backends: list[int], listen: int, *, tls_listen: int = 0,
                 cert: tuple[Path, Path] | None = None, affinity: str | None = None,
-                ws_read_timeout: int | None = None) -> str:
+                ws_read_timeout: int | None = None, ws_conn_limit: int | None = None,
+                prefix: str | None = None) -> str:
     """The template with only the loopback ports (and where asked the certificate, the
-    websocket's read timeout or the hash key) replaced."""
+    websocket's read timeout or connection limit, the hash key, or `location /` moved under a
+    path prefix as docs/deploy.md says) replaced."""
     text = template.read_text()
 
     def servers(match: re.Match) -> str:
@@ -125,6 +171,12 @@ def site_config(template: Path, backends: list[int], listen: int, *, tls_listen:
     if ws_read_timeout is not None:
         text = sub_exactly(r"(location ~ /ws\$ \{[^}]*proxy_read_timeout) \d+s;",
                            rf"\1 {ws_read_timeout}s;", text, 1, "websocket read timeout")
+    if ws_conn_limit is not None:
+        text = sub_exactly(r"(location ~ /ws\$ \{[^}]*limit_conn attention_scaling_conn) \d+;",
+                           rf"\1 {ws_conn_limit};", text, 1, "websocket connection limit")
+    if prefix is not None:
+        text = sub_exactly(r"^(\s*)location / \{", rf"\1location {prefix}/ {{", text, 1,
+                           "`location / {`")
     if cert:
         text = sub_exactly(r"^(\s*)listen 443 ssl http2;$",
                            rf"\1listen 127.0.0.1:{tls_listen} ssl http2;", text, 1,
@@ -358,6 +410,11 @@ def test_the_page_works_through_nginx_with_its_websocket(deployment, browser):
     route = routes_of(deployment, cookie["value"], closed=True)
     assert len(route["page"]) == 1 and route["ws"] == route["page"], route
     assert route["ws_status"] == [101] and route["all"] == set(route["page"]), route
+    # what the per-address limits are sized by: the requests of one page load, and of those
+    # the ones the templates count (all but /static/): the page and its websocket
+    rows = [r for r in deployment.access_log() if r["key"] == cookie["value"]]
+    assert len(rows) <= REQUESTS_PER_PAGE_LOAD, rows
+    assert sorted(r["uri"] for r in rows if not r["uri"].startswith("/static/")) == ["/", "/ws"]
 
 
 def test_stats_through_nginx_only_from_the_machine_itself(deployment):
@@ -421,6 +478,249 @@ def test_nginx_closes_a_silent_websocket_after_its_read_timeout(deployment, tmp_
         listener.close()
         thread.join(5)
 
+
+# ---------------------------------------------------------------------------------------------
+# Limits and guards, against a stub backend: it answers every request at once (200, the path
+# as its body, the security headers the app sets), upgrades a websocket request and holds it
+# open, and records what reached it. nginx is the template, only the ports replaced.
+
+STUB_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Content-Security-Policy": "frame-ancestors 'self' https://course.example",
+}
+
+
+class StubBackend:
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        self.paths: list[str] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                stub.paths.append(self.path)
+                if self.headers.get("Upgrade", "").lower() == "websocket":
+                    self.send_response(101)
+                    self.send_header("Upgrade", "websocket")
+                    self.send_header("Connection", "Upgrade")
+                    self.end_headers()
+                    self.wfile.flush()
+                    try:
+                        while self.rfile.read1(4096):   # until nginx closes it
+                            pass
+                    except OSError:
+                        pass
+                    self.close_connection = True
+                    return
+                body = self.path.encode()
+                self.send_response(200)
+                self.send_header("Server", "stub/9.9")
+                for name, value in STUB_HEADERS.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def stub_backend():
+    stub = StubBackend()
+    yield stub
+    stub.stop()
+
+
+@pytest.fixture(scope="module")
+def stub_proxy(stub_backend, tmp_path_factory):
+    """nginx from attention-scaling.conf in front of the stub backend."""
+    if not nginx_executable():
+        pytest.skip(NO_NGINX)
+    port = free_port()
+    proxy = Nginx(tmp_path_factory.mktemp("nginx-stub"),
+                  site_config(HTTP_TEMPLATE, [stub_backend.port], port), port)
+    yield proxy
+    proxy.stop()
+
+
+def get(port: int, path: str, source: str = "127.0.0.1", headers: dict | None = None,
+        timeout: float = 10) -> tuple[int, dict, bytes]:
+    """One GET on a new connection from `source` (any 127.x.y.z: loopback is a /8): the
+    status, the headers (name -> list of values) and the body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout,
+                                      source_address=(source, 0))
+    try:
+        conn.request("GET", path, headers=headers or {})
+        response = conn.getresponse()
+        received: dict[str, list[str]] = {}
+        for name, value in response.getheaders():
+            received.setdefault(name.lower(), []).append(value)
+        return response.status, received, response.read()
+    finally:
+        conn.close()
+
+
+def test_nginx_hides_its_version_and_passes_the_apps_security_headers(stub_proxy, stub_backend):
+    status, headers, body = get(stub_proxy.port, "/?d_k=128")
+    assert status == 200 and body == b"/?d_k=128"
+    assert headers["server"] == ["nginx"]                  # no version; the backend's is not sent
+    for name, value in STUB_HEADERS.items():
+        assert headers[name.lower()] == [value], name     # once, as the backend set it
+    # nginx's own answers carry no version either
+    status, headers, body = get(stub_proxy.port, "/components/x/y")
+    assert status == 404 and headers["server"] == ["nginx"]
+    assert b"nginx/" not in body and b"<center>nginx</center>" in body
+
+
+@pytest.mark.parametrize("prefix", ["", "/explorer"])
+def test_stats_refused_to_other_addresses_also_under_a_prefix(stub_backend, tmp_path, prefix):
+    """The regex location guards /stats wherever it sits: with the template as it is, and with
+    `location /` moved under a prefix as docs/deploy.md says. 127.0.0.2 (loopback, but not the
+    127.0.0.1 the template allows) stands for a client on another machine: nginx judges it by
+    the connection's source address like any other."""
+    if not nginx_executable():
+        pytest.skip(NO_NGINX)
+    port = free_port()
+    proxy = Nginx(tmp_path / "nginx",
+                  site_config(HTTP_TEMPLATE, [stub_backend.port], port, prefix=prefix or None),
+                  port)
+    try:
+        paths = [f"{prefix}/stats", f"{prefix}/stats/", f"{prefix}/stats?x=1",
+                 f"{prefix}//stats", f"{prefix}/st%61ts", "/a/b/stats"]
+        for path in paths:
+            stub_backend.paths.clear()
+            assert get(port, path, source="127.0.0.2")[0] == 403, path
+            assert stub_backend.paths == [], path          # never reached the backend
+            status, _, body = get(port, path, source="127.0.0.1")
+            assert status == 200 and len(stub_backend.paths) == 1, path   # passed on
+        assert get(port, f"{prefix}/liveness", source="127.0.0.2")[0] == 200
+    finally:
+        proxy.stop()
+
+
+def test_the_servers_own_headers_pass_through_nginx_unchanged(deployment):
+    """The page's security headers through nginx are exactly the backend's own (whatever the
+    server sets: the template neither adds nor hides any); the Server header names no version."""
+    via_nginx = get(deployment.port, "/")
+    key = re.match(rf"{COOKIE}=([0-9a-f]+);", via_nginx[1]["set-cookie"][0]).group(1)
+    deadline = time.monotonic() + 5
+    while not (served := routes_of(deployment, key)["page"]) and time.monotonic() < deadline:
+        time.sleep(0.1)                          # nginx logs the request once it is done
+    (backend,) = [b for b in deployment.backends if served == [f"127.0.0.1:{b.port}"]]
+    direct = get(backend.port, "/")
+    assert via_nginx[0] == direct[0] == 200
+    for name in SECURITY_HEADERS:
+        assert via_nginx[1].get(name.lower()) == direct[1].get(name.lower()), name
+    assert via_nginx[1]["server"] == ["nginx"]
+
+def test_components_route_answered_404_by_nginx(stub_proxy, stub_backend):
+    stub_backend.paths.clear()
+    for path in ("/components/this/x/__css__/y", "/explorer/components/this/x/__css__/y",
+                 "/components/", "/compo%6eents/x"):
+        status, _, body = get(stub_proxy.port, path)
+        assert status == 404 and b"<title>404 Not Found</title>" in body, path
+    assert stub_backend.paths == []
+    assert get(stub_proxy.port, "/static/js/bokeh.min.js")[0] == 200   # the rest still passes
+
+
+def test_one_address_over_its_burst_gets_429(stub_proxy, stub_backend):
+    """A class behind one address: every student's page and websocket request at once pass.
+    The same address going on gets 429 with one line of text; its scripts and styles are not
+    counted, and other addresses are not affected. Bounded: at most 3 x burst requests and 60 s
+    (nginx refills 10 per second; a request here takes ~1 ms, so the 429 comes right after the
+    burst unless a request takes ~70 ms or more)."""
+    rate, burst, _ = limit_sizes(HTTP_TEMPLATE.read_text())
+    port, source = stub_proxy.port, "127.0.0.3"
+    statuses = []
+    t0 = time.monotonic()
+    for i in range(STUDENTS_PER_POD):          # a class arriving: the page and its websocket
+        statuses.append(get(port, f"/?student={i}", source)[0])
+        statuses.append(get(port, "/ws", source)[0])
+    assert statuses == [200] * 2 * STUDENTS_PER_POD
+    body = headers = None
+    while time.monotonic() - t0 < 60 and len(statuses) < 3 * burst:
+        status, headers, body = get(port, "/", source)
+        statuses.append(status)
+        if status == 429:
+            break
+    elapsed = time.monotonic() - t0
+    assert statuses[-1] == 429, f"no 429 after {len(statuses)} requests in {elapsed:.1f} s"
+    passed = statuses.count(200)
+    # nodelay: the burst, plus the first request, plus what refilled meanwhile
+    assert burst <= passed <= burst + 1 + rate * elapsed + 1, (passed, elapsed)
+    assert body == b"Too many requests from your address; please try again in a minute.\n"
+    assert headers["content-type"] == ["text/plain"] and headers["server"] == ["nginx"]
+    assert get(port, "/static/js/bokeh.min.js", source)[0] == 200      # not counted
+    assert get(port, "/", "127.0.0.4")[0] == 200                      # another address
+
+
+def upgrade(port: int, source: str, path: str = "/ws") -> tuple[socket.socket, bytes]:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                 "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+    return sock, head
+
+
+def test_open_websockets_per_address_are_limited(stub_backend, tmp_path):
+    """limit_conn on the websocket location, its number cut to 2 here: a third open websocket
+    from one address gets 429, another address still gets its own, and once one closes the
+    same address gets one again."""
+    if not nginx_executable():
+        pytest.skip(NO_NGINX)
+    port = free_port()
+    proxy = Nginx(tmp_path / "nginx",
+                  site_config(HTTP_TEMPLATE, [stub_backend.port], port, ws_conn_limit=2), port)
+    socks = []
+    try:
+        for _ in range(2):
+            sock, head = upgrade(port, "127.0.0.5")
+            socks.append(sock)
+            assert head.startswith(b"HTTP/1.1 101"), head
+        sock, head = upgrade(port, "127.0.0.5")
+        socks.append(sock)
+        assert head.startswith(b"HTTP/1.1 429"), head
+        while b"Too many requests from your address" not in head and (chunk := sock.recv(4096)):
+            head += chunk                        # the one-line body, if not read yet
+        assert b"Too many requests from your address" in head, head
+        sock, head = upgrade(port, "127.0.0.6")
+        socks.append(sock)
+        assert head.startswith(b"HTTP/1.1 101"), head
+        socks.pop(0).close()
+        deadline = time.monotonic() + 10
+        while True:                              # nginx sees the close within moments
+            sock, head = upgrade(port, "127.0.0.5")
+            socks.append(sock)
+            if head.startswith(b"HTTP/1.1 101") or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert head.startswith(b"HTTP/1.1 101"), head
+    finally:
+        for sock in socks:
+            sock.close()
+        proxy.stop()
 
 @pytest.mark.browser
 def test_the_servers_pings_keep_an_idle_websocket_open_through_nginx(deployment, browser,
@@ -592,10 +892,12 @@ def load_manifests() -> list[dict]:
 
 
 def by_kind(docs: list[dict]) -> dict[str, dict]:
+    """Each kind's object named attention-scaling (the second Ingress has another name)."""
     kinds = {}
     for d in docs:
-        assert d["kind"] not in kinds, f"two {d['kind']}s"
-        kinds[d["kind"]] = d
+        if d["metadata"]["name"] == "attention-scaling":
+            assert d["kind"] not in kinds, f"two {d['kind']}s"
+            kinds[d["kind"]] = d
     return kinds
 
 
@@ -618,7 +920,7 @@ def k8s_validate(doc: dict, version: str) -> None:
 def test_manifests_validate_against_the_kubernetes_schemas(version):
     docs = load_manifests()
     assert sorted(d["kind"] for d in docs) == [
-        "Deployment", "Ingress", "PodDisruptionBudget", "Service"]
+        "Deployment", "Ingress", "Ingress", "PodDisruptionBudget", "Service"]
     for doc in docs:
         k8s_validate(doc, version)
 
@@ -721,6 +1023,46 @@ def test_manifests_fit_together_and_fit_the_app():
     assert int(notes["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= \
         3 * cli.DEFAULT_KEEP_ALIVE_S
     assert ingress["spec"]["tls"][0]["hosts"] == hosts
+
+
+def test_deployment_names_the_projects_version_as_its_image_tag():
+    version = re.search(r'^version = "([^"]+)"$', (ROOT / "pyproject.toml").read_text(),
+                        re.M).group(1)
+    deployment = by_kind(load_manifests())["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    images = [c["image"] for c in pod["containers"] + pod.get("initContainers", [])]
+    assert images == [f"attention-scaling:{version}"]
+    for image in images:
+        name, _, tag = image.rpartition("/")[2].partition(":")
+        assert tag and tag != "latest" and "@" not in name, image
+    assert ":latest" not in re.sub(r"#.*", "", (K8S_DIR / "deployment.yaml").read_text())
+
+
+def test_ingress_limits_each_address_and_refuses_stats_and_components():
+    docs = load_manifests()
+    ingress = by_kind(docs)["Ingress"]
+    notes = ingress["metadata"]["annotations"]
+    prefix = "nginx.ingress.kubernetes.io/"
+    rps = int(notes[prefix + "limit-rps"])
+    burst = rps * int(notes[prefix + "limit-burst-multiplier"])
+    connections = int(notes[prefix + "limit-connections"])
+    # a class behind one NAT address opening the page at the same moment passes: ingress-nginx
+    # counts every request, ~12 per page load (the page, its scripts and styles, the websocket)
+    assert burst >= STUDENTS_PER_POD * REQUESTS_PER_PAGE_LOAD, burst
+    assert connections >= 2 * STUDENTS_PER_POD and rps >= 1
+    # the second Ingress: /stats and /components, same host and Service, refused to everyone
+    (internal,) = [d for d in docs if d["kind"] == "Ingress" and d is not ingress]
+    assert internal["metadata"]["annotations"] == {
+        prefix + "denylist-source-range": "0.0.0.0/0,::/0"}
+    assert internal["spec"]["ingressClassName"] == ingress["spec"]["ingressClassName"]
+    (rule,) = internal["spec"]["rules"]
+    assert rule["host"] == ingress["spec"]["rules"][0]["host"]
+    paths = {(p["path"], p["pathType"]) for p in rule["http"]["paths"]}
+    assert paths == {("/stats", "Prefix"), ("/components", "Prefix")}
+    main_backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]
+    assert all(p["backend"] == main_backend for p in rule["http"]["paths"])
+    # and the main Ingress itself has no path of its own for them
+    assert [p["path"] for p in ingress["spec"]["rules"][0]["http"]["paths"]] == ["/"]
 
 
 SYSTEMD_UNIT = ROOT / "deploy" / "systemd" / "attention-scaling@.service"

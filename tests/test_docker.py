@@ -35,8 +35,16 @@ IMAGE = "localhost/attention-scaling:test"
 # What runs containers on these machines (runc; the default rlimits are refused here).
 PODMAN_RUN = ["podman", "run", "--runtime", "runc",
               "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
+# The limits the documented `docker run` commands set (README, docs/deploy.md, Dockerfile);
+# podman here applies them (cgroup v1 memory and pids controllers; the k8s-file log driver,
+# which applies max-size and accepts max-file without using it).
+MEMORY_LIMIT = 2**30
+PIDS_LIMIT = 256
+LIMITS = ["--memory", "1g", "--pids-limit", str(PIDS_LIMIT)]
+LOG_OPTS = ["--log-opt", "max-size=10m", "--log-opt", "max-file=3"]
+# As the README runs it.
 HARDENED = ["--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL",
-            "--security-opt", "no-new-privileges"]
+            "--security-opt", "no-new-privileges", *LIMITS, *LOG_OPTS]
 ORIGINS_VAR = "ATTENTION_SCALING_ALLOWED_ORIGINS"
 
 
@@ -52,6 +60,21 @@ def podman(*args: str, check: bool = True, timeout: float = 120) -> subprocess.C
         raise AssertionError(f"podman {' '.join(args)} -> {proc.returncode}\n"
                              f"{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def pinned(path: Path) -> dict[str, list[str]]:
+    """`name==version` -> its sha256 hashes, from a requirements file in pip's hash format
+    (each pin, then `--hash=sha256:...` on continuation lines). Any other line fails."""
+    pins: dict[str, list[str]] = {}
+    text = path.read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9._-]+==[^=\s]+)((?:\s+--hash=sha256:[0-9a-f]{64})+)",
+                             line.strip())
+        assert match, f"{path.name}: not a pin with its hashes: {line}"
+        pins[match.group(1)] = re.findall(r"sha256:([0-9a-f]{64})", match.group(2))
+    return pins
 
 
 def base_tag() -> str:
@@ -129,6 +152,17 @@ class Container:
             "            print(p)")
         return sorted(int(p) for p in out.split())
 
+    def cgroup(self, controller: str, v1_name: str, v2_name: str) -> str:
+        """A file of the container's own cgroup, as seen inside (cgroup v1 or v2)."""
+        proc = self.exec("cat", f"/sys/fs/cgroup/{controller}/{v1_name}", check=False)
+        if proc.returncode != 0:
+            proc = self.exec("cat", f"/sys/fs/cgroup/{v2_name}")
+        return proc.stdout.strip()
+
+    def tasks(self) -> int:
+        """Tasks (processes and threads) in the container now, the `podman exec` included."""
+        return int(self.cgroup("pids", "pids.current", "pids.current"))
+
     def logs(self) -> str:
         proc = podman("logs", self.name, check=False)
         return proc.stdout + proc.stderr
@@ -203,9 +237,69 @@ def test_dockerfile_pins_and_json_forms():
     assert re.search(r'^ENTRYPOINT \["attention-scaling"\]$', text, re.M)
     assert re.search(r'^CMD \["serve"\]$', text, re.M)
     assert re.search(r'^\s+CMD \["python", "-c", ".*/liveness', text, re.M)
-    for line in (ROOT / "docker" / "requirements.txt").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            assert re.match(r"^[A-Za-z0-9._-]+==[^=\s]+$", line), f"not pinned: {line}"
+    # every dependency pinned with its hashes, and pip made to check them wherever it reads
+    # the files (a requirements file with hashes turns the check on anyway; the flag says so)
+    for name in ("requirements.txt", "build-requirements.txt"):
+        pins = pinned(ROOT / "docker" / name)
+        assert pins and all(pins.values()), name
+        assert f"-r docker/{name}" in text
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    for command in re.findall(r"pip (?:wheel|install)[^&]*?-r \S*requirements\.txt", code, re.S):
+        assert "--require-hashes" in command, command
+    assert len(re.findall(r"--require-hashes", code)) == 3   # builder: deps, backend; final: deps
+    assert "scripts/docker-requirements-hashes.py" in (ROOT / "docker" / "requirements.txt").read_text()
+
+
+def test_the_wheelhouse_matches_the_pinned_hashes():
+    """What docker-test-prepare downloaded (pip checked the hashes then) is exactly what the
+    requirements pin: one file per pin for this platform, its sha256 among the pin's."""
+    import hashlib
+    wheelhouse = ROOT / "build" / "wheelhouse"
+    if not wheelhouse.is_dir():
+        pytest.skip("no build/wheelhouse: run `make test-docker` (scripts/docker-test-prepare)")
+    pins = {**pinned(ROOT / "docker" / "requirements.txt"),
+            **pinned(ROOT / "docker" / "build-requirements.txt")}
+    digests = {hashlib.sha256(w.read_bytes()).hexdigest() for w in wheelhouse.glob("*.whl")}
+    assert len(digests) == len(pins)
+    for pin, hashes in pins.items():
+        assert len(digests & set(hashes)) == 1, pin
+
+
+@pytest.mark.parametrize("tamper", [False, True], ids=["as-pinned", "other-hash"])
+def test_pip_refuses_a_wheel_whose_hash_is_not_pinned(tmp_path, tamper):
+    """The check the Dockerfile relies on, run by the host's pip on the same wheelhouse: a
+    requirement whose listed hash is not the file's is refused, the pinned one is taken."""
+    wheelhouse = ROOT / "build" / "wheelhouse"
+    if not wheelhouse.is_dir():
+        pytest.skip("no build/wheelhouse: run `make test-docker` (scripts/docker-test-prepare)")
+    pin, hashes = next(iter(pinned(ROOT / "docker" / "requirements.txt").items()))
+    digest = "0" * 64 if tamper else hashes[0]
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"{pin} --hash=sha256:{digest}\n")
+    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--require-hashes",
+                           "--no-index", "--find-links", str(wheelhouse), "--no-deps",
+                           "--dest", str(tmp_path / "out"), "-r", str(requirements)],
+                          capture_output=True, text=True, timeout=120)
+    if tamper:
+        assert proc.returncode != 0 and "DO NOT MATCH THE HASHES" in proc.stderr, proc.stderr
+        assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+    else:
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_documented_docker_run_commands_set_the_limits():
+    """Every `docker run` in the README, docs/deploy.md and the Dockerfile's comment limits
+    memory and tasks and rotates the log; the containers below run with the same limits."""
+    found = 0
+    for path in (ROOT / "README.md", ROOT / "docs" / "deploy.md", DOCKERFILE):
+        text = path.read_text().replace("\\\n#", " ").replace("\\\n", " ")
+        for command in re.findall(r"docker run [^\n]*", text):
+            found += 1
+            words = command.split()
+            for flag, value in zip(LIMITS[::2] + LOG_OPTS[::2], LIMITS[1::2] + LOG_OPTS[1::2]):
+                assert any(a == flag and b == value for a, b in zip(words, words[1:])), \
+                    (path.name, flag, value, command)
+    assert found >= 4
 
 
 # ---- the image -------------------------------------------------------------------------------
@@ -240,6 +334,19 @@ def test_runs_read_only_unprivileged_and_healthy(hardened):
     assert liveness(hardened.url + "liveness") == 200
 
 
+def test_memory_tasks_and_log_are_limited(hardened):
+    """The documented limits reach the kernel: the container's cgroup caps memory at 1 GiB and
+    tasks at 256, and the server runs a few tasks (measured: 2 threads), far below that."""
+    assert hardened.inspect("{{.HostConfig.Memory}}") == str(MEMORY_LIMIT)
+    assert hardened.inspect("{{.HostConfig.PidsLimit}}") == str(PIDS_LIMIT)
+    assert hardened.inspect("{{.HostConfig.LogConfig.Size}}") == "10MB"
+    assert int(hardened.cgroup("memory", "memory.limit_in_bytes", "memory.max")) == MEMORY_LIMIT
+    assert int(hardened.cgroup("pids", "pids.max", "pids.max")) == PIDS_LIMIT
+    threads = hardened.exec("ls", "/proc/1/task").stdout.split()
+    assert len(threads) <= 4, threads
+    assert hardened.tasks() <= len(threads) + 2        # + this `podman exec` (cat)
+
+
 def test_no_build_tools_or_installers_in_the_image(hardened):
     proc = hardened.exec("sh", "-c", "for t in gcc cc c++ g++ make ld as pip pip3; do "
                                      "command -v $t; done; true")
@@ -250,12 +357,13 @@ def test_no_build_tools_or_installers_in_the_image(hardened):
     record = hardened.exec("cat", "/usr/local/share/attention-scaling/app.sha256").stdout
     assert "attention_scaling-0.1.0-py3-none-any.whl" in record
     record = hardened.exec("cat", "/usr/local/share/attention-scaling/dependencies.sha256").stdout
-    pinned = [line for line in (ROOT / "docker" / "requirements.txt").read_text().splitlines()
-              if line.strip() and not line.startswith("#")]
-    assert len(record.splitlines()) == len(pinned)
+    pins = pinned(ROOT / "docker" / "requirements.txt")
+    assert len(record.splitlines()) == len(pins)
+    for line in record.splitlines():           # each installed wheel is a pinned file
+        assert any(line.split()[0] in hashes for hashes in pins.values()), line
     installed = hardened.python("import importlib.metadata as m; print('\\n'.join(sorted("
                                 "f'{d.name}=={d.version}'.lower() for d in m.distributions())))")
-    expected = {line.lower().replace("_", "-") for line in pinned} | {"attention-scaling==0.1.0"}
+    expected = {line.lower().replace("_", "-") for line in pins} | {"attention-scaling==0.1.0"}
     assert {line.replace("_", "-") for line in installed.splitlines()} == expected
 
 
@@ -334,6 +442,8 @@ def test_a_killed_worker_is_replaced(image):
         after = wait_for(lambda: (w := c.children_of_1()) and len(w) == 2
                          and workers[0] not in w and w, 30, "a replacement worker")
         assert workers[1] in after
+        # two workers and their parent (measured: 3 tasks), far below --pids-limit
+        assert c.tasks() <= 8 < PIDS_LIMIT
         assert all(liveness(c.url + "liveness") == 200 for _ in range(6))
         assert c.healthcheck()
         assert "killed by signal 9, restarting" in c.logs()

@@ -48,6 +48,10 @@ sys.path.insert(0, str(ROOT / "tests"))   # the tests' helpers serve the benchma
 from conftest import CHROMIUM_ARGS, chromium_executable, free_port, stop_group  # noqa: E402
 
 BIN = Path(sys.executable).parent
+#: The session-signing key of the served app in a benchmark run (a loopback-only server),
+#: and the Bokeh client's of the sessions section (Bokeh reads these when it is imported).
+SESSION_KEY = "benchmark-session-key-" + "0" * 16
+os.environ.update(BOKEH_SECRET_KEY=SESSION_KEY, BOKEH_SIGN_SESSIONS="true")
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -110,8 +114,14 @@ class Served:
         else:
             cmd = [str(BIN / "attention-scaling"), "serve", *common]
             self.url = f"http://{origin}/"
+        # ours signs its session ids, with the key the sessions section's Bokeh client uses;
+        # the others run as they come
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("BOKEH_SECRET_KEY", "BOKEH_SIGN_SESSIONS")}
+        if kind == "ours":
+            env["ATTENTION_SCALING_SECRET_KEY"] = SESSION_KEY
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True, cwd=ROOT)
+                                     start_new_session=True, cwd=ROOT, env=env)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -229,11 +239,11 @@ def bench_server(n: int) -> dict:
     from bokeh.document import Document
     from bokeh.protocol import Protocol
 
-    from attention_scaling import core, latency
+    from attention_scaling import core, server
     from attention_scaling.page import Explorer
 
-    latency.install()   # as the server does (create_page, for every session)
-    # No session here, so pn.io.hold() is a no-op and every Bokeh event reaches on_change
+    server.skip_document_validation()   # as `attention-scaling serve` does
+    # The change is made on the state, outside a hold: every Bokeh event reaches on_change
     # directly; the PATCH-DOC built from them is what the server would send.
     doc = Document()
     explorer = Explorer()

@@ -2,6 +2,7 @@
 
 import io
 import json
+import re
 import urllib.parse
 from pathlib import Path
 from urllib.parse import urlparse
@@ -209,18 +210,13 @@ LATENCY_JS = """async ({n, gap, control}) => {
 
 
 @pytest.mark.parametrize("control", ["slider", "switch"])
-def test_a_change_arrives_well_under_panels_50_ms_debounce(page, server, control):
-    """Fails if an upgrade brings back Panel's debounce or dispatch delays (see latency.py).
-
-    The head-width slider is a Bokeh model handled in Bokeh's own callback; the scaling
-    switch is a Panel widget with the debounce removed. Healthy: ~10-20 ms here; with
-    Panel's defaults: 60-70 ms.
-    """
+def test_every_change_of_a_control_reaches_the_charts(page, server, control):
+    """Thirty changes of the head-width slider or the scaling switch, each made on the
+    control's model as the browser does: every one changes the data it drives (a lost change
+    would wait out the 5 s limit). How fast is `make bench`'s question, not this test's."""
     open_app(page, server)
-    page.evaluate(LATENCY_JS, {"n": 4, "gap": 100, "control": control})      # warm-up
-    times = sorted(page.evaluate(LATENCY_JS, {"n": 30, "gap": 60, "control": control}))
-    median = times[len(times) // 2]
-    assert median < 35, f"median {control} -> data latency {median:.1f} ms: {times}"
+    times = page.evaluate(LATENCY_JS, {"n": 30, "gap": 60, "control": control})
+    assert len(times) == 30 and max(times) < 5000, times
 
 
 def test_fast_drag_applies_values_in_order_and_the_last_one_wins(page, server):
@@ -256,99 +252,9 @@ def test_fast_drag_applies_values_in_order_and_the_last_one_wins(page, server):
 # remembered value differs from Bokeh's; and, during the second of two changes, the "--bk-"
 # lookups, and the writes of the <style> elements in the views' shadow roots (of `styles`)
 # that put back the text they replaced (`same`) or a new one (`changed`).
-REPAINT_PROBE_JS = r"""async (change) => {
-  const visual = Bokeh.require("core/visuals/visual").VisualProperties.prototype;
-  const sheet = Bokeh.require("core/dom").InlineStyleSheet.prototype;
-  const original = visual._get_css_value.attention_scaling_original;
-  if (original === undefined || sheet._update.attention_scaling_original === undefined)
-    return {wrapped: false};
-  const views = [], seen = new Set();
-  const walk = (v) => {
-    if (!v || seen.has(v)) return; seen.add(v); views.push(v);
-    for (const c of v.child_views ?? []) walk(c);
-    if (v.renderer_views) for (const c of v.renderer_views.values()) walk(c);
-  };
-  for (const v of Bokeh.index.roots) walk(v);
-  await change();     // the views' first paint since the wrap (it may come after theirs)
-  const decl = CSSStyleDeclaration.prototype, get = decl.getPropertyValue;
-  let lookups = 0;
-  decl.getPropertyValue = function (name) {
-    if (String(name).startsWith("--bk-")) lookups++;
-    return get.call(this, name);
-  };
-  let compared = 0, bokehs = 0; const differ = [];
-  // every write of a <style> in the views' shadow roots (textContent replaces its text node):
-  // the same text again, or a new one
-  let styles = 0, same = 0, changed = 0;
-  const count = (records) => {
-    for (const r of records) {
-      if (!(r.target instanceof HTMLStyleElement) || r.type !== "childList") continue;
-      const before = r.removedNodes[0]?.data, after = r.addedNodes[0]?.data;
-      if (before === after) same++; else changed++;
-    }
-  };
-  const observer = new MutationObserver(count);
-  try {
-    for (const v of views) for (const vis of v.visuals ?? []) for (const attr of vis.attrs) {
-      const name = attr.replaceAll("_", "-");      // as Bokeh asks: get_text_color -> "text-color"
-      const mine = vis._get_css_value(name);
-      const n = lookups, bokeh = original.call(vis, name);
-      bokehs += lookups - n;
-      compared++;
-      if (mine !== bokeh) differ.push([vis.css_prefix + name, mine, bokeh]);
-    }
-    for (const v of views) {
-      if (!v.shadow_el) continue;
-      styles += v.shadow_el.querySelectorAll("style").length;
-      observer.observe(v.shadow_el, {childList: true, subtree: true});
-    }
-    lookups = 0;
-    await change();
-  } finally {
-    decl.getPropertyValue = get;
-    count(observer.takeRecords());
-    observer.disconnect();
-  }
-  return {wrapped: true, compared, bokehs, differ, lookups, styles, same, changed};
-}"""
-
-
-def check_repaint(page, slider_js: str) -> dict:
-    """Run REPAINT_PROBE_JS on ``page`` with a change of the head-width slider (``slider_js``,
-    an expression for its model) that waits until the new bar data are in and drawn."""
-    change = f"""
-      const slider = {slider_js};
-      const weights = () => JSON.stringify(window.__col('scaled-weights-source', 'weight'));
-      const old = weights();
-      slider.value = slider.value === 0 ? 1 : 0;
-      const t0 = performance.now();
-      while (weights() === old && performance.now() - t0 < 5000) await new Promise(r => setTimeout(r, 5));
-      for (let i = 0; i < 3; i++) await new Promise(r => requestAnimationFrame(r));"""
-    return page.evaluate(f"() => ({REPAINT_PROBE_JS})(async () => {{ {change} }})")
-
-
-def assert_light_repaint(result: dict) -> None:
-    assert result["wrapped"], "latency.py 18 not in place: BokehJS is not wrapped"
-    # every visual property of the page's views, all of them drawn at least once
-    assert result["compared"] > 500 and result["bokehs"] == result["compared"], result
-    assert result["differ"] == [], result["differ"][:5]
-    # Bokeh alone makes ~1,500 lookups per change here (VisualProperties._get_css_value) and
-    # rewrites dozens of its renderers' style sheets with the text they already have
-    assert result["lookups"] == 0, result
-    assert result["styles"] > 50 and result["same"] == 0, result
-
-
 #: The head-width slider's model in the served page (a JavaScript expression).
 HEAD_WIDTH_JS = ("[...Bokeh.documents[0].all_models].find("
                  "m => m.type === 'Slider' && m.title.startsWith('Head width'))")
-
-
-def test_a_repaint_neither_looks_up_css_again_nor_rewrites_styles_unchanged(page, server):
-    open_app(page, server)
-    before = column(page, "scaled-weights-source", "weight")
-    result = check_repaint(page, HEAD_WIDTH_JS)
-    assert_light_repaint(result)
-    assert column(page, "scaled-weights-source", "weight") != before
 
 
 SVG_ICON = ROOT / "assets" / "favicon.svg"
@@ -419,3 +325,24 @@ def test_the_tab_icon_is_the_svg_drawn(browser):
     differ = int((np.abs(a - b).max(axis=2) > 24).sum())
     assert differ <= 8, f"{differ} of 4096 pixels differ: run scripts/favicon.py"
     assert a[0, 0, 3] == 0 and a[32, 32, 3] == 255       # transparent corner, opaque inside
+
+
+def test_resample_reset_and_copy_link_buttons(page, server):
+    """The buttons, clicked as a user would: a new draw (new seed in the address and new bars),
+    back to the Fig. 3 setting, and the link button's feedback."""
+    open_app(page, server)
+    fig3 = column(page, "unscaled-weights-source", "weight")
+    page.get_by_role("button", name="Resample q and k").click()
+    wait_changed(page, "unscaled-weights-source", "weight", fig3)
+    page.wait_for_function("() => !location.search.includes('seed=2288')", timeout=10_000)
+    assert "seed=" in page.evaluate("() => location.search")
+    page.locator(".noUi-handle").first.focus()
+    page.keyboard.press("ArrowRight")
+    page.get_by_role("button", name="Reset to Fig. 3").click()
+    page.wait_for_function("() => location.search.includes('seed=2288') && "
+                           "location.search.includes('d_k=64')", timeout=10_000)
+    page.wait_for_function("(b) => JSON.stringify(window.__col('unscaled-weights-source', "
+                           "'weight')) === JSON.stringify(b)", arg=fig3, timeout=10_000)
+    page.get_by_role("button", name="Copy link to this view").click()
+    page.get_by_role("button", name=re.compile("Link copied|Copy failed")).wait_for(
+        timeout=5_000)

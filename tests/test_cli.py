@@ -83,7 +83,7 @@ def test_environment_configures_serve_and_a_flag_wins():
     from tornado.httpclient import HTTPClientError, HTTPRequest
     from tornado.websocket import websocket_connect
 
-    from conftest import free_port, run_in_thread, stop_group, wait_until_live
+    from conftest import free_port, page_token, run_in_thread, stop_group, wait_until_live
 
     port = free_port()
     env = {**os.environ, "ATTENTION_SCALING_PORT": str(port),
@@ -98,7 +98,7 @@ def test_environment_configures_serve_and_a_flag_wins():
         stats = lambda: json.loads(urllib.request.urlopen(base + "/stats", timeout=10).read())
         assert stats()["sessions"] == 0
         assert stats()["gc_frozen"] == 0
-        urllib.request.urlopen(base + "/", timeout=30).read()
+        html = urllib.request.urlopen(base + "/", timeout=30).read().decode()
         assert stats()["sessions"] == 1
         # the first session started the collect-and-freeze of latency 9 in the server
         assert stats()["gc_frozen"] > 10_000
@@ -107,7 +107,7 @@ def test_environment_configures_serve_and_a_flag_wins():
             req = HTTPRequest(f"ws://127.0.0.1:{port}/room/ws",
                               headers={"Origin": "http://laptop.example:5006"})
             with pytest.raises(HTTPClientError) as err:
-                await websocket_connect(req)
+                await websocket_connect(req, subprotocols=["bokeh", page_token(html)])
             assert err.value.code == 403
         run_in_thread(foreign)
         # scripts come compressed, the second time from the compressed copy (latency 14):

@@ -263,13 +263,3 @@ def test_title_bar_and_formulas_span_the_page(offline_page):
         share = box["width"] / width
         assert share > (0.95 if selector.startswith("header") else 0.6), (selector, share)
 
-
-@pytest.mark.browser
-def test_offline_copy_repaints_without_repeated_style_work(offline_page):
-    """latency.py 18 in the offline copy too (its document carries the same callback)."""
-    from test_browser import assert_light_repaint, check_repaint
-    before = offline_page.evaluate("() => window.__col('scaled-weights-source', 'weight')")
-    result = check_repaint(offline_page, "window.__model('d_k')")
-    assert_light_repaint(result)
-    assert offline_page.evaluate("() => window.__col('scaled-weights-source', 'weight')") != before
-    assert offline_page.console_errors == []

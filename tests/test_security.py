@@ -234,15 +234,18 @@ def test_a_float_or_out_of_range_slider_value_is_ignored(page, tmp_path):
 
 
 def _ws_status(url: str, origin: str, **headers: str) -> int:
+    """The HTTP status of a websocket handshake with a real page's token, from ``origin``."""
     from tornado.httpclient import HTTPClientError, HTTPRequest
     from tornado.websocket import websocket_connect
+    token = page_token(urllib.request.urlopen(url, timeout=30).read().decode())
 
     async def connect():
         try:
             ws = await websocket_connect(HTTPRequest(
                 url.replace("http://", "ws://") + "ws", request_timeout=10,
                 headers={"Origin": origin, **{k.replace("_", "-"): v
-                                              for k, v in headers.items()}}))
+                                              for k, v in headers.items()}}),
+                subprotocols=["bokeh", token])
             ws.close()
             return 101
         except HTTPClientError as exc:

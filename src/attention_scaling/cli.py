@@ -231,7 +231,7 @@ def _stats_handler():
             self.write({"pid": os.getpid(), "sessions": sessions,
                         "connections": len(tornado_app._clients),  # Bokeh's open websockets
                         "rss_kib": rss_kib,
-                        # objects moved out of the collector's reach (latency 9)
+                        # objects moved out of the collector's reach (server.py)
                         "gc_frozen": gc.get_freeze_count()})
 
     return Stats
@@ -254,7 +254,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     import secrets
 
-    from . import latency, server
+    from . import server
     from .page import create_page
 
     # Session ids and tokens are signed: by default with a key made for this run (the
@@ -263,6 +263,7 @@ def _serve(args: argparse.Namespace) -> int:
     secret_key = os.environ.get("ATTENTION_SCALING_SECRET_KEY", "").strip() \
         or secrets.token_urlsafe(32)
     server.use_capped_handlers()
+    server.skip_document_validation()
     server.Limits.max_sessions = args.max_sessions
     server.Limits.trust_forwarded_host = args.use_xheaders
     server.bound_logs()
@@ -282,8 +283,14 @@ def _serve(args: argparse.Namespace) -> int:
     extra = server.not_served_patterns() + (
         [("/stats", _stats_handler())] if args.stats else [])
     try:
+        def session_page():
+            page = create_page()
+            server.track_session(pn.state.curdoc)
+            server.start_gc_freezer()
+            return page
+
         pn.serve(
-            create_page,
+            session_page,
             port=args.port,
             address=args.address,
             websocket_origin=list(dict.fromkeys(origins)),
@@ -301,9 +308,8 @@ def _serve(args: argparse.Namespace) -> int:
             keep_alive_milliseconds=args.keep_alive * 1000,
             use_xheaders=args.use_xheaders,
             # gzip: the first page load is 5.7 MB of scripts uncompressed, 1.6 MB compressed;
-            # each static file is compressed once, not for every page load (latency.py, 14)
-            transforms=[server.security_headers(args.frame_ancestors),
-                        latency.gzip_static_once()],
+            # each static file is compressed once, not for every page load
+            transforms=[server.security_headers(args.frame_ancestors), server.GzipStaticOnce],
             # The session carries none of the request's headers and cookies (the page needs
             # none): Bokeh would put them all, HttpOnly cookies included, into the page's
             # session token.

@@ -46,7 +46,7 @@ from bokeh.models import (
 )
 from bokeh.resources import INLINE
 
-from . import core, latency
+from . import core
 from .charts import (
     KEY_LABELS,
     INK,
@@ -389,7 +389,6 @@ def export(out, n_seeds: int = DEFAULT_SEEDS) -> dict:
     payload = build_payload(seeds)
     doc = Document()
     doc.add_root(build_layout(payload, seeds))
-    latency.lighten_repaint(doc)      # less style work per repaint (latency.py 18)
     text = file_html(doc, INLINE, title=TITLE)
     data = text.encode("utf-8")
     if len(data) > MAX_BYTES:

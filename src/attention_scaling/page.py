@@ -1,9 +1,9 @@
 """The Panel page: controls bound to the state's parameters, the charts, the text, the layout.
 
-Thin by design: state lives in :mod:`model`, the figures in :mod:`charts`, the
-math in :mod:`core`, the latency adaptations in :mod:`latency`. On every control
-change the page recomputes once and sends one message (``pn.io.hold``) that
-replaces the charts' data in place. The URL is read and written through
+Thin by design: state lives in :mod:`model`, the figures in :mod:`charts`, the math in
+:mod:`core`. The controls are plain Bokeh widgets with Python ``on_change`` callbacks, as in a
+plain Bokeh app: a change recomputes once and, held by Bokeh's ``Document.hold``, leaves as
+one message that replaces the charts' data in place. The URL is read and written through
 model.parse_query / model.to_query.
 """
 
@@ -13,11 +13,12 @@ import base64
 import html
 import sys
 import urllib.parse
+from contextlib import contextmanager
 
 import panel as pn
-from bokeh.models import CustomJS, InlineStyleSheet, Slider
+from bokeh.models import Button, CustomJS, Div, InlineStyleSheet, Slider, Switch
 
-from . import core, latency
+from . import core
 from .charts import ASSETS, READ_FIELDS_JS, Charts, page_css, position_formatter
 from .model import (CAPTION, FORMULAS, TITLE, ExplorerState, guide_html,
                     header_html, parse_query, to_query)
@@ -25,7 +26,7 @@ from .model import (CAPTION, FORMULAS, TITLE, ExplorerState, guide_html,
 #: The tab icon, inline (no extra request): assets/favicon.svg drawn as a PNG
 #: (scripts/favicon.py). Not the SVG itself: Chromium fetches and decodes the tab icon again
 #: after every address update, and an SVG icon is a whole document to style, lay out and
-#: paint on the page's main thread, once per slider step (latency.py, 19).
+#: paint on the page's main thread, once per slider step.
 FAVICON = "data:image/png;base64," + base64.b64encode(
     (ASSETS / "favicon.png").read_bytes()).decode("ascii")
 
@@ -81,8 +82,8 @@ setTimeout(attempt, 1000);
 
 COPY_LINK_JS = """
 const url = window.location.href;
-const done = (ok) => { cb_obj.label = ok ? 'Link copied' : 'Copy failed: use the address bar';
-                       setTimeout(() => { cb_obj.label = 'Copy link to this view'; }, 1800); };
+const done = (ok) => { button.label = ok ? 'Link copied' : 'Copy failed: use the address bar';
+                       setTimeout(() => { button.label = 'Copy link to this view'; }, 1800); };
 if (navigator.clipboard && window.isSecureContext) {
   navigator.clipboard.writeText(url).then(() => done(true), () => done(false));
 } else {
@@ -106,14 +107,25 @@ if (values.query !== undefined) {
 """
 
 
+@contextmanager
+def held(doc):
+    """Bokeh's ``Document.hold``: the events of a change leave as one message on release."""
+    if doc is None:
+        yield
+        return
+    doc.hold("combine")
+    try:
+        yield
+    finally:
+        doc.unhold()
+
+
 def index_slider(state, name: str, label: str, labels: list[str]) -> Slider:
     """A slider over the positions of a Selector parameter's values, kept in sync both ways.
 
-    A plain Bokeh ``Slider`` whose Python ``on_change`` callback runs while Bokeh applies the
-    browser's message, so the update leaves before Bokeh's reply: see :mod:`latency` (5) for
-    why this, rather than a Panel widget, carries the head width and the temperature.
     The browser shows ``labels[position]`` through a client-side tick formatter, so the
-    label always matches the handle however fast it is dragged.
+    label always matches the handle however fast it is dragged. A position that is not one
+    (a forged message) puts the handle back where the state is.
     """
     values = list(state.param[name].objects)
     slider = Slider(
@@ -125,12 +137,12 @@ def index_slider(state, name: str, label: str, labels: list[str]) -> Slider:
 
     def from_browser(_attr, _old, new) -> None:
         position = _position(new, len(values))
-        if position is None:    # not a position: put the handle back where the state is
+        if position is None:
             slider.value = values.index(getattr(state, name))
             return
         if values[position] == getattr(state, name):
             return      # the echo of a change made on the state (reset, URL): nothing to do
-        with latency.session_hold(slider.document):
+        with held(slider.document):
             setattr(state, name, values[position])
 
     def to_browser(event) -> None:
@@ -141,6 +153,37 @@ def index_slider(state, name: str, label: str, labels: list[str]) -> Slider:
     slider.on_change("value", from_browser)
     state.param.watch(to_browser, name)
     return slider
+
+
+def state_switch(state, name: str) -> Switch:
+    """A Bokeh switch bound both ways to a Boolean parameter of ``state``."""
+    switch = Switch(active=getattr(state, name), margin=(5, 5))
+
+    def from_browser(_attr, _old, new) -> None:
+        if isinstance(new, bool) and new != getattr(state, name):
+            with held(switch.document):
+                setattr(state, name, new)
+
+    def to_browser(event) -> None:
+        if switch.active != event.new:
+            switch.active = event.new
+
+    switch.on_change("active", from_browser)
+    state.param.watch(to_browser, name)
+    return switch
+
+
+def action_button(label: str, action, button_type: str = "default") -> Button:
+    """A Bokeh button that runs ``action()`` (held: one message) when clicked."""
+    button = Button(label=label, button_type=button_type, sizing_mode="stretch_width",
+                    margin=(5, 10))
+
+    def clicked(_event) -> None:
+        with held(button.document):
+            action()
+
+    button.on_event("button_click", clicked)
+    return button
 
 
 def _position(value, count: int) -> int | None:
@@ -166,9 +209,10 @@ class Explorer(pn.viewable.Viewer):
         for div in (self.charts.explanation, self.charts.readout):
             div.stylesheets = [InlineStyleSheet(css=page_css())]
         self._build_widgets()
-        self._seed_text = pn.pane.HTML("", margin=(0, 10), stylesheets=[page_css()])
+        self._seed_text = Div(text="", margin=(0, 10), stylesheets=[InlineStyleSheet(
+            css=page_css())])
         self._refresh()
-        self.state.param.watch(self._on_change, ["result", "scaled"])
+        self.state.param.watch(self._refresh, ["result", "scaled"])
 
     # ---- widgets ---------------------------------------------------------------------
 
@@ -177,50 +221,42 @@ class Explorer(pn.viewable.Viewer):
         self.d_k_slider = index_slider(s, "d_k", "Head width d_k", [str(v) for v in core.D_K_VALUES])
         self.temperature_slider = index_slider(
             s, "temperature", "Temperature T", [f"{v:g}" for v in core.TEMPERATURES])
-        self.scaled_switch = latency.fast(
-            pn.widgets.Switch.from_param(s.param.scaled, name="", width=50))
-        self.resample_button = pn.widgets.Button.from_param(
-            s.param.resample, name="Resample q and k", button_type="primary",
-            sizing_mode="stretch_width")
-        self.fig3_button = pn.widgets.Button(
-            name="Reset to Fig. 3", button_type="default", sizing_mode="stretch_width")
-        self.fig3_button.on_click(lambda _event: s.reset_to_fig3())
-        self.copy_button = pn.widgets.Button(
-            name="Copy link to this view", button_type="default", sizing_mode="stretch_width")
+        self.scaled_switch = state_switch(s, "scaled")
+        self.resample_button = action_button("Resample q and k", s.draw_new_seed, "primary")
+        self.fig3_button = action_button("Reset to Fig. 3", s.reset_to_fig3)
+        self.copy_button = Button(label="Copy link to this view", sizing_mode="stretch_width",
+                                  margin=(5, 10))
         # In the browser: the page's own URL (kept equal to the controls) to the clipboard,
         # with a fallback for pages served over plain http to other machines.
-        self.copy_button.js_on_click(code=COPY_LINK_JS)
+        self.copy_button.js_on_event("button_click", CustomJS(
+            args=dict(button=self.copy_button), code=COPY_LINK_JS))
 
     def controls(self) -> pn.Column:
         return pn.Column(
             pn.pane.Bokeh(self.d_k_slider, sizing_mode="stretch_width"),
-            pn.Row(self.scaled_switch,
+            pn.Row(pn.pane.Bokeh(self.scaled_switch),
                    pn.pane.HTML("<b>Divide logits by √d_k</b><br>"
                                 "<small>the variant the model uses</small>", margin=(0, 5)),
                    margin=(8, 10)),
             pn.pane.Bokeh(self.temperature_slider, sizing_mode="stretch_width"),
-            pn.Row(self._seed_text, margin=(4, 0)),
-            self.resample_button,
-            self.fig3_button,
-            self.copy_button,
+            pn.Row(pn.pane.Bokeh(self._seed_text), margin=(4, 0)),
+            pn.pane.Bokeh(self.resample_button, sizing_mode="stretch_width"),
+            pn.pane.Bokeh(self.fig3_button, sizing_mode="stretch_width"),
+            pn.pane.Bokeh(self.copy_button, sizing_mode="stretch_width"),
             pn.pane.HTML(guide_html(), stylesheets=[page_css()], sizing_mode="stretch_width"),
             sizing_mode="stretch_width",
         )
 
     # ---- updates ---------------------------------------------------------------------
 
-    def _on_change(self, *_events) -> None:
-        with pn.io.hold():
-            self._refresh()
-
-    def _refresh(self) -> None:
+    def _refresh(self, *_events) -> None:
         r = self.state.result
         fields = self.state.text_fields()
         fields["query"] = urllib.parse.urlencode(to_query(self.state))   # for URL_JS
         self.charts.update(r, self.state.scaled, fields)
         seed = f"<span class='seed'>seed <code>{int(r.seed)}</code></span>"
-        if self._seed_text.object != seed:
-            self._seed_text.object = seed
+        if self._seed_text.text != seed:
+            self._seed_text.text = seed
 
     # ---- layout ----------------------------------------------------------------------
 
@@ -334,17 +370,13 @@ def create_page():
     ``?embed=1`` or ``?hide=header,controls,text`` gives a bare layout for an iframe.
     """
     # No BrowserInfo model: the page never asks for the browser's settings, and Panel's
-    # would send seven messages back to the server while the page is being drawn (a page
-    # then draws ~60-100 ms sooner, side by side; docs/benchmarks.md).
+    # would send seven messages back to the server while the page is being drawn.
     pn.extension(notifications=False, browser_info=False)
-    latency.install()
     harden_location()
     doc = pn.state.curdoc
-    latency.track_session(doc)
     if doc is not None:
         doc.template_variables["app_favicon"] = FAVICON
         doc.js_on_event("connection_lost", CustomJS(code=RECONNECT_JS))
-        latency.lighten_repaint(doc)
     args = pn.state.session_args or {}
     values, hidden, notices = parse_query(args)
     explorer = Explorer(ExplorerState(**values))

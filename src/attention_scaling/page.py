@@ -327,31 +327,6 @@ def _load_extension_in_notebook() -> None:
         pn.extension()
 
 
-def harden_location() -> None:
-    """Keep a hostile query string from crashing Panel's own URL parsing (a 500 page).
-
-    Panel's ``Location`` parses the query string into Python values on every session
-    (``panel.util.parse_query``) and calls ``int()`` on any all-digit value: Python refuses
-    numbers over 4,300 digits with a ValueError, so ``?seed=999…`` (5,000 nines) took the page
-    down before our own parsing ran. This wraps Panel's parser to fall back to plain strings;
-    our controls are read by model.parse_query either way. Idempotent.
-    """
-    import panel.io.location as location
-
-    original = location.parse_query
-    if getattr(original, "_attention_scaling", False):
-        return
-
-    def parse_query(query: str) -> dict:
-        try:
-            return original(query)
-        except ValueError:
-            return dict(urllib.parse.parse_qsl(query[1:]))
-
-    parse_query._attention_scaling = True
-    location.parse_query = parse_query
-
-
 def notice_html(notices: list[str]) -> str:
     """The notice about adjusted URL values: plain text, escaped, never markup."""
     if not notices:
@@ -372,7 +347,6 @@ def create_page():
     # No BrowserInfo model: the page never asks for the browser's settings, and Panel's
     # would send seven messages back to the server while the page is being drawn.
     pn.extension(notifications=False, browser_info=False)
-    harden_location()
     doc = pn.state.curdoc
     if doc is not None:
         doc.template_variables["app_favicon"] = FAVICON

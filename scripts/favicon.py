@@ -1,5 +1,7 @@
 """Render the tab icon, assets/favicon.svg, to assets/favicon.png (64 x 64, transparent) in
-headless Chromium; the page uses the PNG (why: src/attention_scaling/latency.py, 19).
+headless Chromium. The page uses the PNG: Chromium fetches and decodes the tab icon again after
+every address update (one per control change), and an SVG icon is a document of its own to
+style, lay out and paint on the page's main thread each time.
 
     .venv/bin/python scripts/favicon.py [OUT.png]
 

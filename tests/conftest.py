@@ -210,3 +210,50 @@ async def bokeh_socket(url: str, token: str):
     origin = url.split("/", 3)
     request = HTTPRequest(ws_url, headers={"Origin": f"{origin[0]}//{origin[2]}"})
     return await websocket_connect(request, subprotocols=["bokeh", token])
+
+
+# ---- the served page in Chromium: shared by the browser, URL, fault, deploy and docker tests
+
+PLOTS = ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"]
+
+# window.__col(name, col): a ColumnDataSource column from the page's Bokeh documents,
+# as a plain array (BokehJS keeps data as an object or a Map depending on version).
+INIT = """window.__col = (name, col) => {
+  if (!window.Bokeh) return null;
+  for (const doc of Bokeh.documents) {
+    const src = doc.get_model_by_name(name);
+    if (src) { const d = src.data; const v = d instanceof Map ? d.get(col) : d[col];
+               return v ? Array.from(v) : null; }
+  }
+  return null;
+};"""
+
+
+def open_app(page, server):
+    page.add_init_script(INIT)
+    page.goto(server.url)
+    page.wait_for_function("() => (window.__col('jacobian-diagonal-source', 'value') || []).length > 0",
+                           timeout=30_000)
+    page.wait_for_selector(".noUi-handle", timeout=30_000)
+
+
+def assert_plots_drawn(page):
+    """All four named plots are in the document and drawn with a real size."""
+    names = page.evaluate("""(names) => names.filter(n =>
+        Bokeh.documents.some(d => d.get_model_by_name(n) !== null))""", PLOTS)
+    assert names == PLOTS
+    for name in PLOTS:
+        box = page.evaluate("""(n) => { for (const d of Bokeh.documents) {
+              const m = d.get_model_by_name(n); if (m) { const v = Bokeh.index.find_one(m);
+                return v ? [v.bbox.width, v.bbox.height] : null; } } }""", name)
+        assert box and box[0] > 100 and box[1] > 100, (name, box)
+
+
+def column(page, name, col):
+    return page.evaluate("([n, c]) => window.__col(n, c)", [name, col])
+
+
+def wait_changed(page, name, col, before):
+    page.wait_for_function(
+        "([n, c, b]) => JSON.stringify(window.__col(n, c)) !== JSON.stringify(b)",
+        arg=[name, col, before], timeout=10_000)

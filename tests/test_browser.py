@@ -9,57 +9,12 @@ from urllib.parse import urlparse
 
 import numpy as np
 import pytest
-from conftest import draw_svg
+from conftest import PLOTS, assert_plots_drawn, column, draw_svg, open_app, wait_changed
 from PIL import Image
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
-PLOTS = ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"]
-
-# window.__col(name, col): a ColumnDataSource column from the page's Bokeh documents,
-# as a plain array (BokehJS keeps data as an object or a Map depending on version).
-INIT = """window.__col = (name, col) => {
-  if (!window.Bokeh) return null;
-  for (const doc of Bokeh.documents) {
-    const src = doc.get_model_by_name(name);
-    if (src) { const d = src.data; const v = d instanceof Map ? d.get(col) : d[col];
-               return v ? Array.from(v) : null; }
-  }
-  return null;
-};"""
-
-
-def open_app(page, server):
-    page.add_init_script(INIT)
-    page.goto(server.url)
-    page.wait_for_function("() => (window.__col('jacobian-diagonal-source', 'value') || []).length > 0",
-                           timeout=30_000)
-    page.wait_for_selector(".noUi-handle", timeout=30_000)
-
-
-def assert_plots_drawn(page):
-    """All four named plots are in the document and drawn with a real size."""
-    names = page.evaluate("""(names) => names.filter(n =>
-        Bokeh.documents.some(d => d.get_model_by_name(n) !== null))""", PLOTS)
-    assert names == PLOTS
-    for name in PLOTS:
-        box = page.evaluate("""(n) => { for (const d of Bokeh.documents) {
-              const m = d.get_model_by_name(n); if (m) { const v = Bokeh.index.find_one(m);
-                return v ? [v.bbox.width, v.bbox.height] : null; } } }""", name)
-        assert box and box[0] > 100 and box[1] > 100, (name, box)
-
-
-def column(page, name, col):
-    return page.evaluate("([n, c]) => window.__col(n, c)", [name, col])
-
-
-def wait_changed(page, name, col, before):
-    page.wait_for_function(
-        "([n, c, b]) => JSON.stringify(window.__col(n, c)) !== JSON.stringify(b)",
-        arg=[name, col, before], timeout=10_000)
-
-
 def test_page_loads_with_named_plots_and_no_errors(page, server):
     open_app(page, server)
     assert "√d_k" in page.title()
@@ -246,12 +201,6 @@ def test_fast_drag_applies_values_in_order_and_the_last_one_wins(page, server):
     assert column(page, "jacobian-diagonal-marker", "width") == ["4096"]
 
 
-# latency.py 18: a repaint looks no CSS variable up again and rewrites no style sheet with its
-# own text. Returns: whether both are wrapped; how many visual properties were compared, how
-# many "--bk-" lookups Bokeh's own function made for them (the counter works), those whose
-# remembered value differs from Bokeh's; and, during the second of two changes, the "--bk-"
-# lookups, and the writes of the <style> elements in the views' shadow roots (of `styles`)
-# that put back the text they replaced (`same`) or a new one (`changed`).
 #: The head-width slider's model in the served page (a JavaScript expression).
 HEAD_WIDTH_JS = ("[...Bokeh.documents[0].all_models].find("
                  "m => m.type === 'Slider' && m.title.startsWith('Head width'))")
@@ -285,7 +234,7 @@ def svg_documents(names: list[str]) -> list[str]:
 
 
 def test_an_address_update_makes_the_browser_build_no_svg_document(page, server, browser):
-    """latency.py 19: Chromium fetches and decodes the tab icon again after every address
+    """Chromium fetches and decodes the tab icon again after every address
     update (one per slider step here); an SVG icon is a document of its own (an svg and its
     shapes inserted, styled, laid out and painted on the page's main thread), a PNG is not.
     First with the SVG icon put back into the page, to show that this browser does redraw its

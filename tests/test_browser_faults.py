@@ -4,7 +4,7 @@ import pytest
 
 from attention_scaling import core
 from conftest import Server
-from test_browser import column, open_app, wait_changed
+from conftest import column, open_app, wait_changed
 
 pytestmark = pytest.mark.browser
 

@@ -5,7 +5,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from attention_scaling import core
-from test_browser import column, open_app
+from conftest import column, open_app
 
 pytestmark = pytest.mark.browser
 

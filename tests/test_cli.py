@@ -100,7 +100,7 @@ def test_environment_configures_serve_and_a_flag_wins():
         assert stats()["gc_frozen"] == 0
         html = urllib.request.urlopen(base + "/", timeout=30).read().decode()
         assert stats()["sessions"] == 1
-        # the first session started the collect-and-freeze of latency 9 in the server
+        # the first session started the server's collect-and-freeze
         assert stats()["gc_frozen"] > 10_000
 
         async def foreign():
@@ -110,7 +110,7 @@ def test_environment_configures_serve_and_a_flag_wins():
                 await websocket_connect(req, subprotocols=["bokeh", page_token(html)])
             assert err.value.code == 403
         run_in_thread(foreign)
-        # scripts come compressed, the second time from the compressed copy (latency 14):
+        # scripts come compressed, the second time from the compressed copy:
         # both are the file itself
         import gzip
         from pathlib import Path

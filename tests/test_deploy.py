@@ -26,7 +26,7 @@ import pytest
 
 from attention_scaling import cli
 from conftest import CLI, Server, free_port, stop_group
-from test_browser import INIT, assert_plots_drawn, column, open_app, wait_changed
+from conftest import INIT, assert_plots_drawn, column, open_app, wait_changed
 
 ROOT = Path(__file__).resolve().parents[1]
 NGINX_DIR = ROOT / "deploy" / "nginx"

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port, run_in_thread
-from test_browser import assert_plots_drawn, column, open_app, wait_changed
+from conftest import assert_plots_drawn, column, open_app, wait_changed
 
 pytestmark = pytest.mark.docker
 

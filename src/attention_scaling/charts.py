@@ -35,7 +35,7 @@ from bokeh.core.properties import value, without_property_validation
 from bokeh.plotting import figure
 
 from . import core
-from .model import EXPLANATION, fill
+from .model import EXPLANATION, caption_html, fill
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
 SCALED_COLOR = "#0072B2"     # blue
@@ -95,7 +95,7 @@ def _bars(name: str, title: str, color: str) -> tuple:
     # the "max weight" label is a column of the bars' own source ("" except on the highest
     # bar): one data change per chart and update, not two
     source = ColumnDataSource(
-        data=dict(key=KEY_LABELS, logit=zeros, weight=zeros, pq=zeros,
+        data=dict(key=KEY_LABELS, logit=zeros, weight=zeros, pq=zeros, gq=zeros,
                   alpha=zeros + MUTED_ALPHA, line=zeros, label=[""] * n, align=["center"] * n),
         name=f"{name}-source",
     )
@@ -110,8 +110,9 @@ def _bars(name: str, title: str, color: str) -> tuple:
              text_font_style="bold", text_color="#1f2933")
     fig.add_tools(HoverTool(renderers=[bars], tooltips=[
         ("key", "@key"), ("logit", "@logit{0.000}"), ("weight", "@weight{0.0000}"),
-        ("p(1 − p)", "@pq{0.0000}"),
-    ], mode="mouse", point_policy="follow_mouse"))
+        ("p(1 − p)", "@pq{%.4g}"), ("‖∂p_i/∂q‖ (to the query)", "@gq{%.4g}"),
+    ], formatters={"@pq": "printf", "@gq": "printf"}, mode="mouse",
+        point_policy="follow_mouse"))
     fig.yaxis.axis_label = "attention weight"
     fig.yaxis.ticker = [0, 0.2, 0.4, 0.6, 0.8, 1.0]
     fig.yaxis.formatter.use_scientific = False
@@ -128,8 +129,9 @@ def _bars(name: str, title: str, color: str) -> tuple:
 # rarely sent sweep stays a NumPy buffer.
 
 def bar_data(v: core.Variant) -> dict:
-    """Changing columns of one bar chart: logits, weights, p(1-p), highlight of the max and
-    its "max weight 27%" label (``label`` is empty on every other bar)."""
+    """Changing columns of one bar chart: logits, weights, p(1-p), the gradient ||dp_i/dq||
+    that reaches the query, highlight of the max and its "max weight 27%" label (``label``
+    is empty on every other bar)."""
     top = np.arange(len(v.probs)) == v.argmax
     text, align = max_label(v)
     n = len(v.probs)
@@ -137,6 +139,7 @@ def bar_data(v: core.Variant) -> dict:
         logit=v.logits.tolist(),
         weight=v.probs.tolist(),
         pq=v.diagonal.tolist(),
+        gq=v.query_rows.tolist(),
         alpha=np.where(top, 1.0, MUTED_ALPHA).tolist(),
         line=np.where(top, 2.0, 0.0).tolist(),
         label=["" if i != v.argmax else text for i in range(n)],
@@ -159,6 +162,12 @@ def max_label(v: core.Variant) -> tuple[str, str]:
 INK, INK_ON_DARK = "#1f2933", "#ffffff"
 
 
+def cell_text(x: float) -> str:
+    """A p(1 - p) printed in its heat-map cell: three decimals, "<0.001" for a positive value
+    that would print as 0.000."""
+    return "<0.001" if 0 < x < 0.0005 else f"{x:.3f}"
+
+
 def jacobian_data(v: core.Variant) -> dict:
     """The n x n Jacobian heatmap, row-major (row i = p_i, column j = z_j): its values, and
     the diagonal p_i(1 - p_i) printed in its cells (``text``, empty off the diagonal; dark
@@ -166,7 +175,7 @@ def jacobian_data(v: core.Variant) -> dict:
     n = len(v.diagonal)
     text, ink = [""] * (n * n), [INK] * (n * n)
     for i, x in enumerate(v.diagonal.tolist()):
-        text[i * n + i] = f"{x:.3f}"
+        text[i * n + i] = cell_text(x)
         if x > 0.6 * core.JACOBIAN_BOUND:
             ink[i * n + i] = INK_ON_DARK
     return dict(value=v.jacobian.ravel().tolist(), text=text, ink=ink)
@@ -185,15 +194,23 @@ READOUT = (
     "<table data-active='@which'><thead><tr><th></th>"
     f"<th class='s' style='color:{SCALED_COLOR}'>scaled</th>"
     f"<th class='u' style='color:{UNSCALED_COLOR}'>unscaled</th></tr></thead><tbody>"
-    "<tr><th>max weight</th><td class='s'>{s_max_w}</td><td class='u'>{u_max_w}</td></tr>"
+    "<tr><th>max weight</th><td class='s'>{s_max_w} on {s_top}</td>"
+    "<td class='u'>{u_max_w} on {u_top}</td></tr>"
     "<tr><th>effective keys e<sup>H</sup></th><td class='s'>{s_eff}</td>"
     "<td class='u'>{u_eff}</td></tr>"
     "<tr><th>largest p(1 − p)</th><td class='s'>{s_diag}</td><td class='u'>{u_diag}</td></tr>"
-    "<tr><th>‖J‖<sub>F</sub></th><td class='s'>{s_frob}</td><td class='u'>{u_frob}</td></tr>"
+    "<tr><th title='the softmax Jacobian with respect to its own input u = z/T (the heat "
+    "map)'>‖J‖<sub>F</sub> = ‖∂p/∂u‖<sub>F</sub></th><td class='s'>{s_frob}</td>"
+    "<td class='u'>{u_frob}</td></tr>"
+    "<tr class='to-query'><th title='∂p/∂q = J K / (s T), s = √d_k scaled, 1 unscaled: the "
+    "gradient that reaches the query and W_Q'>‖∂p/∂q‖<sub>F</sub>, to the query</th>"
+    "<td class='s'>{s_grad}</td><td class='u'>{u_grad}</td></tr>"
     "</tbody></table>"
     "<p>p(1 − p) peaks at ¼ when a weight is ½ and tends to 0 as it nears 0 or 1; "
     "the highlighted column is the variant the model uses. "
-    "J is the Jacobian with respect to the softmax input z/T.</p></div>"
+    "J is the softmax's Jacobian with respect to its own input u = z/T, the same for any "
+    "logits that give the same weights; ∂p/∂q = J K/(s T) is what reaches the query "
+    "(s = √d_k scaled, 1 unscaled), so it carries the 1/√d_k and the 1/T.</p></div>"
 )
 
 #: Browser side of the text update: put each field's new value into the spans that show it.
@@ -224,17 +241,20 @@ for (const div of divs) {
 class Charts:
     """The explorer's four Bokeh figures and their data sources, created once."""
 
-    def __init__(self) -> None:
-        #: The live explanation and the gradient readout: Divs whose HTML is written once;
-        #: later changes send only ``text_source`` (field, value) and the browser fills the spans.
+    def __init__(self, caption_extra: str = "") -> None:
+        #: The caption, the live explanation and the gradient readout: Divs whose HTML is
+        #: written once; later changes send only ``text_source`` (field, value) and the browser
+        #: fills the spans. ``caption_extra`` ends the caption (plain text).
+        self.caption = Div(text="", sizing_mode="stretch_width", name="caption")
         self.explanation = Div(text="", sizing_mode="stretch_width", name="explanation")
         self.readout = Div(text="", sizing_mode="stretch_width", name="readout")
+        self._caption_html = caption_html(caption_extra)
         self.text_source = ColumnDataSource(data=dict(field=[], value=[]), name="text-source")
-        # so that it is part of the document with either Div (an embed may hide the text)
-        self.explanation.tags = self.readout.tags = [self.text_source]
+        # so that it is part of the document with any of the Divs (an embed may hide the text)
+        for div in self.texts:
+            div.tags = [self.text_source]
         self.text_source.js_on_change("data", CustomJS(
-            args=dict(source=self.text_source, divs=[self.explanation, self.readout]),
-            code=_FILL_SPANS_JS))
+            args=dict(source=self.text_source, divs=self.texts), code=_FILL_SPANS_JS))
         self.scaled_fig, self.scaled_source = _bars(
             "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR)
         self.unscaled_fig, self.unscaled_source = _bars(
@@ -243,6 +263,11 @@ class Charts:
         self.diagonal_fig, self.diagonal_source, self.marker_source = self._diagonal()
         self._sweep_key = None
         self._styled_for: bool | None = None   # the variant the titles and outlines show
+
+    @property
+    def texts(self) -> list[Div]:
+        """The Divs of text: caption, explanation, readout."""
+        return [self.caption, self.explanation, self.readout]
 
     @property
     def figures(self) -> dict:
@@ -270,7 +295,7 @@ class Charts:
         mapper = LinearColorMapper(palette=DIVERGING, low=-core.JACOBIAN_BOUND,
                                    high=core.JACOBIAN_BOUND)
         fig = figure(
-            name="jacobian", title="Softmax Jacobian ∂p_i/∂z_j",
+            name="jacobian", title="Softmax Jacobian J = ∂p_i/∂u_j, u = z/T",
             x_range=FactorRange(*KEY_LABELS), y_range=FactorRange(*reversed(KEY_LABELS)),
             height=360, width=410, tools="", x_axis_location="above",
         )
@@ -282,11 +307,12 @@ class Charts:
                  text_baseline="middle", text_font=value(FONT), text_font_size="11px",
                  text_color="ink")
         fig.add_tools(HoverTool(renderers=[cells], tooltips=[
-            ("∂p", "@row"), ("∂z", "@col"), ("J", "@value{0.000000}")]))
+            ("∂p", "@row"), ("∂u", "@col"), ("J = ∂p/∂u", "@value{%.4g}")],
+            formatters={"@value": "printf"}))
         bar = ColorBar(color_mapper=mapper, width=12, title="J",
                        major_label_text_font=FONT, title_text_font=FONT)
         fig.add_layout(bar, "right")
-        fig.xaxis.axis_label = "logit z_j"
+        fig.xaxis.axis_label = "softmax input u_j = z_j / T"
         fig.yaxis.axis_label = "weight p_i"
         _style(fig)
         fig.grid.grid_line_color = None
@@ -349,7 +375,7 @@ class Charts:
         """Titles and outlines that say which variant the model uses. Set only when the
         variant changes: even setting an equal value costs Bokeh ~0.1 ms per property."""
         variant = "scaled" if scaled else "unscaled"
-        self.jacobian_fig.title.text = f"Softmax Jacobian ∂p_i/∂z_j, {variant} logits"
+        self.jacobian_fig.title.text = f"Softmax Jacobian J = ∂p_i/∂u_j, u = z/T, {variant} logits"
         self.diagonal_fig.title.text = (f"Gradient p_i(1 − p_i) as the head widens, "
                                         f"{variant} logits (outlined: current d_k)")
         for fig, on in ((self.scaled_fig, scaled), (self.unscaled_fig, not scaled)):
@@ -361,6 +387,7 @@ class Charts:
 
     def _update_text(self, fields: dict[str, str]) -> None:
         if not self.explanation.text:   # first time: the whole HTML, numbers filled in
+            self.caption.text = fill(self._caption_html, fields)
             self.explanation.text = f"<div class='explanation'>{fill(EXPLANATION, fields)}</div>"
             self.readout.text = fill(READOUT, fields).replace(
                 "@which", html.escape(fields["which"], quote=True))

@@ -158,7 +158,8 @@ def test_updates_replace_data_in_place_no_new_models(page, server):
 
 def test_explanation_and_readout_numbers_follow_the_controls(page, server):
     """The text is filled in the browser from the text source: check what is displayed."""
-    from attention_scaling.model import ExplorerState
+    from attention_scaling.charts import READOUT
+    from attention_scaling.model import ExplorerState, caption_html, fill, plain
     open_app(page, server)
     shown = """(name) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
                  if (m) return Bokeh.index.find_one(m).markup_el.textContent; } }"""
@@ -171,13 +172,19 @@ def test_explanation_and_readout_numbers_follow_the_controls(page, server):
                            " === JSON.stringify(['192'])", timeout=10_000)
     page.wait_for_timeout(500)
     text = page.evaluate(shown, "explanation")
-    expected = ExplorerState(d_k=192).text_fields()
+    state = ExplorerState(d_k=192)
+    expected = state.text_fields()
     assert "sum of dk = 192 terms" in text and "√192 = 13.9" in text
-    assert f"standard deviation {expected['raw_sd']}; scaled, {expected['scaled_sd']}." in text
-    assert f"max weight {expected['max_w']} spread over {expected['eff']} effective keys" in text
+    assert f"standard deviation {expected['raw_sd']} raw and {expected['scaled_sd']} scaled" in text
+    assert f"max weight {expected['max_w']}, spread over {expected['eff']} effective keys" in text
+    # every text as the Python side renders it, word for word
+    assert text == plain(state.explanation())
+    assert page.evaluate(shown, "caption") == plain(fill(caption_html(), expected))
     readout = page.evaluate(shown, "readout")
-    for key in ("s_max_w", "u_max_w", "s_frob", "u_frob"):
+    assert readout == plain(fill(READOUT, expected))
+    for key in ("s_max_w", "u_max_w", "s_frob", "u_frob", "s_grad", "u_grad"):
         assert expected[key] in readout
+    assert "‖∂p/∂q‖F, to the query" in readout
     assert column(page, "unscaled-weights-source", "weight") != before
 
 

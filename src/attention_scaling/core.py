@@ -377,17 +377,12 @@ def percent(x: float) -> str:
     weight under 0.5% is "0.3%" or "<0.1%", never "0%"."""
     x = float(x)
     v = 100 * x
-    if x >= 1.0 or x <= 0.0:
-        return f"{round(v)}%"
-    if v >= 99.95:
-        return ">99.9%"
-    if v >= 99.5:
-        return f"{v:.1f}%"
-    if v < 0.05:
-        return "<0.1%"
-    if v < 0.5:
-        return f"{v:.1f}%"
-    return f"{round(v)}%"
+    whole = round(v)
+    if x >= 1.0 or x <= 0.0 or 0 < whole < 100:
+        return f"{whole}%"
+    if whole >= 100:
+        return ">99.9%" if v >= 99.95 else f"{v:.1f}%"
+    return "<0.1%" if v < 0.05 else f"{v:.1f}%"
 
 
 # ---- the distribution of draws ---------------------------------------------------------

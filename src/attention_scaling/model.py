@@ -312,6 +312,12 @@ def fill(template: str, fields: dict[str, str]) -> str:
     )
 
 
+def plain(markup: str) -> str:
+    """The text a browser shows for ``markup`` (its textContent): tags dropped, entities
+    decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+
 # ---- URL state: the one place where controls are written to and read from a query string ----
 
 #: Parts of the page that ``?hide=`` can hide; ``?embed=1`` hides the header.

@@ -350,6 +350,7 @@ def test_percent_never_rounds_to_an_extreme_the_weight_does_not_reach():
             assert abs(shown - 100 * x) <= half + 1e-9, (x, text)
     assert core.percent(0.99887) == "99.9%"
     assert core.percent(1.0) == "100%" and core.percent(0.0) == "0%"
+    assert core.percent(1.0, below_one=True) == ">99.9%"
 
 
 # ---- the distribution of draws -----------------------------------------------------------
@@ -374,7 +375,7 @@ def test_typical_draw_agrees_with_an_independent_monte_carlo_of_full_vectors(d_k
         assert abs(below - 0.5) < 5 * se, (scaled, below)
         # and the draw's percentile: the share of the independent draws below a weight
         x = float(np.quantile(weights, 0.3))
-        assert abs(typ.percentile(scaled, x) - 30) < 100 * 5 * math.sqrt(0.21 / n) + 0.2
+        assert abs(typ.percentile(scaled, 1 - x) - 30) < 100 * 5 * math.sqrt(0.21 / n) + 0.2
 
 
 def test_typical_reference_numbers_and_is_seeded_and_cached():
@@ -384,8 +385,8 @@ def test_typical_reference_numbers_and_is_seeded_and_cached():
     assert typ.median[True] == pytest.approx(0.334, abs=0.01)
     assert typ.median[False] == pytest.approx(0.966, abs=0.005)
     st = core.compute_state(64, 1.0, 2288)
-    assert typ.percentile(True, st.scaled.max_weight) == pytest.approx(24, abs=2)
-    assert typ.percentile(False, st.unscaled.max_weight) == pytest.approx(26, abs=2)
+    assert typ.percentile(True, st.scaled.rest) == pytest.approx(24, abs=2)
+    assert typ.percentile(False, st.unscaled.rest) == pytest.approx(26, abs=2)
     assert core.typical(64, 1.0) is typ
     core._typical.cache_clear()
     again = core.typical(64, 1.0)

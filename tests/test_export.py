@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from attention_scaling import charts, core, export, model
+from attention_scaling.model import weight_label
 
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
 
@@ -203,7 +204,7 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         for name, v in (("scaled-weights", st.scaled), ("unscaled-weights", st.unscaled)):
             assert col(page, f"{name}-source", "weight") == pytest.approx(v.probs.tolist(), abs=1e-12), case
             assert col(page, f"{name}-source", "logit") == pytest.approx(v.logits.tolist(), abs=1e-12), case
-            label = f"max weight {core.percent(v.max_weight)}"
+            label = f"max weight {weight_label(v)}"
             assert col(page, f"{name}-source", "label") == [
                 label if k == v.argmax else "" for k in range(len(v.probs))], case
             # the shown value is the float64 core computed, bit for bit
@@ -216,10 +217,10 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         spans = page.evaluate("() => window.__spans('explanation')")
         assert spans["d"] == str(d_k)
         assert spans["which"] == ("scaled" if scaled else "unscaled")
-        assert spans["max_w"] == core.percent(act.max_weight)
+        assert spans["max_w"] == weight_label(act)
         readout = page.evaluate("() => window.__spans('readout')")
-        assert readout["s_max_w"] == core.percent(st.scaled.max_weight)
-        assert readout["u_max_w"] == core.percent(st.unscaled.max_weight)
+        assert readout["s_max_w"] == weight_label(st.scaled)
+        assert readout["u_max_w"] == weight_label(st.unscaled)
         assert readout["__active"] == ("scaled" if scaled else "unscaled")
         outline = page.evaluate("""() => ['scaled-weights', 'unscaled-weights'].map(n => {
             const f = window.__model(n); return [f.outline_line_color, f.title.text]; })""")

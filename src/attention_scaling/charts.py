@@ -35,7 +35,7 @@ from bokeh.core.properties import value, without_property_validation
 from bokeh.plotting import figure
 
 from . import core
-from .model import EXPLANATION, caption_html, fill
+from .model import EXPLANATION, caption_html, fill, weight_label
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
 SCALED_COLOR = "#0072B2"     # blue
@@ -155,7 +155,7 @@ def max_label(v: core.Variant) -> tuple[str, str]:
     # window); it reads from the bar towards the middle instead
     n = len(KEY_LABELS)
     align = "left" if top <= 1 else "right" if top >= n - 2 else "center"
-    return f"max weight {core.percent(v.max_weight)}", align
+    return f"max weight {weight_label(v)}", align
 
 
 #: Text colour of the numbers printed in the heatmap's cells (white on the darkest cells).

@@ -370,14 +370,18 @@ def compute_state(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int
     return _cached_state(int(d_k), _check_temperature(temperature), int(seed), int(n_keys))
 
 
-def percent(x: float) -> str:
+def percent(x: float, below_one: bool = False) -> str:
     """A weight as the percentage printed on screen: whole numbers ("27%") except where
     rounding would print an extreme the weight does not reach: 99.5% to 99.95% gets one
-    decimal ("99.9%"), above that ">99.9%"; "100%" only for exactly 1. Likewise a positive
-    weight under 0.5% is "0.3%" or "<0.1%", never "0%"."""
+    decimal ("99.9%"), above that ">99.9%"; "100%" only for exactly 1 and not
+    ``below_one`` (a weight within 1e-16 of 1 is 1.0 in float64: pass ``below_one`` when it
+    is known to be less, e.g. ``Variant.rest > 0``). Likewise a positive weight under 0.5% is
+    "0.3%" or "<0.1%", never "0%"."""
     x = float(x)
     v = 100 * x
     whole = round(v)
+    if x >= 1.0 and below_one:
+        return ">99.9%"
     if x >= 1.0 or x <= 0.0 or 0 < whole < 100:
         return f"{whole}%"
     if whole >= 100:
@@ -398,13 +402,13 @@ _LEVELS = 1000
 def _mc_draws(n_keys: int) -> tuple[np.ndarray, np.ndarray]:
     """The Monte Carlo's draws, without any d_k-dimensional vector: for one query q and keys
     with i.i.d. N(0, 1) components independent of q, the logits q . k_j are exactly |q| g_j
-    with g_j i.i.d. N(0, 1) and |q|^2 ~ chi^2(d_k). Returns the gaps max(g) - g_j (float32,
-    one row per draw) and |q| at every width of D_K_VALUES (rows), nested like the explorer's
-    draws: |q|^2 at a width is |q|^2 at the previous one plus an independent chi^2 of the
-    difference."""
+    with g_j i.i.d. N(0, 1) and |q|^2 ~ chi^2(d_k). Returns, per draw, the gaps max(g) - g_j
+    of the other keys in increasing order (float32), and |q| at every width of D_K_VALUES
+    (rows), nested like the explorer's draws: |q|^2 at a width is |q|^2 at the previous one
+    plus an independent chi^2 of the difference."""
     rng = np.random.default_rng(MC_SEED)
     g = rng.standard_normal((MC_DRAWS, n_keys))
-    gaps = (g.max(axis=1, keepdims=True) - g).astype(np.float32)
+    gaps = np.sort(g.max(axis=1, keepdims=True) - g, axis=1)[:, 1:].astype(np.float32)
     steps = np.diff(np.array(D_K_VALUES), prepend=0)
     norms = np.sqrt(np.cumsum([rng.chisquare(int(df), MC_DRAWS) for df in steps], axis=0))
     return gaps, norms.astype(np.float32)
@@ -413,40 +417,42 @@ def _mc_draws(n_keys: int) -> tuple[np.ndarray, np.ndarray]:
 @dataclass(frozen=True)
 class Typical:
     """The distribution of the max weight over :data:`MC_DRAWS` random draws of q and the
-    keys at one (d_k, T), for each variant: quantiles at every 0.1% and the median."""
+    keys at one (d_k, T), for each variant. Kept as quantiles (every 0.1%) of log(1 - max
+    weight), which stays exact where the weight itself rounds to 1."""
 
     d_k: int
     temperature: float
     draws: int
-    quantiles: dict             # scaled (bool) -> max weight at levels 0, 0.1%, ..., 100%
+    log_rest: dict              # scaled (bool) -> quantiles of log(1 - max weight), increasing
     median: dict                # scaled (bool) -> median max weight
 
-    def percentile(self, scaled: bool, weight: float) -> float:
-        """Share of the draws (in %) whose max weight is below ``weight`` (ties count half),
-        to the quantiles' 0.1% resolution."""
-        q = self.quantiles[bool(scaled)]
-        x = np.float32(weight)
-        below = np.searchsorted(q, x, side="left")
-        upto = np.searchsorted(q, x, side="right")
-        return float(100 * (below + upto) / 2 / (len(q)))
+    def percentile(self, scaled: bool, rest: float) -> float:
+        """Share of the draws (in %) whose max weight is below that of a draw whose other
+        weights sum to ``rest`` (1 - its max weight); ties count half. To the quantiles'
+        0.1% resolution."""
+        q = self.log_rest[bool(scaled)]
+        x = np.float32(math.log(rest)) if rest > 0 else np.float32(-np.inf)
+        left, right = np.searchsorted(q, x, side="left"), np.searchsorted(q, x, side="right")
+        return float(100 * (2 * len(q) - left - right) / 2 / len(q))
 
 
-@lru_cache(maxsize=None)         # at most len(D_K_VALUES) x len(TEMPERATURES), ~17 KB each
+@lru_cache(maxsize=None)         # at most len(D_K_VALUES) x len(TEMPERATURES), ~9 KB each
 def _typical(d_k: int, temperature: float, n_keys: int) -> Typical:
     gaps, norms = _mc_draws(n_keys)
     row = norms[D_K_VALUES.index(d_k)]
-    quantiles, median = {}, {}
+    picks = np.round(np.linspace(0, MC_DRAWS - 1, _LEVELS + 1)).astype(int)
+    log_rest, median = {}, {}
     for scaled in (True, False):
-        scale = np.float32(1 / ((math.sqrt(d_k) if scaled else 1.0) * temperature))
-        # the max weight of softmax(c g) is 1 / sum_j exp(-c (max g - g_j))
-        weights = 1 / np.exp(-(row * scale)[:, None] * gaps).sum(axis=1)
-        weights.sort()
-        picks = np.round(np.linspace(0, MC_DRAWS - 1, _LEVELS + 1)).astype(int)
-        quantiles[scaled] = weights[picks]
-        quantiles[scaled].setflags(write=False)
+        c = row * np.float32(1 / ((math.sqrt(d_k) if scaled else 1.0) * temperature))
+        # 1 - max weight = S / (1 + S) with S = sum_j exp(-c gap_j); log S factored around
+        # the smallest gap, so that nothing underflows
+        log_s = -c * gaps[:, 0] + np.log(np.exp(-c[:, None] * (gaps - gaps[:, :1])).sum(axis=1))
+        values = np.sort(log_s - np.log1p(np.exp(log_s)))
+        log_rest[scaled] = values[picks]
+        log_rest[scaled].setflags(write=False)
         mid = MC_DRAWS // 2
-        median[scaled] = float((float(weights[mid - 1]) + float(weights[mid])) / 2)
-    return Typical(d_k, temperature, MC_DRAWS, quantiles, median)
+        median[scaled] = 1 - (math.exp(float(values[mid - 1])) + math.exp(float(values[mid]))) / 2
+    return Typical(d_k, temperature, MC_DRAWS, log_rest, median)
 
 
 def typical(d_k: int, temperature: float = 1.0, n_keys: int = N_KEYS) -> Typical:

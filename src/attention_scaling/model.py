@@ -33,7 +33,8 @@ def _fmt(x: float, digits: int = 3) -> str:
     if abs(x) >= 1e-3:
         s = f"{x:.{digits}g}"
         return s if "e" not in s else f"{x:,.0f}"
-    return f"{x:.1e}"
+    mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
 
 
 TITLE = "Why attention divides by √d_k"
@@ -218,7 +219,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, scaled: bool) -> dict[
         temp = (f" Both charts also divide by the temperature T = {_fmt(t)}, which {effect}"
                 " the weights.")
     typ = core.typical(r.d_k, t)
-    s_pct, u_pct = typ.percentile(True, s.max_weight), typ.percentile(False, u.max_weight)
+    s_pct, u_pct = typ.percentile(True, s.rest), typ.percentile(False, u.rest)
     if r.d_k == 1:
         grad = GRAD_SAME
     else:
@@ -236,10 +237,10 @@ def _text_fields(d_k: int, temperature: float, seed: int, scaled: bool) -> dict[
         "frob": _fmt(act.frobenius),
         "frob_z": _fmt(act.frobenius / t),
         "grad": _fmt(act.query_gradient),
-        "max_w": core.percent(act.max_weight),
+        "max_w": weight_label(act),
         "eff": eff,
         "keys": "key" if eff == "1" else "keys",
-        "s_max_w": core.percent(s.max_weight), "u_max_w": core.percent(u.max_weight),
+        "s_max_w": weight_label(s), "u_max_w": weight_label(u),
         "s_top": f"k{s.argmax + 1}", "u_top": f"k{u.argmax + 1}",
         "s_eff": _fmt(s.effective_keys), "u_eff": _fmt(u.effective_keys),
         "s_diag": _fmt(s.max_diagonal), "u_diag": _fmt(u.max_diagonal),
@@ -247,12 +248,18 @@ def _text_fields(d_k: int, temperature: float, seed: int, scaled: bool) -> dict[
         "s_grad": _fmt(s.query_gradient), "u_grad": _fmt(u.query_gradient),
         "grad_cmp": grad,
         "mc_n": f"{typ.draws:,}",
-        "mc_s": core.percent(typ.median[True]), "mc_u": core.percent(typ.median[False]),
+        "mc_s": core.percent(typ.median[True], below_one=True),
+        "mc_u": core.percent(typ.median[False], below_one=True),
         "s_pct": percentile_phrase(s_pct), "u_pct": percentile_phrase(u_pct),
         "mild": (MILD if u_pct < 100 / 3 and u.max_weight < typ.median[False]
                  else EXTREME if u_pct > 200 / 3 and u.max_weight > typ.median[False] else ""),
         "fig3": FIG3_NOTE if r.seed == FIG3_SEED else "",
     }
+
+
+def weight_label(v: core.Variant) -> str:
+    """A variant's max weight as printed: never "100%", its other weights being positive."""
+    return core.percent(v.max_weight, below_one=v.rest > 0)
 
 
 def ordinal(n: int) -> str:

@@ -364,3 +364,18 @@ def test_the_issue_s_states_read_true(key):
         assert "largest p(1 − p) = 2.70e-189, ‖J‖F = 5.39e-189" in text
         assert "100%" not in text.replace("towards 100%", "")
         assert "spread over 1 effective key." in text
+
+
+def test_readme_quotes_the_default_view_as_the_page_shows_it():
+    """The README's numbers for the default view are the page's own, in the page's words."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = " ".join(readme.split())
+    f = ExplorerState().text_fields()
+    assert (f"a typical draw puts {f['mc_u']} of the weight on one key unscaled; this draw puts "
+            f"{f['s_max_w']} scaled ({f['s_pct']}) and {f['u_max_w']} unscaled ({f['u_pct']})"
+            in readme)
+    assert (f"it reads {f['s_frob']} scaled against {f['u_frob']} unscaled while ‖∂p/∂q‖_F is "
+            f"{f['s_grad']} against {f['u_grad']}" in readme)
+    assert f"placed among {f['mc_n']} other draws" in readme

@@ -64,7 +64,7 @@ from .model import (FIG3_D_K, FIG3_SEED, FORMULAS, TITLE, ExplorerState, guide_h
 #: Largest file the export may write; every state of 4 seeds fits in it.
 MAX_BYTES = 5_000_000
 DEFAULT_SEEDS = 4
-#: Each seed adds ~0.75 MB of exact float64 data on top of ~1.7 MB of BokehJS.
+#: Each seed adds ~0.5 MB of exact float64 data and texts on top of ~1.7 MB of BokehJS.
 MAX_SEEDS = 4
 N = core.N_KEYS
 _RECORD_FLOATS = 3 * N                     # weights, ||dp_i/dq||, Jacobian diagonal

@@ -160,6 +160,11 @@ def offline_page(browser, exported):
     context.close()
 
 
+#: The text each named Div shows (its textContent), as a list.
+TEXT = """(names) => names.map((n) => {
+  const view = Bokeh.index.find_one(window.__model(n));
+  return view ? view.markup_el.textContent : null; })"""
+
 SET = """([dk, t, s, scaled]) => {
   const m = window.__model;
   m('d_k').value = dk; m('temperature').value = t; m('seed-index').value = s;
@@ -209,6 +214,7 @@ def test_offline_page_shows_core_values_exactly(offline_page):
                 label if k == v.argmax else "" for k in range(len(v.probs))], case
             # the shown value is the float64 core computed, bit for bit
             assert col(page, f"{name}-source", "weight") == v.probs.tolist(), case
+            assert col(page, f"{name}-source", "gq") == v.query_rows.tolist(), case
         assert col(page, "jacobian-source", "value") == pytest.approx(act.jacobian.ravel().tolist(), abs=1e-12), case
         assert col(page, "jacobian-diagonal-source", "value") == pytest.approx(st.sweep(scaled).ravel().tolist(), abs=1e-12), case
         text, n = col(page, "jacobian-source", "text"), len(act.diagonal)
@@ -218,6 +224,13 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         assert spans["d"] == str(d_k)
         assert spans["which"] == ("scaled" if scaled else "unscaled")
         assert spans["max_w"] == weight_label(act)
+        # the texts read word for word as the served page's for the same state
+        fields = model.ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
+                                     scaled=scaled).text_fields()
+        shown = page.evaluate(TEXT, ["caption", "explanation", "readout"])
+        assert shown[0] == model.plain(model.fill(model.caption_html(export.OFFLINE_NOTE), fields))
+        assert shown[1] == model.plain(model.fill(model.EXPLANATION, fields))
+        assert shown[2] == model.plain(model.fill(charts.READOUT, fields))
         readout = page.evaluate("() => window.__spans('readout')")
         assert readout["s_max_w"] == weight_label(st.scaled)
         assert readout["u_max_w"] == weight_label(st.unscaled)

@@ -426,3 +426,13 @@ def test_the_tab_icon_is_the_svg_drawn(browser):
     differ = int((np.abs(a - b).max(axis=2) > 24).sum())
     assert differ <= 8, f"{differ} of 4096 pixels differ: run scripts/favicon.py"
     assert a[0, 0, 3] == 0 and a[32, 32, 3] == 255       # transparent corner, opaque inside
+
+
+def test_the_weight_hover_never_rounds_to_a_lie(page):
+    """The bars' hover formats weights in the browser (charts.WEIGHT_HOVER_JS): a weight below
+    1 never reads 1.0000, a positive one never 0.0000."""
+    from attention_scaling.charts import WEIGHT_HOVER_JS
+    shown = page.evaluate("""([code, values]) => values.map((v) => new Function('value', code)(v))""",
+                          [WEIGHT_HOVER_JS, [1.0, 0.99996, 0.99994, 0.5, 0.27, 3e-5, 1e-300, 0.0]])
+    assert shown == [">0.9999", ">0.9999", "0.9999", "0.5000", "0.2700", "3.00e-5", "1.00e-300",
+                     "<1e-308"]

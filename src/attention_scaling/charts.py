@@ -23,6 +23,7 @@ from bokeh.models import (
     ColorBar,
     ColumnDataSource,
     CustomJS,
+    CustomJSHover,
     CustomJSTickFormatter,
     Div,
     FactorRange,
@@ -89,6 +90,16 @@ def _style(fig) -> None:
     fig.grid.grid_line_color = "#e4e7eb"
 
 
+#: A weight in the bars' hover, to four decimals without rounding to a lie: a weight of
+#: eight keys is never exactly 0 or 1, so ">0.9999" rather than "1.0000" and tiny weights in
+#: exponent form rather than "0.0000".
+WEIGHT_HOVER_JS = """
+if (value >= 0.99995) return '>0.9999';
+if (value < 0.00005) return value > 0 ? value.toExponential(2) : '<1e-308';
+return value.toFixed(4);
+"""
+
+
 def _bars(name: str, title: str, color: str) -> tuple:
     n = len(KEY_LABELS)
     zeros = np.zeros(n)
@@ -109,10 +120,10 @@ def _bars(name: str, title: str, color: str) -> tuple:
              text_baseline="bottom", y_offset=-6, text_font=value(FONT), text_font_size="14px",
              text_font_style="bold", text_color="#1f2933")
     fig.add_tools(HoverTool(renderers=[bars], tooltips=[
-        ("key", "@key"), ("logit", "@logit{0.000}"), ("weight", "@weight{0.0000}"),
+        ("key", "@key"), ("logit", "@logit{0.000}"), ("weight", "@weight{custom}"),
         ("p(1 − p)", "@pq{%.4g}"), ("‖∂p_i/∂q‖ (to the query)", "@gq{%.4g}"),
-    ], formatters={"@pq": "printf", "@gq": "printf"}, mode="mouse",
-        point_policy="follow_mouse"))
+    ], formatters={"@weight": CustomJSHover(code=WEIGHT_HOVER_JS), "@pq": "printf",
+                   "@gq": "printf"}, mode="mouse", point_policy="follow_mouse"))
     fig.yaxis.axis_label = "attention weight"
     fig.yaxis.ticker = [0, 0.2, 0.4, 0.6, 0.8, 1.0]
     fig.yaxis.formatter.use_scientific = False
@@ -295,7 +306,7 @@ class Charts:
         mapper = LinearColorMapper(palette=DIVERGING, low=-core.JACOBIAN_BOUND,
                                    high=core.JACOBIAN_BOUND)
         fig = figure(
-            name="jacobian", title="Softmax Jacobian J = ∂p_i/∂u_j, u = z/T",
+            name="jacobian", title="Softmax Jacobian ∂p_i/∂u_j",
             x_range=FactorRange(*KEY_LABELS), y_range=FactorRange(*reversed(KEY_LABELS)),
             height=360, width=410, tools="", x_axis_location="above",
         )
@@ -331,7 +342,7 @@ class Charts:
                                   name="jacobian-diagonal-marker")
         mapper = LinearColorMapper(palette=SEQUENTIAL, low=0, high=core.JACOBIAN_BOUND)
         fig = figure(
-            name="jacobian-diagonal", title="Gradient p_i(1 − p_i) as the head widens",
+            name="jacobian-diagonal", title="Jacobian diagonal p_i(1 − p_i) as the head widens",
             x_range=FactorRange(*widths), y_range=FactorRange(*reversed(KEY_LABELS)),
             height=300, sizing_mode="stretch_width", min_width=480, tools="",
         )
@@ -340,7 +351,8 @@ class Charts:
         fig.rect(x="width", y=4.0, width=1, height=8.2, source=marker, fill_alpha=0,
                  line_color="#00b3ff", line_width=3)
         fig.add_tools(HoverTool(tooltips=[
-            ("key", "@key"), ("d_k", "@width"), ("p(1 − p)", "@value{0.000000}")],
+            ("key", "@key"), ("d_k", "@width"), ("p(1 − p)", "@value{%.4g}")],
+            formatters={"@value": "printf"},
             renderers=[fig.renderers[0]]))
         bar = ColorBar(color_mapper=mapper, width=12, title="p(1−p)",
                        major_label_text_font=FONT, title_text_font=FONT)
@@ -375,8 +387,8 @@ class Charts:
         """Titles and outlines that say which variant the model uses. Set only when the
         variant changes: even setting an equal value costs Bokeh ~0.1 ms per property."""
         variant = "scaled" if scaled else "unscaled"
-        self.jacobian_fig.title.text = f"Softmax Jacobian J = ∂p_i/∂u_j, u = z/T, {variant} logits"
-        self.diagonal_fig.title.text = (f"Gradient p_i(1 − p_i) as the head widens, "
+        self.jacobian_fig.title.text = f"Softmax Jacobian ∂p_i/∂u_j, {variant} logits"
+        self.diagonal_fig.title.text = (f"Jacobian diagonal p_i(1 − p_i) as the head widens, "
                                         f"{variant} logits (outlined: current d_k)")
         for fig, on in ((self.scaled_fig, scaled), (self.unscaled_fig, not scaled)):
             fig.outline_line_color = "#1f2933" if on else None

@@ -14,8 +14,9 @@ Packing (see :func:`decode`, the Python mirror of the browser's decoder):
 * ``floats``: one float64 array (little-endian, base64) of the exact values. Per
   record (seed, d_k, T, variant) the 8 weights p, the 8 gradients ||dp_i/dq|| that reach
   the query, and the Jacobian's diagonal p_i (1 - p_i); its other entries are -p_i p_j,
-  one IEEE multiplication that gives the same float64 in the browser as in NumPy (checked); then the logits per (seed, d_k,
-  variant), which do not depend on T; then the p(1 - p) sweep per (seed, T, variant).
+  one IEEE multiplication that gives the same float64 in the browser as in NumPy (checked);
+  then the logits per (seed, d_k, variant), which do not depend on T; then the p(1 - p)
+  sweep per (seed, T, variant).
 * ``ints``: a uint16 array, per record: the bar style, the max-weight label, the
   diagonal labels' inks, the 8 diagonal label texts and every text field, each an
   index into a small table of the distinct values actually produced.

@@ -39,19 +39,20 @@ def _fmt(x: float, digits: int = 3) -> str:
 
 TITLE = "Why attention divides by √d_k"
 
-#: The caption under the paired bar charts, with {field} slots (see :func:`fill`); ``{extra}``
-#: in :func:`caption_html` is a last sentence of the page's own (the offline copy's).
+#: The caption under the paired bar charts, two paragraphs with {field} slots (see
+#: :func:`fill`); :func:`caption_html` wraps it and may end it with a sentence of the page's
+#: own (the offline copy's).
 CAPTION = (
     "Both charts show the same eight query–key dot products of one random draw: divided by "
     "√d<sub>k</sub> on the left, raw on the right. Over many draws <i>q</i>·<i>k</i> has "
     "variance d<sub>k</sub>, so the raw logits grow like √d<sub>k</sub> and, as the head "
     "widens, the unscaled softmax puts more and more weight on one key; the scaled logits keep "
-    "unit variance at every width. Over {mc_n} random draws at d<sub>k</sub> = {d}, "
-    "T = {t} the median max weight is {mc_s} scaled and {mc_u} unscaled: a typical draw "
-    "puts {mc_u} of the weight on one key unscaled. This draw puts {s_max_w} scaled "
-    "({s_pct}) and {u_max_w} unscaled ({u_pct}).{mild}{fig3} This one draw changes with "
-    "d<sub>k</sub> in its own way: each width extends the same q and k by more components, "
-    "and the scaled logits at widths d and d′ correlate by only √(d/d′)."
+    "unit variance at every width.</p><p class='caption'>Over {mc_n} random draws at "
+    "d<sub>k</sub> = {d}, T = {t} the median max weight is {mc_s} scaled and {mc_u} unscaled: "
+    "a typical draw puts {mc_u} of the weight on one key unscaled. This draw puts {s_max_w} "
+    "scaled ({s_pct}) and {u_max_w} unscaled ({u_pct}).{mild}{fig3} This one draw changes "
+    "with d<sub>k</sub> in its own way: each width extends the same q and k by more "
+    "components, and the scaled logits at widths d and d′ correlate by only √(d/d′)."
 )
 
 

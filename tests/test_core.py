@@ -220,6 +220,7 @@ def test_jacobian_with_respect_to_u_and_to_z_by_finite_differences():
     z = core.sample_qk(5, 16)[1] @ core.sample_qk(5, 16)[0] / 4
     t, h = 0.2, 1e-7
     v = core.variant(z, True, t)
+    numeric_z = np.empty((len(z), len(z)))
     for j in range(len(z)):
         e = np.zeros(len(z))
         e[j] = h
@@ -227,6 +228,8 @@ def test_jacobian_with_respect_to_u_and_to_z_by_finite_differences():
         dz = (core.softmax(z + e, t) - core.softmax(z - e, t)) / (2 * h)
         np.testing.assert_allclose(v.jacobian[:, j], du, atol=1e-8)
         np.testing.assert_allclose(v.jacobian[:, j] / t, dz, atol=1e-7)
+        numeric_z[:, j] = dz
+    assert v.logit_frobenius == pytest.approx(np.linalg.norm(numeric_z), rel=1e-6)
 
 
 def test_default_draw_gradient_numbers():

@@ -238,6 +238,7 @@ class Variant:
     effective_keys: float
     max_diagonal: float         # largest p (1 - p)
     frobenius: float            # ||dp/du||_F = ||J||_F
+    logit_frobenius: float      # ||dp/dz||_F = ||J||_F / T
     rest: float                 # 1 - max weight (the sum of the other weights)
     query_rows: np.ndarray      # ||dp_i/dq|| per key
     query_gradient: float       # ||dp/dq||_F
@@ -272,6 +273,7 @@ def variant(logits, scaled: bool, temperature: float = 1.0, keys=None) -> Varian
         effective_keys=math.exp(h),
         max_diagonal=float(diag.max()),
         frobenius=frobenius(jac),
+        logit_frobenius=frobenius(jac) / _check_temperature(temperature),
         rest=float(c[top]),
         query_rows=rows,
         query_gradient=frobenius(rows),
@@ -409,9 +411,11 @@ def _mc_draws(n_keys: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(MC_SEED)
     g = rng.standard_normal((MC_DRAWS, n_keys))
     gaps = np.sort(g.max(axis=1, keepdims=True) - g, axis=1)[:, 1:].astype(np.float32)
-    steps = np.diff(np.array(D_K_VALUES), prepend=0)
-    norms = np.sqrt(np.cumsum([rng.chisquare(int(df), MC_DRAWS) for df in steps], axis=0))
-    return gaps, norms.astype(np.float32)
+    squares = np.empty((len(D_K_VALUES), MC_DRAWS))
+    for row, df in zip(squares, np.diff(np.array(D_K_VALUES), prepend=0)):
+        row[:] = rng.chisquare(int(df), MC_DRAWS)
+    np.cumsum(squares, axis=0, out=squares)
+    return gaps, np.sqrt(squares).astype(np.float32)
 
 
 @dataclass(frozen=True)

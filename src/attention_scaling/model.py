@@ -236,7 +236,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, scaled: bool) -> dict[
         "which": "scaled" if scaled else "unscaled",
         "max_diag": _fmt(act.max_diagonal),
         "frob": _fmt(act.frobenius),
-        "frob_z": _fmt(act.frobenius / t),
+        "frob_z": _fmt(act.logit_frobenius),
         "grad": _fmt(act.query_gradient),
         "max_w": weight_label(act),
         "eff": eff,

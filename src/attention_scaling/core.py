@@ -1,8 +1,9 @@
 """The mathematics of scaled dot-product attention, in NumPy only.
 
 Everything the explorer shows is computed here, once: the softmax and its
-Jacobian, the attention logits, the nested random draws of a query and keys,
-and the metrics printed on screen. Higher layers (model, charts, page) call
+Jacobian, the attention logits, the gradient that reaches the query, the nested
+random draws of a query and keys, the metrics printed on screen, and the seeded
+Monte Carlo that places one draw among many. Higher layers (model, charts, page) call
 these functions and never re-derive them. This module imports NumPy and the
 standard library only.
 """
@@ -77,7 +78,7 @@ def complement(probs) -> np.ndarray:
 
     Where p_i > 1/2 it is the sum of the other weights (all positive, so no cancellation):
     ``1.0 - p_i`` would keep only the rounding of p_i, 0 for a weight within 1e-16 of 1.
-    Elsewhere ``1.0 - p_i`` is exact to the last bit. Works along the last axis.
+    Elsewhere ``1.0 - p_i`` (at least 1/2) is correctly rounded. Works along the last axis.
     """
     p = np.asarray(probs, dtype=np.float64)
     c = 1.0 - p

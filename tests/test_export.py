@@ -216,6 +216,8 @@ def test_offline_page_shows_core_values_exactly(offline_page):
             assert col(page, f"{name}-source", "weight") == v.probs.tolist(), case
             assert col(page, f"{name}-source", "gq") == v.query_rows.tolist(), case
         assert col(page, "jacobian-source", "value") == pytest.approx(act.jacobian.ravel().tolist(), abs=1e-12), case
+        # rebuilt in the browser from the weights and the diagonal: the same float64s
+        assert col(page, "jacobian-source", "value") == act.jacobian.ravel().tolist(), case
         assert col(page, "jacobian-diagonal-source", "value") == pytest.approx(st.sweep(scaled).ravel().tolist(), abs=1e-12), case
         text, n = col(page, "jacobian-source", "text"), len(act.diagonal)
         assert [text[k * n + k] for k in range(n)] == [

@@ -66,9 +66,15 @@ def caption_html(extra: str = "") -> str:
 MILD = (" Unscaled, this draw is milder than two draws in three: it understates how much "
         "weight a typical draw piles on one key. Resample to see others.")
 EXTREME = " Unscaled, this draw is more extreme than two draws in three."
-#: Said while the reference figure's seed is shown.
-FIG3_NOTE = (" This draw (seed 2288) was picked because it matches the reference figure, "
-             "27% scaled and 80% unscaled at d_k = 64, T = 1.")
+
+
+def fig3_note() -> str:
+    """Said while the reference figure's seed is shown: the draw was picked to match it."""
+    ref = core.compute_state(FIG3_D_K, 1.0, FIG3_SEED)
+    return (f" This draw (seed {FIG3_SEED}) was picked because it matches the reference "
+            f"figure, {weight_label(ref.scaled)} scaled and {weight_label(ref.unscaled)} "
+            f"unscaled at d_k = {FIG3_D_K}, T = 1.")
+
 
 #: The gradient comparison of the live explanation, by which variant lets more through.
 GRAD_SCALED = "scaling lets more gradient reach the query here."
@@ -254,7 +260,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, scaled: bool) -> dict[
         "s_pct": percentile_phrase(s_pct), "u_pct": percentile_phrase(u_pct),
         "mild": (MILD if u_pct < 100 / 3 and u.max_weight < typ.median[False]
                  else EXTREME if u_pct > 200 / 3 and u.max_weight > typ.median[False] else ""),
-        "fig3": FIG3_NOTE if r.seed == FIG3_SEED else "",
+        "fig3": fig3_note() if r.seed == FIG3_SEED else "",
     }
 
 

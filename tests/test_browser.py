@@ -97,6 +97,15 @@ def test_max_weight_labels_equal_the_bar_data(page, server):
                           for k in range(len(weights))]
     assert [t for t in column(page, "scaled-weights-source", "label") if t] == ["max weight 27%"]
     assert [t for t in column(page, "unscaled-weights-source", "label") if t] == ["max weight 80%"]
+    # the labels drawn on the canvas are in the DOM too: the readout names each top bar
+    page.wait_for_function("() => Bokeh.documents.some(d => d.get_model_by_name('readout'))")
+    readout = page.evaluate("""() => { for (const d of Bokeh.documents) {
+        const m = d.get_model_by_name('readout');
+        if (m) return Bokeh.index.find_one(m).markup_el.textContent; } }""")
+    for name in ("scaled-weights", "unscaled-weights"):
+        labels = column(page, f"{name}-source", "label")
+        top = next(k for k, t in enumerate(labels) if t)
+        assert f"{labels[top].removeprefix('max weight ')} on k{top + 1}" in readout, readout
 
 
 def test_toggling_scaling_changes_the_heatmap(page, server):

@@ -406,12 +406,14 @@ def _mc_draws(n_keys: int) -> tuple[np.ndarray, np.ndarray]:
     """The Monte Carlo's draws, without any d_k-dimensional vector: for one query q and keys
     with i.i.d. N(0, 1) components independent of q, the logits q . k_j are exactly |q| g_j
     with g_j i.i.d. N(0, 1) and |q|^2 ~ chi^2(d_k). Returns, per draw, the gaps max(g) - g_j
-    of the other keys in increasing order (float32), and |q| at every width of D_K_VALUES
+    of the other keys in increasing order (float32; the smallest, then each further one as
+    its excess over the smallest), and |q| at every width of D_K_VALUES
     (rows), nested like the explorer's draws: |q|^2 at a width is |q|^2 at the previous one
     plus an independent chi^2 of the difference."""
     rng = np.random.default_rng(MC_SEED)
     g = rng.standard_normal((MC_DRAWS, n_keys))
     gaps = np.sort(g.max(axis=1, keepdims=True) - g, axis=1)[:, 1:].astype(np.float32)
+    gaps[:, 1:] -= gaps[:, :1]          # each further gap as its excess over the smallest
     squares = np.empty((len(D_K_VALUES), MC_DRAWS))
     for row, df in zip(squares, np.diff(np.array(D_K_VALUES), prepend=0)):
         row[:] = rng.chisquare(int(df), MC_DRAWS)
@@ -451,7 +453,7 @@ def _typical(d_k: int, temperature: float, n_keys: int) -> Typical:
         c = row * np.float32(1 / ((math.sqrt(d_k) if scaled else 1.0) * temperature))
         # 1 - max weight = S / (1 + S) with S = sum_j exp(-c gap_j); log S factored around
         # the smallest gap, so that nothing underflows
-        log_s = -c * gaps[:, 0] + np.log(np.exp(-c[:, None] * (gaps - gaps[:, :1])).sum(axis=1))
+        log_s = -c * gaps[:, 0] + np.log1p(np.exp(-c[:, None] * gaps[:, 1:]).sum(axis=1))
         values = np.sort(log_s - np.log1p(np.exp(log_s)))
         log_rest[scaled] = values[picks]
         log_rest[scaled].setflags(write=False)

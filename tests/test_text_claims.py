@@ -379,3 +379,42 @@ def test_readme_quotes_the_default_view_as_the_page_shows_it():
     assert (f"it reads {f['s_frob']} scaled against {f['u_frob']} unscaled while ‖∂p/∂q‖_F is "
             f"{f['s_grad']} against {f['u_grad']}" in readme)
     assert f"placed among {f['mc_n']} other draws" in readme
+
+
+#: The offline copy's own sentences -> condition(match, payload).
+OFFLINE_CLAIMS = [
+    (r"Resample cycles through (?P<n>\d+) precomputed draws\.",
+     lambda m, payload: int(m["n"]) == len(payload["seeds"]) > 0),
+    (r"This offline copy holds every setting of the controls, precomputed\.",
+     lambda m, payload: payload["states"] == len(payload["seeds"]) * len(core.D_K_VALUES)
+     * len(core.TEMPERATURES) == len(set(map(tuple, _settings(payload))))),
+]
+
+
+def _settings(payload):
+    return [(s, d, t) for s in payload["seeds"] for d in payload["d_k"]
+            for t in payload["temperatures"]]
+
+
+def test_the_offline_copy_s_own_sentences_hold():
+    """The export's guide and caption: its own sentences match OFFLINE_CLAIMS and hold for
+    the payload it carries; every other sentence is one of the served page's (CLAIMS)."""
+    seeds = export.seed_list(2)
+    payload = export.build_payload(seeds)
+    layout = export.build_layout(payload, seeds)
+    divs = {m.name: m.text for m in layout.references() if m.name in ("guide", "caption")}
+    c = Context(seeds[0], 64, 1.0, True)
+    offline = [(re.compile(p), cond) for p, cond in OFFLINE_CLAIMS]
+    seen = set()
+    for sentence in sentences(divs["guide"]) + sentences(divs["caption"]):
+        own = [(p, cond) for p, cond in offline if p.fullmatch(sentence)]
+        if own:
+            pattern, condition = own[0]
+            assert condition(pattern.fullmatch(sentence), payload), sentence
+            seen.add(pattern.pattern)
+        else:
+            served = [(p, cond) for p, cond in _COMPILED if p.fullmatch(sentence)]
+            assert served, f"no claim for the offline copy's {sentence!r}"
+            pattern, condition = served[0]
+            assert condition(pattern.fullmatch(sentence), c), sentence
+    assert seen == {p for p, _ in OFFLINE_CLAIMS}

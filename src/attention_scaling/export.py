@@ -367,7 +367,8 @@ def build_layout(payload: dict, seeds: list[int]):
     title = Div(text=header_html("offline copy"), stylesheets=wide, disable_math=True,
                 sizing_mode="stretch_width", margin=0)
     guide = Div(text=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."),
-        stylesheets=css, disable_math=True, sizing_mode="stretch_width", margin=(5, 10))
+                name="guide", stylesheets=css, disable_math=True, sizing_mode="stretch_width",
+                margin=(5, 10))
     controls = column(dk, row(toggle, toggle_label), temp, seed_div, resample, seed, guide,
                       width=290)
     formulas = Div(text=FORMULAS, stylesheets=wide, disable_math=True,

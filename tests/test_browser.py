@@ -438,10 +438,39 @@ def test_the_tab_icon_is_the_svg_drawn(browser):
 
 
 def test_the_weight_hover_never_rounds_to_a_lie(page):
-    """The bars' hover formats weights in the browser (charts.WEIGHT_HOVER_JS): a weight below
-    1 never reads 1.0000, a positive one never 0.0000."""
-    from attention_scaling.charts import WEIGHT_HOVER_JS
+    """The hovers format in the browser (charts.WEIGHT_HOVER_JS, POSITIVE_HOVER_JS): a weight
+    below 1 never reads 1.0000, a positive weight or p(1 - p) never 0."""
+    from attention_scaling.charts import POSITIVE_HOVER_JS, WEIGHT_HOVER_JS
     shown = page.evaluate("""([code, values]) => values.map((v) => new Function('value', code)(v))""",
                           [WEIGHT_HOVER_JS, [1.0, 0.99996, 0.99994, 0.5, 0.27, 3e-5, 1e-300, 0.0]])
     assert shown == [">0.9999", ">0.9999", "0.9999", "0.5000", "0.2700", "3.00e-5", "1.00e-300",
                      "<1e-308"]
+    positive = page.evaluate(
+        """([code, values]) => values.map((v) => new Function('value', code)(v))""",
+        [POSITIVE_HOVER_JS, [0.25, 0.1234567, 2.7e-189, 0.0]])
+    assert positive == ["0.2500", "0.1235", "2.700e-189", "<1e-308"]
+
+
+def test_hovering_a_saturated_bar_shows_honest_numbers(page, server):
+    """At d_k = 4096, T = 0.1 the unscaled top weight is 1 - 5.4e-189: hovering its bar shows
+    >0.9999 (not 1.0000), its p(1 - p) and its gradient to the query in significant digits."""
+    from attention_scaling import core
+    v = core.compute_state(4096, 0.1, 2288).unscaled
+    page.add_init_script(INIT)
+    page.goto(server.url + "?d_k=4096&temperature=0.1&seed=2288&scaled=0")
+    page.wait_for_function("() => (window.__col('unscaled-weights-source', 'weight') || [])"
+                           ".some((w) => w > 0.999)", timeout=30_000)
+    box = page.evaluate("""(k) => { for (const d of Bokeh.documents) {
+        const m = d.get_model_by_name('unscaled-weights'); if (!m) continue;
+        const view = Bokeh.index.find_one(m), f = view.frame.bbox;
+        const r = view.el.getBoundingClientRect();
+        return [r.left + f.x0 + (k + 0.5) / 8 * f.width, r.top + f.y1 - 0.3 * f.height]; } }""",
+                        v.argmax)
+    page.mouse.move(box[0], box[1])
+    tip = page.locator(".bk-tooltip-content").filter(has_text="weight").first
+    tip.wait_for(timeout=10_000)
+    text = tip.inner_text()
+    assert f"k{v.argmax + 1}" in text and ">0.9999" in text, text
+    assert "1.0000" not in text
+    assert f"{v.diagonal[v.argmax]:.3e}" in text, text
+    assert f"{v.query_rows[v.argmax]:.3e}" in text, text

@@ -98,6 +98,9 @@ if (value >= 0.99995) return '>0.9999';
 if (value < 0.00005) return value > 0 ? value.toExponential(2) : '<1e-308';
 return value.toFixed(4);
 """
+#: A quantity that is positive for every weight of a softmax (p(1 - p), ||dp_i/dq||) in a hover,
+#: to four significant digits; where float64 underflows to 0 it says so instead of "0".
+POSITIVE_HOVER_JS = "return value > 0 ? value.toPrecision(4) : '<1e-308';"
 
 
 def _bars(name: str, title: str, color: str) -> tuple:
@@ -121,9 +124,11 @@ def _bars(name: str, title: str, color: str) -> tuple:
              text_font_style="bold", text_color="#1f2933")
     fig.add_tools(HoverTool(renderers=[bars], tooltips=[
         ("key", "@key"), ("logit", "@logit{0.000}"), ("weight", "@weight{custom}"),
-        ("p(1 − p)", "@pq{%.4g}"), ("‖∂p_i/∂q‖ (to the query)", "@gq{%.4g}"),
-    ], formatters={"@weight": CustomJSHover(code=WEIGHT_HOVER_JS), "@pq": "printf",
-                   "@gq": "printf"}, mode="mouse", point_policy="follow_mouse"))
+        ("p(1 − p)", "@pq{custom}"), ("‖∂p_i/∂q‖ (to the query)", "@gq{custom}"),
+    ], formatters={"@weight": CustomJSHover(code=WEIGHT_HOVER_JS),
+                   "@pq": CustomJSHover(code=POSITIVE_HOVER_JS),
+                   "@gq": CustomJSHover(code=POSITIVE_HOVER_JS)},
+        mode="mouse", point_policy="follow_mouse"))
     fig.yaxis.axis_label = "attention weight"
     fig.yaxis.ticker = [0, 0.2, 0.4, 0.6, 0.8, 1.0]
     fig.yaxis.formatter.use_scientific = False
@@ -174,9 +179,10 @@ INK, INK_ON_DARK = "#1f2933", "#ffffff"
 
 
 def cell_text(x: float) -> str:
-    """A p(1 - p) printed in its heat-map cell: three decimals, "<0.001" for a positive value
-    that would print as 0.000."""
-    return "<0.001" if 0 < x < 0.0005 else f"{x:.3f}"
+    """A p(1 - p) printed in its heat-map cell: three decimals, "<0.001" for what would print
+    as 0.000 (a softmax's weights are all positive, so none of these is 0, even where float64
+    underflows to it)."""
+    return "<0.001" if x < 0.0005 else f"{x:.3f}"
 
 
 def jacobian_data(v: core.Variant) -> dict:
@@ -351,8 +357,8 @@ class Charts:
         fig.rect(x="width", y=4.0, width=1, height=8.2, source=marker, fill_alpha=0,
                  line_color="#00b3ff", line_width=3)
         fig.add_tools(HoverTool(tooltips=[
-            ("key", "@key"), ("d_k", "@width"), ("p(1 − p)", "@value{%.4g}")],
-            formatters={"@value": "printf"},
+            ("key", "@key"), ("d_k", "@width"), ("p(1 − p)", "@value{custom}")],
+            formatters={"@value": CustomJSHover(code=POSITIVE_HOVER_JS)},
             renderers=[fig.renderers[0]]))
         bar = ColorBar(color_mapper=mapper, width=12, title="p(1−p)",
                        major_label_text_font=FONT, title_text_font=FONT)

@@ -186,9 +186,9 @@ def cell_text(x: float) -> str:
 
 
 def jacobian_data(v: core.Variant) -> dict:
-    """The n x n Jacobian heatmap, row-major (row i = p_i, column j = z_j): its values, and
-    the diagonal p_i(1 - p_i) printed in its cells (``text``, empty off the diagonal; dark
-    cells get white ``ink``)."""
+    """The n x n Jacobian heatmap, row-major (row i = p_i, column j = u_j = z_j / T): its
+    values, and the diagonal p_i(1 - p_i) printed in its cells (``text``, empty off the
+    diagonal; dark cells get white ``ink``)."""
     n = len(v.diagonal)
     text, ink = [""] * (n * n), [INK] * (n * n)
     for i, x in enumerate(v.diagonal.tolist()):

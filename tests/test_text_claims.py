@@ -373,9 +373,12 @@ def test_readme_quotes_the_default_view_as_the_page_shows_it():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     readme = " ".join(readme.split())
     f = ExplorerState().text_fields()
-    assert (f"a typical draw puts {f['mc_u']} of the weight on one key unscaled; this draw puts "
-            f"{f['s_max_w']} scaled ({f['s_pct']}) and {f['u_max_w']} unscaled ({f['u_pct']})"
-            in readme)
+    quote = (f"a typical draw puts {f['mc_u']} of the weight on one key unscaled. This draw "
+             f"puts {f['s_max_w']} scaled ({f['s_pct']}) and {f['u_max_w']} unscaled "
+             f"({f['u_pct']}).")
+    assert f'"{quote}"' in readme
+    assert quote in plain(fill(caption_html(), f))          # a true quote of the page
+    assert f["mild"] and "milder than two draws in three" in readme
     assert (f"it reads {f['s_frob']} scaled against {f['u_frob']} unscaled while ‖∂p/∂q‖_F is "
             f"{f['s_grad']} against {f['u_grad']}" in readme)
     assert f"placed among {f['mc_n']} other draws" in readme

@@ -426,3 +426,18 @@ def test_temperature_one_over_root_d_k_turns_scaled_into_unscaled():
         st = core.compute_state(d_k, 1.0, 7)
         np.testing.assert_allclose(core.softmax(st.scaled.logits, 1 / math.sqrt(d_k)),
                                    st.unscaled.probs, rtol=1e-9, atol=1e-300)
+
+
+def test_frobenius_never_below_the_largest_diagonal_entry_even_at_extremes():
+    """Logits spread up to ~700 / T apart (weights down to ~1e-300): the norm never underflows
+    below its largest entry, and is positive whenever an entry is."""
+    rng = np.random.default_rng(11)
+    for _ in range(2000):
+        n = int(rng.integers(2, 9))
+        z = rng.normal(size=n) * rng.choice([1.0, 30.0, 300.0])
+        t = float(rng.choice([0.1, 0.5, 1.0, 4.0]))
+        v = core.variant(z, True, t)
+        top = np.abs(v.jacobian).max()
+        assert v.frobenius >= np.abs(np.diag(v.jacobian)).max()
+        assert v.frobenius >= top and (v.frobenius > 0) == (top > 0)
+        assert v.frobenius <= top * n          # ||A||_F <= n max|a_ij| for an n x n matrix

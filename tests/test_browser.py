@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 import pytest
-from conftest import PLOTS, assert_plots_drawn, column, draw_svg, open_app, wait_changed
+from conftest import INIT, PLOTS, assert_plots_drawn, column, draw_svg, open_app, wait_changed
 from PIL import Image
 
 pytestmark = pytest.mark.browser
@@ -53,6 +53,15 @@ def test_max_weight_labels_equal_the_bar_data(page, server):
                           for k in range(len(weights))]
     assert [t for t in column(page, "scaled-weights-source", "label") if t] == ["max weight 27%"]
     assert [t for t in column(page, "unscaled-weights-source", "label") if t] == ["max weight 80%"]
+    # the labels drawn on the canvas are in the DOM too: the readout names each top bar
+    page.wait_for_function("() => Bokeh.documents.some(d => d.get_model_by_name('readout'))")
+    readout = page.evaluate("""() => { for (const d of Bokeh.documents) {
+        const m = d.get_model_by_name('readout');
+        if (m) return Bokeh.index.find_one(m).markup_el.textContent; } }""")
+    for name in ("scaled-weights", "unscaled-weights"):
+        labels = column(page, f"{name}-source", "label")
+        top = next(k for k, t in enumerate(labels) if t)
+        assert f"{labels[top].removeprefix('max weight ')} on k{top + 1}" in readout, readout
 
 
 def test_toggling_scaling_changes_the_heatmap(page, server):
@@ -114,7 +123,8 @@ def test_updates_replace_data_in_place_no_new_models(page, server):
 
 def test_explanation_and_readout_numbers_follow_the_controls(page, server):
     """The text is filled in the browser from the text source: check what is displayed."""
-    from attention_scaling.model import ExplorerState
+    from attention_scaling.charts import READOUT
+    from attention_scaling.model import ExplorerState, caption_html, fill, plain
     open_app(page, server)
     shown = """(name) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
                  if (m) return Bokeh.index.find_one(m).markup_el.textContent; } }"""
@@ -127,13 +137,19 @@ def test_explanation_and_readout_numbers_follow_the_controls(page, server):
                            " === JSON.stringify(['192'])", timeout=10_000)
     page.wait_for_timeout(500)
     text = page.evaluate(shown, "explanation")
-    expected = ExplorerState(d_k=192).text_fields()
+    state = ExplorerState(d_k=192)
+    expected = state.text_fields()
     assert "sum of dk = 192 terms" in text and "√192 = 13.9" in text
-    assert f"standard deviation {expected['raw_sd']}; scaled, {expected['scaled_sd']}." in text
-    assert f"max weight {expected['max_w']} spread over {expected['eff']} effective keys" in text
+    assert f"standard deviation {expected['raw_sd']} raw and {expected['scaled_sd']} scaled" in text
+    assert f"max weight {expected['max_w']}, spread over {expected['eff']} effective keys" in text
+    # every text as the Python side renders it, word for word
+    assert text == plain(state.explanation())
+    assert page.evaluate(shown, "caption") == plain(fill(caption_html(), expected))
     readout = page.evaluate(shown, "readout")
-    for key in ("s_max_w", "u_max_w", "s_frob", "u_frob"):
+    assert readout == plain(fill(READOUT, expected))
+    for key in ("s_max_w", "u_max_w", "s_frob", "u_frob", "s_grad", "u_grad"):
         assert expected[key] in readout
+    assert "‖∂p/∂q‖F, to the query" in readout
     assert column(page, "unscaled-weights-source", "weight") != before
 
 
@@ -295,3 +311,42 @@ def test_resample_reset_and_copy_link_buttons(page, server):
     page.get_by_role("button", name="Copy link to this view").click()
     page.get_by_role("button", name=re.compile("Link copied|Copy failed")).wait_for(
         timeout=5_000)
+
+
+def test_the_weight_hover_never_rounds_to_a_lie(page):
+    """The hovers format in the browser (charts.WEIGHT_HOVER_JS, POSITIVE_HOVER_JS): a weight
+    below 1 never reads 1.0000, a positive weight or p(1 - p) never 0."""
+    from attention_scaling.charts import POSITIVE_HOVER_JS, WEIGHT_HOVER_JS
+    shown = page.evaluate("""([code, values]) => values.map((v) => new Function('value', code)(v))""",
+                          [WEIGHT_HOVER_JS, [1.0, 0.99996, 0.99994, 0.5, 0.27, 3e-5, 1e-300, 0.0]])
+    assert shown == [">0.9999", ">0.9999", "0.9999", "0.5000", "0.2700", "3.00e-5", "1.00e-300",
+                     "<1e-308"]
+    positive = page.evaluate(
+        """([code, values]) => values.map((v) => new Function('value', code)(v))""",
+        [POSITIVE_HOVER_JS, [0.25, 0.1234567, 2.7e-189, 0.0]])
+    assert positive == ["0.2500", "0.1235", "2.700e-189", "<1e-308"]
+
+
+def test_hovering_a_saturated_bar_shows_honest_numbers(page, server):
+    """At d_k = 4096, T = 0.1 the unscaled top weight is 1 - 5.4e-189: hovering its bar shows
+    >0.9999 (not 1.0000), its p(1 - p) and its gradient to the query in significant digits."""
+    from attention_scaling import core
+    v = core.compute_state(4096, 0.1, 2288).unscaled
+    page.add_init_script(INIT)
+    page.goto(server.url + "?d_k=4096&temperature=0.1&seed=2288&scaled=0")
+    page.wait_for_function("() => (window.__col('unscaled-weights-source', 'weight') || [])"
+                           ".some((w) => w > 0.999)", timeout=30_000)
+    box = page.evaluate("""(k) => { for (const d of Bokeh.documents) {
+        const m = d.get_model_by_name('unscaled-weights'); if (!m) continue;
+        const view = Bokeh.index.find_one(m), f = view.frame.bbox;
+        const r = view.el.getBoundingClientRect();
+        return [r.left + f.x0 + (k + 0.5) / 8 * f.width, r.top + f.y1 - 0.3 * f.height]; } }""",
+                        v.argmax)
+    page.mouse.move(box[0], box[1])
+    tip = page.locator(".bk-tooltip-content").filter(has_text="weight").first
+    tip.wait_for(timeout=10_000)
+    text = tip.inner_text()
+    assert f"k{v.argmax + 1}" in text and ">0.9999" in text, text
+    assert "1.0000" not in text
+    assert f"{v.diagonal[v.argmax]:.3e}" in text, text
+    assert f"{v.query_rows[v.argmax]:.3e}" in text, text

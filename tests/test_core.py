@@ -186,3 +186,258 @@ def test_controls_are_log_spaced_and_include_real_widths():
     assert t[0] == 0.1 and t[-1] == 10 and 1.0 in t
     ratios = np.diff(np.log10(t))
     assert np.all(ratios > 0.05) and np.all(ratios < 0.15)
+
+
+# ---- the gradient that reaches the query, through the whole chain q -> z -> p ------------
+
+def _p_of_q(q, keys, scaled, t):
+    """The explorer's chain, from primitives: z = K q (/ sqrt(d_k)), p = softmax(z / T)."""
+    return core.softmax(core.attention_logits(q, keys, scaled=scaled), t)
+
+
+@pytest.mark.parametrize("d_k,t,scaled", [(1, 1.0, True), (4, 0.5, False), (64, 1.0, True),
+                                          (64, 1.0, False), (64, 2.5, True), (512, 0.4, True),
+                                          (512, 10.0, False)])
+def test_query_gradient_matches_finite_differences_through_q_z_p(d_k, t, scaled):
+    q, keys = core.sample_qk(2288, d_k)
+    v = core.compute_state(d_k, t, 2288).active(scaled)
+    s = math.sqrt(d_k) if scaled else 1.0
+    analytic = core.query_gradient(v.probs, keys, s, t)
+    h = 1e-6
+    cols = range(d_k) if d_k <= 64 else range(0, d_k, 37)      # a spread of components
+    for m in cols:
+        e = np.zeros(d_k)
+        e[m] = h
+        numeric = (_p_of_q(q + e, keys, scaled, t) - _p_of_q(q - e, keys, scaled, t)) / (2 * h)
+        np.testing.assert_allclose(analytic[:, m], numeric, atol=1e-8, rtol=1e-6)
+    # the norms shown: per key and overall, equal to the full matrix's
+    np.testing.assert_allclose(v.query_rows, np.linalg.norm(analytic, axis=1), rtol=1e-12)
+    assert v.query_gradient == pytest.approx(np.linalg.norm(analytic), rel=1e-12)
+
+
+def test_jacobian_with_respect_to_u_and_to_z_by_finite_differences():
+    """The heat map is dp/du with u = z / T (the softmax's own input); dp/dz is that over T."""
+    z = core.sample_qk(5, 16)[1] @ core.sample_qk(5, 16)[0] / 4
+    t, h = 0.2, 1e-7
+    v = core.variant(z, True, t)
+    numeric_z = np.empty((len(z), len(z)))
+    for j in range(len(z)):
+        e = np.zeros(len(z))
+        e[j] = h
+        du = (core.softmax((z / t) + e) - core.softmax((z / t) - e)) / (2 * h)
+        dz = (core.softmax(z + e, t) - core.softmax(z - e, t)) / (2 * h)
+        np.testing.assert_allclose(v.jacobian[:, j], du, atol=1e-8)
+        np.testing.assert_allclose(v.jacobian[:, j] / t, dz, atol=1e-7)
+        numeric_z[:, j] = dz
+    assert v.logit_frobenius == pytest.approx(np.linalg.norm(numeric_z), rel=1e-6)
+
+
+def test_default_draw_gradient_numbers():
+    """THE-ARGUMENT 9 and the issue: at the Fig. 3 draw ||J||_F favours unscaled (0.385 vs
+    0.248) but the gradient reaching the query is 0.373 scaled vs 1.98 unscaled."""
+    st = core.compute_state(64, 1.0, 2288)
+    assert (round(st.scaled.frobenius, 3), round(st.unscaled.frobenius, 3)) == (0.385, 0.248)
+    assert (round(st.scaled.query_gradient, 3), round(st.unscaled.query_gradient, 2)) == (0.373, 1.98)
+
+
+# ---- numerics that survive saturation ----------------------------------------------------
+
+def test_complement_is_the_sum_of_the_other_weights():
+    p = core.softmax([0.0, -50.0, -60.0, -700.0])
+    c = core.complement(p)
+    # 1 - p_0 = e^-50 + e^-60 + e^-700 over the sum; in float64, 1.0 - p[0] is 0
+    assert 1.0 - p[0] == 0.0
+    expected = (math.exp(-50) + math.exp(-60) + math.exp(-700)) / (1 + math.exp(-50) + math.exp(-60))
+    assert c[0] == pytest.approx(expected, rel=1e-14)
+    np.testing.assert_array_equal(c[1:], 1.0 - p[1:])
+    two_d = core.complement(np.stack([p, p[::-1]]))
+    np.testing.assert_array_equal(two_d, np.stack([c, c[::-1]]))
+
+
+def test_the_issue_s_underflow_state_is_right():
+    """d_k = 4096, T = 0.1, unscaled: largest p(1 - p) ~ 2.7e-189 and ||J||_F ~ 5.4e-189,
+    not 0 (entries of 1e-189 square to 0 in float64)."""
+    v = core.compute_state(4096, 0.1, 2288).unscaled
+    assert v.max_diagonal == pytest.approx(2.6956e-189, rel=1e-4)
+    assert v.frobenius == pytest.approx(5.3912e-189, rel=1e-4)
+    assert v.frobenius >= np.abs(np.diag(v.jacobian)).max() > 0
+    assert v.query_gradient > 0 and v.rest > 0
+
+
+def _mp_reference(logits, t, keys, scale):
+    """Values of what the page shows to 50 digits, from the state's float64 logits and keys:
+    the working precision is 50 digits plus as many as 1 - p can lose to cancellation (a
+    weight within e^-600 of 1)."""
+    mpmath = pytest.importorskip("mpmath")
+    spread = (max(logits) - min(logits)) / t
+    with mpmath.workdps(50 + int(spread / math.log(10)) + 10):
+        return _mp_values(mpmath.mp, logits, t, keys, scale)
+
+
+def _mp_values(mp, logits, t, keys, scale):
+    z = [mp.mpf(float(x)) / mp.mpf(float(t)) for x in logits]
+    top = max(z)
+    e = [mp.exp(x - top) for x in z]
+    total = mp.fsum(e)
+    p = [x / total for x in e]
+    n = len(p)
+    jac = [[p[i] * ((1 if i == j else 0) - p[j]) for j in range(n)] for i in range(n)]
+    frob = mp.sqrt(mp.fsum(x * x for row in jac for x in row))
+    a = max(range(n), key=lambda i: p[i])
+    eff = mp.exp(-mp.fsum(x * mp.log(x) for x in p if x > 0))
+    rows = None
+    if keys is not None:
+        g = keys
+        jg = [[mp.fsum(jac[i][l] * g[l][j] for l in range(n)) for j in range(n)] for i in range(n)]
+        rows = [mp.sqrt(max(mp.fsum(jg[i][l] * jac[l][i] for l in range(n)), 0))
+                / (mp.mpf(scale) * mp.mpf(float(t))) for i in range(n)]
+    return dict(p=p, max_weight=p[a], rest=1 - p[a],
+                max_diagonal=max(jac[i][i] for i in range(n)), frobenius=frob,
+                effective_keys=eff, rows=rows,
+                query_gradient=mp.sqrt(mp.fsum(r * r for r in rows)) if rows else None)
+
+
+def test_every_state_of_the_export_grid_against_50_digits():
+    """Relative error <= 1e-12 for every number the page shows of every state of the export
+    grid (4 seeds x 25 widths x 21 temperatures x 2 variants), against mpmath at 50 digits
+    starting from the state's float64 logits and keys; ||J||_F >= largest |J_ii| always."""
+    mpmath = pytest.importorskip("mpmath")
+    from attention_scaling import export
+
+    mp = mpmath.mp
+    mp.dps = 50
+    checked = 0
+    for seed in export.seed_list(export.MAX_SEEDS):
+        for d_k in core.D_K_VALUES:
+            _, keys = core.sample_qk(seed, d_k)
+            # the Gram matrix K K^T at 50 digits (every product of two doubles is exact there)
+            kl = [[mp.mpf(float(x)) for x in row] for row in keys]
+            gram = [[mpmath.fdot(kl[i], kl[j]) for j in range(len(kl))] for i in range(len(kl))]
+            for t in core.TEMPERATURES:
+                st = core.compute_state(d_k, t, seed)
+                for v in (st.scaled, st.unscaled):
+                    ref = _mp_reference(v.logits, t, gram, math.sqrt(d_k) if v.scaled else 1.0)
+                    where = (seed, d_k, t, v.scaled)
+                    for name in ("max_weight", "rest", "max_diagonal", "frobenius",
+                                 "effective_keys", "query_gradient"):
+                        got, want = getattr(v, name), ref[name]
+                        assert abs(got - want) <= 1e-12 * abs(want), (where, name, got, want)
+                    for got, want in zip(v.probs, ref["p"]):
+                        if want > 1e-290:        # float64's normal range, with room
+                            assert abs(got - want) <= 1e-12 * want, (where, "p", got, want)
+                    for got, want in zip(v.query_rows, ref["rows"]):
+                        if want > 1e-290:
+                            assert abs(got - want) <= 1e-12 * want, (where, "rows", got, want)
+                    assert v.frobenius >= np.abs(np.diag(v.jacobian)).max(), where
+                    assert v.frobenius > 0 and v.max_diagonal > 0 and v.rest > 0, where
+                    checked += 1
+    assert checked == export.MAX_SEEDS * len(core.D_K_VALUES) * len(core.TEMPERATURES) * 2
+
+
+# ---- labels that never round to a lie ----------------------------------------------------
+
+def test_percent_never_rounds_to_an_extreme_the_weight_does_not_reach():
+    xs = np.concatenate([np.linspace(0, 1, 200_001), [1e-300, 4.9e-4, 5e-4, 0.00499, 0.995,
+                                                       0.99499, 0.9995, 0.99887, 1 - 1e-16]])
+    for x in xs:
+        text = core.percent(x)
+        if 0 < x < 1:
+            assert text not in ("0%", "100%", "0.0%", "100.0%"), (x, text)
+        if text == ">99.9%":
+            assert 0.999 < x < 1
+        elif text == "<0.1%":
+            assert 0 < x < 0.001
+        else:
+            shown = float(text.rstrip("%"))
+            half = 0.05 if "." in text else 0.5
+            assert abs(shown - 100 * x) <= half + 1e-9, (x, text)
+    assert core.percent(0.99887) == "99.9%"
+    assert core.percent(1.0) == "100%" and core.percent(0.0) == "0%"
+    assert core.percent(1.0, below_one=True) == ">99.9%"
+
+
+# ---- the distribution of draws -----------------------------------------------------------
+
+@pytest.mark.parametrize("d_k,t", [(64, 1.0), (4, 0.5), (512, 2.5)])
+def test_typical_draw_agrees_with_an_independent_monte_carlo_of_full_vectors(d_k, t):
+    """Core's median max weight (from |q| g, no vectors) against 8,000 draws of full
+    d_k-dimensional q and keys: about half of those fall below it. The tolerance is five
+    standard errors of the two medians' quantile levels."""
+    rng = np.random.default_rng(99 + d_k)
+    n = 8_000
+    typ = core.typical(d_k, t)
+    for scaled in (True, False):
+        weights = np.empty(n)
+        for start in range(0, n, 1000):
+            q = rng.standard_normal((1000, d_k))
+            k = rng.standard_normal((1000, core.N_KEYS, d_k))
+            z = np.einsum("nkd,nd->nk", k, q) / (math.sqrt(d_k) if scaled else 1.0)
+            weights[start:start + 1000] = core.softmax(z, t).max(axis=1)
+        below = np.mean(weights < typ.median[scaled])
+        se = math.sqrt(0.25 / n + 0.25 / typ.draws)
+        assert abs(below - 0.5) < 5 * se, (scaled, below)
+        # and the draw's percentile: the share of the independent draws below a weight
+        x = float(np.quantile(weights, 0.3))
+        assert abs(typ.percentile(scaled, 1 - x) - 30) < 100 * 5 * math.sqrt(0.21 / n) + 0.2
+
+
+def test_typical_reference_numbers_and_is_seeded_and_cached():
+    """THE-ARGUMENT 8: median max weight at d_k = 64 about 33% scaled and 96.6% unscaled;
+    the Fig. 3 draw's 27% and 80% near the 24th and 26th percentiles."""
+    typ = core.typical(64, 1.0)
+    assert typ.median[True] == pytest.approx(0.334, abs=0.01)
+    assert typ.median[False] == pytest.approx(0.966, abs=0.005)
+    st = core.compute_state(64, 1.0, 2288)
+    assert typ.percentile(True, st.scaled.rest) == pytest.approx(24, abs=2)
+    assert typ.percentile(False, st.unscaled.rest) == pytest.approx(26, abs=2)
+    assert core.typical(64, 1.0) is typ
+    core._typical.cache_clear()
+    again = core.typical(64, 1.0)
+    assert again is not typ and again.median == typ.median
+    with pytest.raises(ValueError):
+        core.typical(65, 1.0)
+
+
+def test_unscaled_median_climbs_with_width_at_every_temperature():
+    """What the guide says ("the unscaled median climbs towards 100%"): never falls as d_k
+    grows, and is over 90% at the widest head, at every T."""
+    for t in core.TEMPERATURES:
+        medians = [core.typical(d, t).median[False] for d in core.D_K_VALUES]
+        assert all(b >= a for a, b in zip(medians, medians[1:])), t
+        assert medians[-1] > 0.9, t
+
+
+def test_nested_draws_correlate_by_the_root_of_the_width_ratio():
+    """The caption: scaled logits of the same nested draw at widths d and d' correlate by
+    sqrt(d / d') (0.25 for 4 and 64)."""
+    rng = np.random.default_rng(3)
+    n = 20_000
+    q = rng.standard_normal((n, 64))
+    k = rng.standard_normal((n, 64))
+    small = (q[:, :4] * k[:, :4]).sum(axis=1) / 2
+    large = (q * k).sum(axis=1) / 8
+    rho = np.corrcoef(small, large)[0, 1]
+    assert abs(rho - 0.25) < 5 * (1 - 0.25 ** 2) / math.sqrt(n)
+
+
+def test_temperature_one_over_root_d_k_turns_scaled_into_unscaled():
+    """The guide: at T = 1/sqrt(d_k) the scaled chart equals the unscaled one at T = 1."""
+    for d_k in (4, 64, 1024):
+        st = core.compute_state(d_k, 1.0, 7)
+        np.testing.assert_allclose(core.softmax(st.scaled.logits, 1 / math.sqrt(d_k)),
+                                   st.unscaled.probs, rtol=1e-9, atol=1e-300)
+
+
+def test_frobenius_never_below_the_largest_diagonal_entry_even_at_extremes():
+    """Logits spread up to ~700 / T apart (weights down to ~1e-300): the norm never underflows
+    below its largest entry, and is positive whenever an entry is."""
+    rng = np.random.default_rng(11)
+    for _ in range(2000):
+        n = int(rng.integers(2, 9))
+        z = rng.normal(size=n) * rng.choice([1.0, 30.0, 300.0])
+        t = float(rng.choice([0.1, 0.5, 1.0, 4.0]))
+        v = core.variant(z, True, t)
+        top = np.abs(v.jacobian).max()
+        assert v.frobenius >= np.abs(np.diag(v.jacobian)).max()
+        assert v.frobenius >= top and (v.frobenius > 0) == (top > 0)
+        assert v.frobenius <= top * n          # ||A||_F <= n max|a_ij| for an n x n matrix

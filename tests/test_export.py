@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from attention_scaling import charts, core, export, model
+from attention_scaling.model import weight_label
 
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
 
@@ -159,6 +160,11 @@ def offline_page(browser, exported):
     context.close()
 
 
+#: The text each named Div shows (its textContent), as a list.
+TEXT = """(names) => names.map((n) => {
+  const view = Bokeh.index.find_one(window.__model(n));
+  return view ? view.markup_el.textContent : null; })"""
+
 SET = """([dk, t, s, scaled]) => {
   const m = window.__model;
   m('d_k').value = dk; m('temperature').value = t; m('seed-index').value = s;
@@ -203,22 +209,33 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         for name, v in (("scaled-weights", st.scaled), ("unscaled-weights", st.unscaled)):
             assert col(page, f"{name}-source", "weight") == pytest.approx(v.probs.tolist(), abs=1e-12), case
             assert col(page, f"{name}-source", "logit") == pytest.approx(v.logits.tolist(), abs=1e-12), case
-            label = f"max weight {core.percent(v.max_weight)}"
+            label = f"max weight {weight_label(v)}"
             assert col(page, f"{name}-source", "label") == [
                 label if k == v.argmax else "" for k in range(len(v.probs))], case
             # the shown value is the float64 core computed, bit for bit
             assert col(page, f"{name}-source", "weight") == v.probs.tolist(), case
+            assert col(page, f"{name}-source", "gq") == v.query_rows.tolist(), case
         assert col(page, "jacobian-source", "value") == pytest.approx(act.jacobian.ravel().tolist(), abs=1e-12), case
+        # rebuilt in the browser from the weights and the diagonal: the same float64s
+        assert col(page, "jacobian-source", "value") == act.jacobian.ravel().tolist(), case
         assert col(page, "jacobian-diagonal-source", "value") == pytest.approx(st.sweep(scaled).ravel().tolist(), abs=1e-12), case
         text, n = col(page, "jacobian-source", "text"), len(act.diagonal)
-        assert [text[k * n + k] for k in range(n)] == [f"{x:.3f}" for x in act.diagonal]
+        assert [text[k * n + k] for k in range(n)] == [
+            "<0.001" if x < 0.0005 else f"{x:.3f}" for x in act.diagonal]
         spans = page.evaluate("() => window.__spans('explanation')")
         assert spans["d"] == str(d_k)
         assert spans["which"] == ("scaled" if scaled else "unscaled")
-        assert spans["max_w"] == core.percent(act.max_weight)
+        assert spans["max_w"] == weight_label(act)
+        # the texts read word for word as the served page's for the same state
+        fields = model.ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
+                                     scaled=scaled).text_fields()
+        shown = page.evaluate(TEXT, ["caption", "explanation", "readout"])
+        assert shown[0] == model.plain(model.fill(model.caption_html(export.OFFLINE_NOTE), fields))
+        assert shown[1] == model.plain(model.fill(model.EXPLANATION, fields))
+        assert shown[2] == model.plain(model.fill(charts.READOUT, fields))
         readout = page.evaluate("() => window.__spans('readout')")
-        assert readout["s_max_w"] == core.percent(st.scaled.max_weight)
-        assert readout["u_max_w"] == core.percent(st.unscaled.max_weight)
+        assert readout["s_max_w"] == weight_label(st.scaled)
+        assert readout["u_max_w"] == weight_label(st.unscaled)
         assert readout["__active"] == ("scaled" if scaled else "unscaled")
         outline = page.evaluate("""() => ['scaled-weights', 'unscaled-weights'].map(n => {
             const f = window.__model(n); return [f.outline_line_color, f.title.text]; })""")

@@ -9,7 +9,7 @@ import pytest
 
 from attention_scaling import core
 from attention_scaling.charts import KEY_LABELS, Charts
-from attention_scaling.model import FIG3_SEED, ExplorerState
+from attention_scaling.model import FIG3_SEED, ExplorerState, weight_label
 
 
 def _bound():
@@ -38,13 +38,15 @@ def _assert_matches(state, charts, d_k, t, seed, scaled):
         np.testing.assert_array_equal(source.data["logit"], var.logits)
         np.testing.assert_array_equal(source.data["pq"], var.diagonal)
         assert source.data["key"] == KEY_LABELS
-    assert _max_label(charts.scaled_source) == f"max weight {core.percent(expected.scaled.max_weight)}"
-    assert _max_label(charts.unscaled_source) == f"max weight {core.percent(expected.unscaled.max_weight)}"
+    assert _max_label(charts.scaled_source) == f"max weight {weight_label(expected.scaled)}"
+    assert _max_label(charts.unscaled_source) == f"max weight {weight_label(expected.unscaled)}"
     active = expected.active(scaled)
     np.testing.assert_array_equal(charts.jacobian_source.data["value"], active.jacobian.ravel())
     n = len(KEY_LABELS)
     text = charts.jacobian_source.data["text"]
-    assert [text[i * n + i] for i in range(n)] == [f"{x:.3f}" for x in active.diagonal]
+    assert [text[i * n + i] for i in range(n)] == [
+        "<0.001" if x < 0.0005 else f"{x:.3f}" for x in active.diagonal]
+    assert "0.000" not in text
     assert sum(1 for t in text if t) == n      # only the diagonal is printed
     np.testing.assert_array_equal(charts.diagonal_source.data["value"], expected.sweep(scaled).ravel())
     assert charts.marker_source.data["width"] == [str(d_k)]
@@ -110,7 +112,7 @@ def test_explanation_numbers_come_from_the_state():
     assert raw_sd in text
     fields = state.text_fields()
     assert (fields["s_max_w"], fields["u_max_w"]) == (
-        core.percent(state.result.scaled.max_weight), core.percent(state.result.unscaled.max_weight))
+        weight_label(state.result.scaled), weight_label(state.result.unscaled))
     assert fields["frob"] == f"{state.result.scaled.frobenius:.3g}"
     assert '<span data-k="raw_sd">' in text
 
@@ -148,7 +150,7 @@ def test_text_fields_are_shared_per_setting_but_handed_out_as_copies():
     assert b.text_fields()["d"] == "128" and a.text_fields()["d"] == "128"
     b.scaled = False
     assert b.text_fields()["which"] == "unscaled" and a.text_fields()["which"] == "scaled"
-    assert b.text_fields()["max_w"] == core.percent(b.result.unscaled.max_weight)
+    assert b.text_fields()["max_w"] == weight_label(b.result.unscaled)
 
 
 @pytest.mark.parametrize("top, align", [(0, "left"), (1, "left"), (2, "center"), (5, "center"),
@@ -160,7 +162,7 @@ def test_the_max_label_reads_towards_the_middle_near_an_edge(top, align):
     logits[top] = 3.0
     v = core.variant(logits, True)
     bars = bar_data(v)
-    text = f"max weight {core.percent(v.max_weight)}"
+    text = f"max weight {weight_label(v)}"
     # on the highest bar only
     assert bars["label"] == [text if k == top else "" for k in range(len(KEY_LABELS))]
     assert bars["align"][top] == align

@@ -23,6 +23,7 @@ from bokeh.models import (
     ColorBar,
     ColumnDataSource,
     CustomJS,
+    CustomJSHover,
     CustomJSTickFormatter,
     Div,
     FactorRange,
@@ -35,7 +36,7 @@ from bokeh.core.properties import value, without_property_validation
 from bokeh.plotting import figure
 
 from . import core
-from .model import EXPLANATION, fill
+from .model import EXPLANATION, caption_html, fill, weight_label
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
 SCALED_COLOR = "#0072B2"     # blue
@@ -89,13 +90,26 @@ def _style(fig) -> None:
     fig.grid.grid_line_color = "#e4e7eb"
 
 
+#: A weight in the bars' hover, to four decimals without rounding to a lie: a weight of
+#: eight keys is never exactly 0 or 1, so ">0.9999" rather than "1.0000" and tiny weights in
+#: exponent form rather than "0.0000".
+WEIGHT_HOVER_JS = """
+if (value >= 0.99995) return '>0.9999';
+if (value < 0.00005) return value > 0 ? value.toExponential(2) : '<1e-308';
+return value.toFixed(4);
+"""
+#: A quantity that is positive for every weight of a softmax (p(1 - p), ||dp_i/dq||) in a hover,
+#: to four significant digits; where float64 underflows to 0 it says so instead of "0".
+POSITIVE_HOVER_JS = "return value > 0 ? value.toPrecision(4) : '<1e-308';"
+
+
 def _bars(name: str, title: str, color: str) -> tuple:
     n = len(KEY_LABELS)
     zeros = np.zeros(n)
     # the "max weight" label is a column of the bars' own source ("" except on the highest
     # bar): one data change per chart and update, not two
     source = ColumnDataSource(
-        data=dict(key=KEY_LABELS, logit=zeros, weight=zeros, pq=zeros,
+        data=dict(key=KEY_LABELS, logit=zeros, weight=zeros, pq=zeros, gq=zeros,
                   alpha=zeros + MUTED_ALPHA, line=zeros, label=[""] * n, align=["center"] * n),
         name=f"{name}-source",
     )
@@ -109,9 +123,12 @@ def _bars(name: str, title: str, color: str) -> tuple:
              text_baseline="bottom", y_offset=-6, text_font=value(FONT), text_font_size="14px",
              text_font_style="bold", text_color="#1f2933")
     fig.add_tools(HoverTool(renderers=[bars], tooltips=[
-        ("key", "@key"), ("logit", "@logit{0.000}"), ("weight", "@weight{0.0000}"),
-        ("p(1 − p)", "@pq{0.0000}"),
-    ], mode="mouse", point_policy="follow_mouse"))
+        ("key", "@key"), ("logit", "@logit{0.000}"), ("weight", "@weight{custom}"),
+        ("p(1 − p)", "@pq{custom}"), ("‖∂p_i/∂q‖ (to the query)", "@gq{custom}"),
+    ], formatters={"@weight": CustomJSHover(code=WEIGHT_HOVER_JS),
+                   "@pq": CustomJSHover(code=POSITIVE_HOVER_JS),
+                   "@gq": CustomJSHover(code=POSITIVE_HOVER_JS)},
+        mode="mouse", point_policy="follow_mouse"))
     fig.yaxis.axis_label = "attention weight"
     fig.yaxis.ticker = [0, 0.2, 0.4, 0.6, 0.8, 1.0]
     fig.yaxis.formatter.use_scientific = False
@@ -128,8 +145,9 @@ def _bars(name: str, title: str, color: str) -> tuple:
 # rarely sent sweep stays a NumPy buffer.
 
 def bar_data(v: core.Variant) -> dict:
-    """Changing columns of one bar chart: logits, weights, p(1-p), highlight of the max and
-    its "max weight 27%" label (``label`` is empty on every other bar)."""
+    """Changing columns of one bar chart: logits, weights, p(1-p), the gradient ||dp_i/dq||
+    that reaches the query, highlight of the max and its "max weight 27%" label (``label``
+    is empty on every other bar)."""
     top = np.arange(len(v.probs)) == v.argmax
     text, align = max_label(v)
     n = len(v.probs)
@@ -137,6 +155,7 @@ def bar_data(v: core.Variant) -> dict:
         logit=v.logits.tolist(),
         weight=v.probs.tolist(),
         pq=v.diagonal.tolist(),
+        gq=v.query_rows.tolist(),
         alpha=np.where(top, 1.0, MUTED_ALPHA).tolist(),
         line=np.where(top, 2.0, 0.0).tolist(),
         label=["" if i != v.argmax else text for i in range(n)],
@@ -152,21 +171,28 @@ def max_label(v: core.Variant) -> tuple[str, str]:
     # window); it reads from the bar towards the middle instead
     n = len(KEY_LABELS)
     align = "left" if top <= 1 else "right" if top >= n - 2 else "center"
-    return f"max weight {core.percent(v.max_weight)}", align
+    return f"max weight {weight_label(v)}", align
 
 
 #: Text colour of the numbers printed in the heatmap's cells (white on the darkest cells).
 INK, INK_ON_DARK = "#1f2933", "#ffffff"
 
 
+def cell_text(x: float) -> str:
+    """A p(1 - p) printed in its heat-map cell: three decimals, "<0.001" for what would print
+    as 0.000 (a softmax's weights are all positive, so none of these is 0, even where float64
+    underflows to it)."""
+    return "<0.001" if x < 0.0005 else f"{x:.3f}"
+
+
 def jacobian_data(v: core.Variant) -> dict:
-    """The n x n Jacobian heatmap, row-major (row i = p_i, column j = z_j): its values, and
-    the diagonal p_i(1 - p_i) printed in its cells (``text``, empty off the diagonal; dark
-    cells get white ``ink``)."""
+    """The n x n Jacobian heatmap, row-major (row i = p_i, column j = u_j = z_j / T): its
+    values, and the diagonal p_i(1 - p_i) printed in its cells (``text``, empty off the
+    diagonal; dark cells get white ``ink``)."""
     n = len(v.diagonal)
     text, ink = [""] * (n * n), [INK] * (n * n)
     for i, x in enumerate(v.diagonal.tolist()):
-        text[i * n + i] = f"{x:.3f}"
+        text[i * n + i] = cell_text(x)
         if x > 0.6 * core.JACOBIAN_BOUND:
             ink[i * n + i] = INK_ON_DARK
     return dict(value=v.jacobian.ravel().tolist(), text=text, ink=ink)
@@ -185,15 +211,23 @@ READOUT = (
     "<table data-active='@which'><thead><tr><th></th>"
     f"<th class='s' style='color:{SCALED_COLOR}'>scaled</th>"
     f"<th class='u' style='color:{UNSCALED_COLOR}'>unscaled</th></tr></thead><tbody>"
-    "<tr><th>max weight</th><td class='s'>{s_max_w}</td><td class='u'>{u_max_w}</td></tr>"
+    "<tr><th>max weight</th><td class='s'>{s_max_w} on {s_top}</td>"
+    "<td class='u'>{u_max_w} on {u_top}</td></tr>"
     "<tr><th>effective keys e<sup>H</sup></th><td class='s'>{s_eff}</td>"
     "<td class='u'>{u_eff}</td></tr>"
     "<tr><th>largest p(1 − p)</th><td class='s'>{s_diag}</td><td class='u'>{u_diag}</td></tr>"
-    "<tr><th>‖J‖<sub>F</sub></th><td class='s'>{s_frob}</td><td class='u'>{u_frob}</td></tr>"
+    "<tr><th title='the softmax Jacobian with respect to its own input u = z/T (the heat "
+    "map)'>‖J‖<sub>F</sub> = ‖∂p/∂u‖<sub>F</sub></th><td class='s'>{s_frob}</td>"
+    "<td class='u'>{u_frob}</td></tr>"
+    "<tr class='to-query'><th title='∂p/∂q = J K / (s T), s = √d_k scaled, 1 unscaled: the "
+    "gradient that reaches the query and W_Q'>‖∂p/∂q‖<sub>F</sub>, to the query</th>"
+    "<td class='s'>{s_grad}</td><td class='u'>{u_grad}</td></tr>"
     "</tbody></table>"
     "<p>p(1 − p) peaks at ¼ when a weight is ½ and tends to 0 as it nears 0 or 1; "
     "the highlighted column is the variant the model uses. "
-    "J is the Jacobian with respect to the softmax input z/T.</p></div>"
+    "J is the softmax's Jacobian with respect to its own input u = z/T, the same for any "
+    "logits that give the same weights; ∂p/∂q = J K/(s T) is what reaches the query "
+    "(s = √d_k scaled, 1 unscaled), so it carries the 1/√d_k and the 1/T.</p></div>"
 )
 
 #: Browser side of the text update: put each field's new value into the spans that show it.
@@ -224,17 +258,20 @@ for (const div of divs) {
 class Charts:
     """The explorer's four Bokeh figures and their data sources, created once."""
 
-    def __init__(self) -> None:
-        #: The live explanation and the gradient readout: Divs whose HTML is written once;
-        #: later changes send only ``text_source`` (field, value) and the browser fills the spans.
+    def __init__(self, caption_extra: str = "") -> None:
+        #: The caption, the live explanation and the gradient readout: Divs whose HTML is
+        #: written once; later changes send only ``text_source`` (field, value) and the browser
+        #: fills the spans. ``caption_extra`` ends the caption (plain text).
+        self.caption = Div(text="", sizing_mode="stretch_width", name="caption")
         self.explanation = Div(text="", sizing_mode="stretch_width", name="explanation")
         self.readout = Div(text="", sizing_mode="stretch_width", name="readout")
+        self._caption_html = caption_html(caption_extra)
         self.text_source = ColumnDataSource(data=dict(field=[], value=[]), name="text-source")
-        # so that it is part of the document with either Div (an embed may hide the text)
-        self.explanation.tags = self.readout.tags = [self.text_source]
+        # so that it is part of the document with any of the Divs (an embed may hide the text)
+        for div in self.texts:
+            div.tags = [self.text_source]
         self.text_source.js_on_change("data", CustomJS(
-            args=dict(source=self.text_source, divs=[self.explanation, self.readout]),
-            code=_FILL_SPANS_JS))
+            args=dict(source=self.text_source, divs=self.texts), code=_FILL_SPANS_JS))
         self.scaled_fig, self.scaled_source = _bars(
             "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR)
         self.unscaled_fig, self.unscaled_source = _bars(
@@ -243,6 +280,11 @@ class Charts:
         self.diagonal_fig, self.diagonal_source, self.marker_source = self._diagonal()
         self._sweep_key = None
         self._styled_for: bool | None = None   # the variant the titles and outlines show
+
+    @property
+    def texts(self) -> list[Div]:
+        """The Divs of text: caption, explanation, readout."""
+        return [self.caption, self.explanation, self.readout]
 
     @property
     def figures(self) -> dict:
@@ -270,7 +312,7 @@ class Charts:
         mapper = LinearColorMapper(palette=DIVERGING, low=-core.JACOBIAN_BOUND,
                                    high=core.JACOBIAN_BOUND)
         fig = figure(
-            name="jacobian", title="Softmax Jacobian ∂p_i/∂z_j",
+            name="jacobian", title="Softmax Jacobian ∂p_i/∂u_j",
             x_range=FactorRange(*KEY_LABELS), y_range=FactorRange(*reversed(KEY_LABELS)),
             height=360, width=410, tools="", x_axis_location="above",
         )
@@ -282,11 +324,12 @@ class Charts:
                  text_baseline="middle", text_font=value(FONT), text_font_size="11px",
                  text_color="ink")
         fig.add_tools(HoverTool(renderers=[cells], tooltips=[
-            ("∂p", "@row"), ("∂z", "@col"), ("J", "@value{0.000000}")]))
+            ("∂p", "@row"), ("∂u", "@col"), ("J = ∂p/∂u", "@value{%.4g}")],
+            formatters={"@value": "printf"}))
         bar = ColorBar(color_mapper=mapper, width=12, title="J",
                        major_label_text_font=FONT, title_text_font=FONT)
         fig.add_layout(bar, "right")
-        fig.xaxis.axis_label = "logit z_j"
+        fig.xaxis.axis_label = "softmax input u_j = z_j / T"
         fig.yaxis.axis_label = "weight p_i"
         _style(fig)
         fig.grid.grid_line_color = None
@@ -305,7 +348,7 @@ class Charts:
                                   name="jacobian-diagonal-marker")
         mapper = LinearColorMapper(palette=SEQUENTIAL, low=0, high=core.JACOBIAN_BOUND)
         fig = figure(
-            name="jacobian-diagonal", title="Gradient p_i(1 − p_i) as the head widens",
+            name="jacobian-diagonal", title="Jacobian diagonal p_i(1 − p_i) as the head widens",
             x_range=FactorRange(*widths), y_range=FactorRange(*reversed(KEY_LABELS)),
             height=300, sizing_mode="stretch_width", min_width=480, tools="",
         )
@@ -314,7 +357,8 @@ class Charts:
         fig.rect(x="width", y=4.0, width=1, height=8.2, source=marker, fill_alpha=0,
                  line_color="#00b3ff", line_width=3)
         fig.add_tools(HoverTool(tooltips=[
-            ("key", "@key"), ("d_k", "@width"), ("p(1 − p)", "@value{0.000000}")],
+            ("key", "@key"), ("d_k", "@width"), ("p(1 − p)", "@value{custom}")],
+            formatters={"@value": CustomJSHover(code=POSITIVE_HOVER_JS)},
             renderers=[fig.renderers[0]]))
         bar = ColorBar(color_mapper=mapper, width=12, title="p(1−p)",
                        major_label_text_font=FONT, title_text_font=FONT)
@@ -349,8 +393,8 @@ class Charts:
         """Titles and outlines that say which variant the model uses. Set only when the
         variant changes: even setting an equal value costs Bokeh ~0.1 ms per property."""
         variant = "scaled" if scaled else "unscaled"
-        self.jacobian_fig.title.text = f"Softmax Jacobian ∂p_i/∂z_j, {variant} logits"
-        self.diagonal_fig.title.text = (f"Gradient p_i(1 − p_i) as the head widens, "
+        self.jacobian_fig.title.text = f"Softmax Jacobian ∂p_i/∂u_j, {variant} logits"
+        self.diagonal_fig.title.text = (f"Jacobian diagonal p_i(1 − p_i) as the head widens, "
                                         f"{variant} logits (outlined: current d_k)")
         for fig, on in ((self.scaled_fig, scaled), (self.unscaled_fig, not scaled)):
             fig.outline_line_color = "#1f2933" if on else None
@@ -361,6 +405,7 @@ class Charts:
 
     def _update_text(self, fields: dict[str, str]) -> None:
         if not self.explanation.text:   # first time: the whole HTML, numbers filled in
+            self.caption.text = fill(self._caption_html, fields)
             self.explanation.text = f"<div class='explanation'>{fill(EXPLANATION, fields)}</div>"
             self.readout.text = fill(READOUT, fields).replace(
                 "@which", html.escape(fields["which"], quote=True))

@@ -12,9 +12,11 @@ script and style sheet is inside the file, and it opens from ``file://``.
 Packing (see :func:`decode`, the Python mirror of the browser's decoder):
 
 * ``floats``: one float64 array (little-endian, base64) of the exact values. Per
-  record (seed, d_k, T, variant) the 8 weights and the upper triangle (36) of the
-  Jacobian, which is exactly symmetric (checked); then the logits per (seed, d_k,
-  variant), which do not depend on T; then the p(1 - p) sweep per (seed, T, variant).
+  record (seed, d_k, T, variant) the 8 weights p, the 8 gradients ||dp_i/dq|| that reach
+  the query, and the Jacobian's diagonal p_i (1 - p_i); its other entries are -p_i p_j,
+  one IEEE multiplication that gives the same float64 in the browser as in NumPy (checked);
+  then the logits per (seed, d_k, variant), which do not depend on T; then the p(1 - p)
+  sweep per (seed, T, variant).
 * ``ints``: a uint16 array, per record: the bar style, the max-weight label, the
   diagonal labels' inks, the 8 diagonal label texts and every text field, each an
   index into a small table of the distinct values actually produced.
@@ -25,7 +27,6 @@ Nothing is rounded: the browser shows the float64 values core computed.
 from __future__ import annotations
 
 import base64
-import html
 import json
 import time
 from pathlib import Path
@@ -58,23 +59,21 @@ from .charts import (
     position_formatter,
     sweep_data,
 )
-from .model import (CAPTION, FIG3_D_K, FIG3_SEED, FORMULAS, TITLE, ExplorerState, guide_html,
+from .model import (FIG3_D_K, FIG3_SEED, FORMULAS, TITLE, ExplorerState, guide_html,
                     header_html)
 
 #: Largest file the export may write; every state of 4 seeds fits in it.
 MAX_BYTES = 5_000_000
 DEFAULT_SEEDS = 4
-#: Each seed adds ~0.75 MB of exact float64 data on top of ~1.7 MB of BokehJS.
+#: Each seed adds ~0.5 MB of exact float64 data and texts on top of ~1.7 MB of BokehJS.
 MAX_SEEDS = 4
 N = core.N_KEYS
-#: (i, j) of the Jacobian's upper triangle, row-major: what is stored of each matrix.
-_UPPER = [(i, j) for i in range(N) for j in range(i, N)]
-_RECORD_FLOATS = N + len(_UPPER)          # weights + Jacobian upper triangle
+_RECORD_FLOATS = 3 * N                     # weights, ||dp_i/dq||, Jacobian diagonal
 _INT_HEAD = 3                              # style, label, ink
 _DIAG_TEXTS = N
 
-OFFLINE_CAPTION = CAPTION + (" This offline copy holds every setting of the controls,"
-                             " precomputed.")
+#: The offline copy's last sentence of the caption.
+OFFLINE_NOTE = "This offline copy holds every setting of the controls, precomputed."
 
 
 def seed_list(n: int) -> list[int]:
@@ -104,6 +103,14 @@ class _Table:
 
 def _b64(array: np.ndarray, dtype: str) -> str:
     return base64.b64encode(np.ascontiguousarray(array, dtype=dtype).tobytes()).decode("ascii")
+
+
+def _jacobian(weights: list[float], diagonal: list[float]) -> np.ndarray:
+    """The Jacobian from its diagonal and the weights: off the diagonal -(p_i p_j), the
+    product the browser forms too."""
+    n = len(weights)
+    return np.array([[diagonal[i] if i == j else -(weights[i] * weights[j]) for j in range(n)]
+                     for i in range(n)])
 
 
 def _styling() -> dict:
@@ -147,10 +154,12 @@ def build_payload(seeds: list[int]) -> dict:
                     bars = bar_data(v)
                     jd = jacobian_data(v)
                     jac = np.asarray(jd["value"]).reshape(N, N)
-                    if not np.array_equal(jac, jac.T) or bars["pq"] != np.diag(jac).tolist():
-                        raise AssertionError("Jacobian not exactly symmetric / diagonal != p(1-p)")
+                    if (not np.array_equal(jac, _jacobian(bars["weight"], bars["pq"]))
+                            or bars["pq"] != np.diag(jac).tolist()):
+                        raise AssertionError("Jacobian is not diag(p(1-p)) - p_i p_j exactly")
                     rec_floats[rec, :N] = bars["weight"]
-                    rec_floats[rec, N:] = [jac[i, j] for i, j in _UPPER]
+                    rec_floats[rec, N:2 * N] = bars["gq"]
+                    rec_floats[rec, 2 * N:] = bars["pq"]
                     logits[si, di, var] = bars["logit"]
                     if di == 0:
                         sweeps[si, ti, var] = sweep_data(state, scaled)["value"]
@@ -169,7 +178,7 @@ def build_payload(seeds: list[int]) -> dict:
         seeds=seeds, d_k=list(d_ks), temperatures=list(temps), keys=KEY_LABELS,
         fields=fields_order, styles=styles.items, labels=labels.items, inks=inks.items, ink=INK,
         strings=strings.items, styling=_styling(),
-        record_floats=_RECORD_FLOATS, record_ints=n_ints, upper=_UPPER,
+        record_floats=_RECORD_FLOATS, record_ints=n_ints,
         logit_offset=rec_floats.size, sweep_offset=rec_floats.size + logits.size,
         states=n_rec // 2, records=n_rec,
         floats=_b64(floats, "<f8"), ints=_b64(ints.ravel(), "<u2"),
@@ -193,9 +202,7 @@ def decode(payload: dict, seed: int, d_k: int, temperature: float, scaled: bool)
         rec = ((si * nd + di) * nt + ti) * 2 + var
         f = floats[rec * payload["record_floats"]:][:payload["record_floats"]]
         i = ints[rec * payload["record_ints"]:][:payload["record_ints"]]
-        jac = [[0.0] * n for _ in range(n)]
-        for k, (a, b) in enumerate(payload["upper"]):
-            jac[a][b] = jac[b][a] = float(f[n + k])
+        jac = _jacobian([float(x) for x in f[:n]], [float(x) for x in f[2 * n:3 * n]]).tolist()
         off = payload["logit_offset"] + ((si * nd + di) * 2 + var) * n
         alpha, line = payload["styles"][i[0]]
         top, align, text = payload["labels"][i[1]]
@@ -206,7 +213,8 @@ def decode(payload: dict, seed: int, d_k: int, temperature: float, scaled: bool)
             cell_ink[k * n + k] = payload["inks"][i[2]][k]
         return dict(
             bars=dict(logit=[float(x) for x in floats[off:off + n]], weight=weight,
-                      pq=[jac[k][k] for k in range(n)], alpha=alpha, line=line,
+                      pq=[jac[k][k] for k in range(n)],
+                      gq=[float(x) for x in f[n:2 * n]], alpha=alpha, line=line,
                       label=[text if k == top else "" for k in range(n)],
                       align=[align if k == top else "center" for k in range(n)]),
             jacobian=dict(value=[x for r in jac for x in r], text=cell_text, ink=cell_ink),
@@ -261,7 +269,9 @@ const record = (v) => {
   const f = F.subarray(rec * P.record_floats, (rec + 1) * P.record_floats);
   const i = I.subarray(rec * P.record_ints, (rec + 1) * P.record_ints);
   const jac = new Array(n * n);
-  P.upper.forEach(([a, b], k) => { jac[a * n + b] = f[n + k]; jac[b * n + a] = f[n + k]; });
+  for (let a = 0; a < n; a++) {
+    for (let b = 0; b < n; b++) jac[a * n + b] = a === b ? f[2 * n + a] : -(f[a] * f[b]);
+  }
   const off = P.logit_offset + ((si * nd + di) * 2 + v) * n;
   const [alpha, line] = P.styles[i[0]];
   const [top, align, text] = P.labels[i[1]];
@@ -276,6 +286,7 @@ const record = (v) => {
   return {
     bars: {logit: Array.from(F.subarray(off, off + n)), weight: weight,
            pq: Array.from({length: n}, (_, k) => jac[k * n + k]),
+           gq: Array.from(f.subarray(n, 2 * n)),
            alpha: alpha.slice(), line: line.slice(),
            label: Array.from({length: n}, (_, k) => k === top ? text : ''),
            align: Array.from({length: n}, (_, k) => k === top ? align : 'center')},
@@ -312,11 +323,11 @@ FULL_WIDTH_CSS = ":host > .bk-clearfix { display: block !important; }"
 def build_layout(payload: dict, seeds: list[int]):
     """The page: title, controls, the Charts figures and texts, wired to ``payload``."""
     css = [InlineStyleSheet(css=page_css())]
-    charts = Charts()
+    charts = Charts(caption_extra=OFFLINE_NOTE)
     explorer = ExplorerState(d_k=FIG3_D_K, temperature=1.0, seed=seeds[0], scaled=True)
     fields = explorer.text_fields()
     charts.update(explorer.result, True, fields)
-    for div in (charts.explanation, charts.readout):
+    for div in charts.texts:
         div.disable_math = True
         div.stylesheets = css
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
@@ -356,16 +367,15 @@ def build_layout(payload: dict, seeds: list[int]):
     title = Div(text=header_html("offline copy"), stylesheets=wide, disable_math=True,
                 sizing_mode="stretch_width", margin=0)
     guide = Div(text=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."),
-        stylesheets=css, disable_math=True, sizing_mode="stretch_width", margin=(5, 10))
+                name="guide", stylesheets=css, disable_math=True, sizing_mode="stretch_width",
+                margin=(5, 10))
     controls = column(dk, row(toggle, toggle_label), temp, seed_div, resample, seed, guide,
                       width=290)
-    caption = Div(text=f"<p class='caption'>{html.escape(OFFLINE_CAPTION)}</p>", stylesheets=css,
-                  disable_math=True, sizing_mode="stretch_width")
     formulas = Div(text=FORMULAS, stylesheets=wide, disable_math=True,
                    sizing_mode="stretch_width")
     main = column(
         row(charts.scaled_fig, charts.unscaled_fig, sizing_mode="stretch_width"),
-        caption, formulas, charts.explanation,
+        charts.caption, formulas, charts.explanation,
         row(charts.jacobian_fig, charts.readout, sizing_mode="stretch_width"),
         charts.diagonal_fig,
         sizing_mode="stretch_width",

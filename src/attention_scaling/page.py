@@ -20,8 +20,8 @@ from bokeh.models import Button, CustomJS, Div, InlineStyleSheet, Slider, Switch
 
 from . import core
 from .charts import ASSETS, READ_FIELDS_JS, Charts, page_css, position_formatter
-from .model import (CAPTION, FORMULAS, TITLE, ExplorerState, guide_html,
-                    header_html, parse_query, to_query)
+from .model import (FORMULAS, TITLE, ExplorerState, guide_html, header_html, parse_query,
+                    to_query)
 
 #: The tab icon, inline (no extra request): assets/favicon.svg drawn as a PNG
 #: (scripts/favicon.py). Not the SVG itself: Chromium fetches and decodes the tab icon again
@@ -206,7 +206,7 @@ class Explorer(pn.viewable.Viewer):
         self.state = state or ExplorerState()
         self.charts = Charts()
         # The text Divs are Bokeh models in their own shadow roots: they carry the page CSS.
-        for div in (self.charts.explanation, self.charts.readout):
+        for div in self.charts.texts:
             div.stylesheets = [InlineStyleSheet(css=page_css())]
         self._build_widgets()
         self._seed_text = Div(text="", margin=(0, 10), stylesheets=[InlineStyleSheet(
@@ -267,8 +267,7 @@ class Explorer(pn.viewable.Viewer):
             pn.pane.Bokeh(c.unscaled_fig, sizing_mode="stretch_width"),
             sizing_mode="stretch_width",
         )
-        caption = pn.pane.HTML(f"<p class='caption'>{html.escape(CAPTION)}</p>",
-                               sizing_mode="stretch_width", stylesheets=[page_css()])
+        caption = pn.pane.Bokeh(c.caption, sizing_mode="stretch_width", stylesheets=[page_css()])
         jac = pn.Row(pn.pane.Bokeh(c.jacobian_fig),
                      pn.pane.Bokeh(c.readout, sizing_mode="stretch_width",
                                    stylesheets=[page_css()]),

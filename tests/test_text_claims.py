@@ -1,0 +1,423 @@
+"""Every sentence on the page is true in every state of the export grid.
+
+The caption, the guide, the live explanation and the readout are rendered for each of the
+4,200 states (4 seeds x 25 widths x 21 temperatures x both variants), split into sentences,
+and each sentence must match one claim of CLAIMS, whose condition is then checked against
+the numbers: this test's own softmax of the draw, core's Monte Carlo, and the numbers the
+sentence prints. A sentence that matches no claim fails the test: adding a sentence to the
+page means adding its condition here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import cache
+
+import numpy as np
+import pytest
+
+from attention_scaling import core, export
+from attention_scaling.charts import READOUT, jacobian_data
+from attention_scaling.model import (EXPLANATION, FIG3_SEED, ExplorerState, caption_html, fill,
+                                     guide_html, plain)
+
+
+# ---- independent numbers -------------------------------------------------------------------
+
+def own_softmax(z, t):
+    e = np.exp((np.asarray(z) - np.max(z)) / t)
+    return e / e.sum()
+
+
+def own_rest(p):
+    """1 - max weight as the sum of the others (this test's own, no cancellation)."""
+    top = int(np.argmax(p))
+    return float(np.delete(p, top).sum())
+
+
+def number_shows(printed: str, value: float) -> bool:
+    """``printed`` is ``value`` to the three significant digits the page prints."""
+    return math.isclose(float(printed.replace(",", "")), value, rel_tol=5.01e-3)
+
+
+def percent_shows(printed: str, weight: float, rest: float) -> bool:
+    """``printed`` is an honest percentage of ``weight`` (whose other weights sum to ``rest``):
+    never 100% unless nothing else has weight, never 0% for a positive weight, and within
+    the rounding of the digits it shows."""
+    if printed == ">99.9%":
+        return rest > 0 and 1 - weight < 1e-3
+    if printed == "<0.1%":
+        return 0 < weight < 1e-3
+    shown = float(printed.rstrip("%"))
+    if shown == 100:
+        return rest == 0
+    if shown == 0:
+        return weight == 0
+    half = 0.05 if "." in printed else 0.5
+    return abs(shown - 100 * weight) <= half + 1e-9
+
+
+def ordinal_ok(phrase: str, pct: float) -> bool:
+    if phrase == "below the 1st percentile":
+        return pct < 0.5
+    if phrase == "above the 99th percentile":
+        return pct > 99.5
+    m = re.fullmatch(r"(\d+)(st|nd|rd|th) percentile", phrase)
+    n = int(m.group(1))
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return m.group(2) == suffix and abs(n - pct) <= 0.5 + 1e-9
+
+
+@cache
+def unscaled_medians(t):
+    return [core.typical(d, t).median[False] for d in core.D_K_VALUES]
+
+
+class Context:
+    """One state and everything the conditions compare the text with."""
+
+    def __init__(self, seed, d_k, t, scaled):
+        self.seed, self.d, self.t, self.scaled = seed, d_k, t, scaled
+        self.state = core.compute_state(d_k, t, seed)
+        self.active = self.state.active(scaled)
+        self.typ = core.typical(d_k, t)
+        q, self.keys = core.sample_qk(seed, d_k)
+        self.raw = self.keys @ q                           # this test's own logits
+        self.p = {True: own_softmax(self.raw / math.sqrt(d_k), t), False: own_softmax(self.raw, t)}
+        self.fields = ExplorerState(d_k=d_k, temperature=t, seed=seed, scaled=scaled).text_fields()
+
+    def weight(self, scaled):
+        p = self.p[scaled]
+        return float(p.max()), own_rest(p)
+
+    def pct(self, scaled):
+        return self.typ.percentile(scaled, self.state.active(scaled).rest)
+
+
+def _grad_words(m, c):
+    s, u = c.state.scaled.query_gradient, c.state.unscaled.query_gradient
+    ok = number_shows(m["s"], s) and number_shows(m["u"], u)
+    words = m["rest"]
+    if words == "the same, since at d_k = 1 scaling divides by √1 = 1.":
+        return ok and c.d == 1 and math.isclose(s, u, rel_tol=1e-12)
+    if words == "scaling lets more gradient reach the query here.":
+        return ok and c.d > 1 and s > u
+    if words == ("more reaches the query without scaling here: the unscaled logits are √d_k "
+                 "times larger, and at this setting that outweighs the saturation of their "
+                 "softmax."):
+        return ok and c.d > 1 and u > s
+    return False
+
+
+def _query_gradient_is_jk(c):
+    """The printed dp/dq norm is ||J K|| / (s T), with this test's own J from its own
+    softmax, wherever that naive product is trustworthy (no weight within 1e-6 of 1)."""
+    for scaled in (True, False):
+        p = c.p[scaled]
+        if p.max() > 1 - 1e-6:
+            continue
+        jac = np.diag(p) - np.outer(p, p)
+        s = math.sqrt(c.d) if scaled else 1.0
+        want = np.linalg.norm(jac @ c.keys) / (s * c.t)
+        if not math.isclose(c.state.active(scaled).query_gradient, want, rel_tol=1e-9):
+            return False
+    return True
+
+
+def _model_line(m, c):
+    v = c.active
+    w, rest = c.weight(c.scaled)
+    eff = math.exp(-sum(x * math.log(x) for x in c.p[c.scaled] if x > 0))
+    return (m["which"] == ("scaled" if c.scaled else "unscaled")
+            and number_shows(m["diag"], v.max_diagonal)
+            and number_shows(m["frob"], v.frobenius)
+            and number_shows(m["fz"], v.frobenius / c.t)
+            and number_shows(m["grad"], v.query_gradient)
+            and float(m["frob"]) >= float(m["diag"])
+            and percent_shows(m["w"], w, rest)
+            and number_shows(m["eff"], eff)
+            and (m["keys"] == "key") == (m["eff"] == "1"))
+
+
+def _heat_map_is_dp_du(c):
+    p = c.p[c.scaled]
+    shown = np.asarray(jacobian_data(c.active)["value"]).reshape(len(p), len(p))
+    return (np.allclose(shown, np.diag(p) - np.outer(p, p), rtol=1e-9, atol=1e-15)
+            and shown.diagonal().max() <= 0.25)
+
+
+def _temperature_effect(m, c):
+    if not number_shows(m["t"], c.t) or c.t == 1:
+        return False
+    for scaled in (True, False):
+        z = c.raw / (math.sqrt(c.d) if scaled else 1.0)
+        here, at_one = own_softmax(z, c.t).max(), own_softmax(z, 1.0).max()
+        if m["eff"] == "sharpens" and not (c.t < 1 and here >= at_one):
+            return False
+        if m["eff"] == "flattens" and not (c.t > 1 and here <= at_one):
+            return False
+    return True
+
+
+def _lower_t(c):
+    root = math.sqrt(c.d)
+    same = np.allclose(own_softmax(c.raw / root, 1 / root), own_softmax(c.raw, 1.0),
+                       rtol=1e-9, atol=1e-300)
+    lower = [x for x in core.TEMPERATURES if x < c.t]
+    sharper = all(own_softmax(c.raw / s, x).max() >= own_softmax(c.raw / s, c.t).max() - 1e-15
+                  for x in lower[-1:] for s in (root, 1.0))
+    return same and sharper
+
+
+def _fig3_draw(_m, c):
+    st = core.compute_state(64, 1.0, FIG3_SEED)
+    return (c.seed == FIG3_SEED and c.state.seed == FIG3_SEED
+            and percent_shows("27%", st.scaled.max_weight, st.scaled.rest)
+            and percent_shows("80%", st.unscaled.max_weight, st.unscaled.rest))
+
+
+def _nested(c):
+    q, k = core.sample_qk(c.seed, core.MAX_D_K)
+    return np.array_equal(c.keys, k[:, :c.d]) and np.array_equal(c.raw, c.keys @ q[:c.d])
+
+
+def _climbs(c):
+    medians = unscaled_medians(c.t)
+    return all(b >= a for a, b in zip(medians, medians[1:])) and medians[-1] > 0.9
+
+
+def _mild(c):
+    return c.pct(False) < 100 / 3 and c.state.unscaled.max_weight < c.typ.median[False]
+
+
+#: claim (a sentence, as a regular expression matched in full) -> condition(match, context).
+CLAIMS: list[tuple[str, callable]] = [
+    # caption
+    (r"Both charts show the same eight query–key dot products of one random draw: divided by "
+     r"√dk on the left, raw on the right\.",
+     lambda m, c: len(c.raw) == 8 and np.allclose(c.state.scaled.logits * math.sqrt(c.d), c.raw)
+     and np.allclose(c.state.unscaled.logits, c.raw)),
+    (r"Over many draws q·k has variance dk, so the raw logits grow like √dk and, as the head "
+     r"widens, the unscaled softmax puts more and more weight on one key; the scaled logits "
+     r"keep unit variance at every width\.",
+     lambda m, c: all(b >= a for a, b in zip(unscaled_medians(c.t), unscaled_medians(c.t)[1:]))),
+    (r"Over (?P<n>[\d,]+) random draws at dk = (?P<d>\d+), T = (?P<t>\S+) the median max weight "
+     r"is (?P<ms>\S+) scaled and (?P<mu>\S+) unscaled: a typical draw puts (?P<mu2>\S+) of the "
+     r"weight on one key unscaled\.",
+     lambda m, c: int(m["n"].replace(",", "")) == core.MC_DRAWS == c.typ.draws
+     and int(m["d"]) == c.d and number_shows(m["t"], c.t) and m["mu"] == m["mu2"]
+     and percent_shows(m["ms"], c.typ.median[True], 1 - c.typ.median[True] or 1e-300)
+     and percent_shows(m["mu"], c.typ.median[False], 1 - c.typ.median[False] or 1e-300)),
+    (r"This draw puts (?P<s>\S+) scaled \((?P<sp>[^)]+)\) and (?P<u>\S+) unscaled "
+     r"\((?P<up>[^)]+)\)\.",
+     lambda m, c: percent_shows(m["s"], *c.weight(True)) and percent_shows(m["u"], *c.weight(False))
+     and ordinal_ok(m["sp"], c.pct(True)) and ordinal_ok(m["up"], c.pct(False))),
+    (r"Unscaled, this draw is milder than two draws in three: it understates how much weight a "
+     r"typical draw piles on one key\.", lambda m, c: _mild(c)),
+    (r"Resample to see others\.", lambda m, c: _mild(c)),
+    (r"Unscaled, this draw is more extreme than two draws in three\.",
+     lambda m, c: c.pct(False) > 200 / 3 and c.state.unscaled.max_weight > c.typ.median[False]),
+    (r"This draw \(seed 2288\) was picked because it matches the reference figure, 27% scaled "
+     r"and 80% unscaled at d_k = 64, T = 1\.", _fig3_draw),
+    (r"This one draw changes with dk in its own way: each width extends the same q and k by "
+     r"more components, and the scaled logits at widths d and d′ correlate by only √\(d/d′\)\.",
+     lambda m, c: _nested(c)),
+    # explanation
+    (r"With independent unit-variance components, q·k is a sum of dk = (?P<d>\d+) terms of "
+     r"variance 1: over draws its variance is (?P<d2>\d+), typical logits are about "
+     r"±(?P<r>\S+), and dividing by √(?P<d3>\d+) = (?P<r2>\S+) restores unit variance\.",
+     lambda m, c: int(m["d"]) == int(m["d2"]) == int(m["d3"]) == c.d
+     and number_shows(m["r"], math.sqrt(c.d)) and m["r"] == m["r2"]),
+    (r"This draw's eight logits have standard deviation (?P<raw>\S+) raw and (?P<sc>\S+) scaled: "
+     r"one query against eight keys, a small sample whose spread varies from draw to draw "
+     r"around those typical values\.",
+     lambda m, c: number_shows(m["raw"], np.std(c.raw))
+     and number_shows(m["sc"], np.std(c.raw) / math.sqrt(c.d))),
+    (r"Both charts also divide by the temperature T = (?P<t>\S+), which (?P<eff>flattens|sharpens) "
+     r"the weights\.", _temperature_effect),
+    (r"The softmax's own Jacobian J = ∂p/∂u \(the heat map, u = z/T\) has diagonal pi\(1 − pi\), "
+     r"at most ¼ and vanishing as pi nears 0 or 1; with respect to the logits z it is J/T\.",
+     lambda m, c: _heat_map_is_dp_du(c)),
+    (r"What reaches the query, and through it WQ, is ∂p/∂q = J K/\(s T\), with s = √dk scaled "
+     r"and 1 unscaled\.", lambda m, c: _query_gradient_is_jk(c)),
+    (r"The model here uses the (?P<which>scaled|unscaled) logits: largest p\(1 − p\) = "
+     r"(?P<diag>\S+), ‖J‖F = (?P<frob>\S+) \(‖∂p/∂z‖F = (?P<fz>\S+)\), ‖∂p/∂q‖F = "
+     r"(?P<grad>\S+); max weight (?P<w>\S+), spread over (?P<eff>\S+) effective (?P<keys>keys?)\.",
+     _model_line),
+    (r"‖∂p/∂q‖F is (?P<s>\S+) scaled and (?P<u>\S+) unscaled: (?P<rest>.+)", _grad_words),
+    # readout
+    (r"p\(1 − p\) peaks at ¼ when a weight is ½ and tends to 0 as it nears 0 or 1; the "
+     r"highlighted column is the variant the model uses\.",
+     lambda m, c: c.fields["which"] == ("scaled" if c.scaled else "unscaled")),
+    (r"J is the softmax's Jacobian with respect to its own input u = z/T, the same for any "
+     r"logits that give the same weights; ∂p/∂q = J K/\(s T\) is what reaches the query "
+     r"\(s = √d_k scaled, 1 unscaled\), so it carries the 1/√d_k and the 1/T\.",
+     lambda m, c: np.allclose(core.softmax_jacobian(c.p[c.scaled]), c.active.jacobian,
+                              rtol=1e-9, atol=1e-300) and _query_gradient_is_jk(c)),
+    # guide
+    (r"Drag dk to the right: the caption's unscaled median climbs towards 100%, while this one "
+     r"draw's bars move in their own way\.", lambda m, c: _climbs(c)),
+    (r"Switch scaling off: the heat map, the explanation and the highlighted readout column "
+     r"follow the unscaled softmax; ‖∂p/∂q‖F is the gradient that reaches the query\.",
+     lambda m, c: ExplorerState(d_k=c.d, temperature=c.t, seed=c.seed, scaled=False)
+     .text_fields()["grad"] == c.fields["u_grad"]),
+    (r"Lower T below 1: it sharpens both charts; at T = 1/√dk the scaled chart equals the "
+     r"unscaled one at T = 1\.", lambda m, c: _lower_t(c)),
+    (r"Resample draws a new q and new keys: one more sample, where the caption's medians "
+     r"describe all of them\.",
+     lambda m, c: not np.array_equal(core.sample_qk(c.seed + 1, c.d)[1], c.keys)),
+]
+_COMPILED = [(re.compile(pattern), condition) for pattern, condition in CLAIMS]
+
+#: Readout rows: label -> (scaled, unscaled) cell check.
+_ROW = re.compile(r"<tr[^>]*><th[^>]*>(.*?)</th><td class='s'>(.*?)</td><td class='u'>(.*?)</td></tr>")
+
+
+def _cells_ok(label: str, s: str, u: str, c: Context) -> bool:
+    label = plain(label)
+    checks = {"max weight": lambda v, text, scaled: (
+                  text.endswith(f" on k{int(np.argmax(c.p[scaled])) + 1}")
+                  and percent_shows(text.rsplit(" on ", 1)[0], *c.weight(scaled))),
+              "effective keys eH": lambda v, text, scaled: number_shows(text, v.effective_keys),
+              "largest p(1 − p)": lambda v, text, scaled: number_shows(text, v.max_diagonal),
+              "‖J‖F = ‖∂p/∂u‖F": lambda v, text, scaled: number_shows(text, v.frobenius),
+              "‖∂p/∂q‖F, to the query": lambda v, text, scaled: number_shows(text, v.query_gradient)}
+    check = checks[label]
+    return (check(c.state.scaled, plain(s), True) and check(c.state.unscaled, plain(u), False))
+
+
+def sentences(markup: str) -> list[str]:
+    """The sentences of some HTML as the browser shows it, headings dropped."""
+    markup = re.sub(r"<h[34]>.*?</h[34]>", "", markup)
+    blocks = plain(re.sub(r"</(p|li|div)>", "\n", markup)).split("\n")
+    out = []
+    for block in blocks:
+        out += [s for s in re.split(r"(?<=\.)\s+(?=[A-Z‖])", block.strip()) if s]
+    return out
+
+
+def texts(c: Context) -> list[str]:
+    """Every sentence of the caption, the guide, the explanation and the readout's note."""
+    readout = fill(READOUT, c.fields)
+    return (sentences(fill(caption_html(), c.fields)) + sentences(guide_html())
+            + sentences(fill(EXPLANATION, c.fields))
+            + sentences(readout.split("</table>")[-1]))
+
+
+def grid():
+    for seed in export.seed_list(export.DEFAULT_SEEDS):
+        for d_k in core.D_K_VALUES:
+            for t in core.TEMPERATURES:
+                for scaled in (True, False):
+                    yield seed, d_k, t, scaled
+
+
+def test_every_sentence_in_every_state_of_the_export_grid_is_a_claim_that_holds():
+    seen: dict[str, int] = {}
+    states = 0
+    for key in grid():
+        c = Context(*key)
+        for sentence in texts(c):
+            matches = [(p, cond) for p, cond in _COMPILED if p.fullmatch(sentence)]
+            assert matches, f"{key}: no claim in CLAIMS for: {sentence!r}"
+            assert len(matches) == 1, (key, sentence)
+            pattern, condition = matches[0]
+            assert condition(pattern.fullmatch(sentence), c), f"{key}: false here: {sentence!r}"
+            seen[pattern.pattern] = seen.get(pattern.pattern, 0) + 1
+        body = fill(READOUT, c.fields).split("<tbody>")[1].split("</tbody>")[0]
+        rows = _ROW.findall(body)
+        assert len(rows) == 5 == body.count("<tr")
+        for label, s, u in rows:
+            assert _cells_ok(label, s, u, c), (key, plain(label), s, u)
+        states += 1
+    assert states == 4200
+    # every claim of the table is made somewhere on the grid (none is dead weight)
+    assert set(seen) == {p for p, _ in CLAIMS}, set(p for p, _ in CLAIMS) - set(seen)
+
+
+def test_a_false_sentence_is_caught():
+    """The checks can fail: the default state's text with its numbers swapped is refused."""
+    c = Context(FIG3_SEED, 64, 1.0, True)
+    swapped = dict(c.fields, s_grad=c.fields["u_grad"], u_grad=c.fields["s_grad"])
+    sentence = [s for s in sentences(fill(EXPLANATION, swapped))
+                if s.startswith("‖∂p/∂q‖F is")][0]
+    pattern, condition = next((p, cond) for p, cond in _COMPILED if p.fullmatch(sentence))
+    assert not condition(pattern.fullmatch(sentence), c)
+    assert not percent_shows("100%", 1 - 1e-189, 1e-189)
+    assert not percent_shows("0%", 1e-5, 1 - 1e-5)
+
+
+@pytest.mark.parametrize("key", [(FIG3_SEED, 64, 1.0, True), (FIG3_SEED, 4096, 0.1, False),
+                                 (FIG3_SEED, 512, 1.0, False), (1, 16, 1.0, True)])
+def test_the_issue_s_states_read_true(key):
+    """The states the issue names: the default view places its draw among the others; the
+    saturated one prints the true underflowing numbers and no 100%."""
+    c = Context(*key)
+    text = " ".join(texts(c))
+    if key == (FIG3_SEED, 64, 1.0, True):
+        assert "a typical draw puts 97% of the weight on one key unscaled" in text
+        assert "This draw puts 27% scaled (24th percentile) and 80% unscaled (25th percentile)" in text
+        assert "picked because it matches the reference figure" in text
+        assert "0.373 scaled and 1.98 unscaled: more reaches the query without scaling" in text
+    if key == (FIG3_SEED, 4096, 0.1, False):
+        assert "largest p(1 − p) = 2.70e-189, ‖J‖F = 5.39e-189" in text
+        assert "100%" not in text.replace("towards 100%", "")
+        assert "spread over 1 effective key." in text
+
+
+def test_readme_quotes_the_default_view_as_the_page_shows_it():
+    """The README's numbers for the default view are the page's own, in the page's words."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = " ".join(readme.split())
+    f = ExplorerState().text_fields()
+    quote = (f"a typical draw puts {f['mc_u']} of the weight on one key unscaled. This draw "
+             f"puts {f['s_max_w']} scaled ({f['s_pct']}) and {f['u_max_w']} unscaled "
+             f"({f['u_pct']}).")
+    assert f'"{quote}"' in readme
+    assert quote in plain(fill(caption_html(), f))          # a true quote of the page
+    assert f["mild"] and "milder than two draws in three" in readme
+    assert (f"it reads {f['s_frob']} scaled against {f['u_frob']} unscaled while ‖∂p/∂q‖_F is "
+            f"{f['s_grad']} against {f['u_grad']}" in readme)
+    assert f"placed among {f['mc_n']} other draws" in readme
+
+
+#: The offline copy's own sentences -> condition(match, payload).
+OFFLINE_CLAIMS = [
+    (r"Resample cycles through (?P<n>\d+) precomputed draws\.",
+     lambda m, payload: int(m["n"]) == len(payload["seeds"]) > 0),
+    (r"This offline copy holds every setting of the controls, precomputed\.",
+     lambda m, payload: payload["states"] == len(payload["seeds"]) * len(core.D_K_VALUES)
+     * len(core.TEMPERATURES) == len(set(map(tuple, _settings(payload))))),
+]
+
+
+def _settings(payload):
+    return [(s, d, t) for s in payload["seeds"] for d in payload["d_k"]
+            for t in payload["temperatures"]]
+
+
+def test_the_offline_copy_s_own_sentences_hold():
+    """The export's guide and caption: its own sentences match OFFLINE_CLAIMS and hold for
+    the payload it carries; every other sentence is one of the served page's (CLAIMS)."""
+    seeds = export.seed_list(2)
+    payload = export.build_payload(seeds)
+    layout = export.build_layout(payload, seeds)
+    divs = {m.name: m.text for m in layout.references() if m.name in ("guide", "caption")}
+    c = Context(seeds[0], 64, 1.0, True)
+    offline = [(re.compile(p), cond) for p, cond in OFFLINE_CLAIMS]
+    seen = set()
+    for sentence in sentences(divs["guide"]) + sentences(divs["caption"]):
+        own = [(p, cond) for p, cond in offline if p.fullmatch(sentence)]
+        if own:
+            pattern, condition = own[0]
+            assert condition(pattern.fullmatch(sentence), payload), sentence
+            seen.add(pattern.pattern)
+        else:
+            served = [(p, cond) for p, cond in _COMPILED if p.fullmatch(sentence)]
+            assert served, f"no claim for the offline copy's {sentence!r}"
+            pattern, condition = served[0]
+            assert condition(pattern.fullmatch(sentence), c), sentence
+    assert seen == {p for p, _ in OFFLINE_CLAIMS}

@@ -19,7 +19,9 @@ import json
 from pathlib import Path
 
 import numpy as np
+from bokeh.layouts import column, row
 from bokeh.models import (
+    Button,
     ColorBar,
     ColumnDataSource,
     CustomJS,
@@ -28,15 +30,18 @@ from bokeh.models import (
     Div,
     FactorRange,
     HoverTool,
+    InlineStyleSheet,
     LinearColorMapper,
     Range1d,
+    Slider,
+    Switch,
 )
 from bokeh.palettes import Inferno256, RdBu11, interp_palette
 from bokeh.core.properties import value, without_property_validation
 from bokeh.plotting import figure
 
 from . import core
-from .model import EXPLANATION, caption_html, fill, weight_label
+from .model import (EXPLANATION, FORMULAS, caption_html, fill, header_html, weight_label)
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
 SCALED_COLOR = "#0072B2"     # blue
@@ -410,3 +415,87 @@ class Charts:
             self.readout.text = fill(READOUT, fields).replace(
                 "@which", html.escape(fields["which"], quote=True))
         self.text_source.data = dict(field=list(fields), value=list(fields.values()))
+
+
+#: For a Bokeh Div whose content should span its width (Bokeh sets ``display: inline-block``
+#: on the element that holds the HTML).
+FULL_WIDTH_CSS = ":host > .bk-clearfix { display: block !important; }"
+#: The parts of the page an embed may leave out (``?hide=``).
+VIEW_PARTS = ("header", "controls", "text")
+
+
+def position_slider(title: str, labels: list[str], position: int, name: str) -> Slider:
+    """A slider over positions 0 … len(labels) - 1 that shows ``labels[position]``."""
+    return Slider(title=title, start=0, end=len(labels) - 1, step=1, value=position, name=name,
+                  format=position_formatter(labels), sizing_mode="stretch_width",
+                  margin=(5, 10))
+
+
+class View:
+    """The whole explorer as Bokeh models, built once: the figures and texts of
+    :class:`Charts`, the controls, the title bar, the guide. The served page, the offline copy
+    and the notebook all show this layout; each adds only its way of updating it (Python
+    callbacks on the server, one JavaScript program offline).
+
+    ``positions`` are the sliders' starting positions (``d_k``, ``temperature``), ``scaled``
+    the switch's; ``hidden`` leaves parts out (:data:`VIEW_PARTS`), ``notice`` is HTML shown
+    above the charts, ``buttons`` names the buttons the runtime wires (``resample``,
+    ``fig3``, ``copy``).
+    """
+
+    def __init__(self, *, positions: dict[str, int], scaled: bool, subtitle: str = "",
+                 guide: str = "", caption_extra: str = "", hidden=frozenset(), notice: str = "",
+                 buttons=("resample", "fig3", "copy")) -> None:
+        css = [InlineStyleSheet(css=page_css())]
+        wide = [*css, InlineStyleSheet(css=FULL_WIDTH_CSS)]
+        self.charts = c = Charts(caption_extra=caption_extra)
+        for div in c.texts:
+            div.disable_math = True
+            div.stylesheets = css
+        self.d_k_slider = position_slider("Head width d_k", [str(v) for v in core.D_K_VALUES],
+                                          positions["d_k"], "d_k")
+        self.temperature_slider = position_slider(
+            "Temperature T", [f"{v:g}" for v in core.TEMPERATURES], positions["temperature"],
+            "temperature")
+        self.scaled_switch = Switch(active=scaled, name="scaled", margin=(8, 10))
+        switch_label = Div(text="<b>Divide logits by √d_k</b><br><small>the variant the model "
+                                "uses</small>", disable_math=True, margin=(0, 5))
+        self.seed_div = Div(text="", stylesheets=css, disable_math=True, name="seed",
+                            margin=(4, 10))
+        labels = {"resample": ("Resample q and k", "primary"),
+                  "fig3": ("Reset to Fig. 3", "default"),
+                  "copy": ("Copy link to this view", "default")}
+        self.buttons = {key: Button(label=labels[key][0], button_type=labels[key][1],
+                                    name=key, sizing_mode="stretch_width", margin=(5, 10))
+                        for key in buttons}
+        guide_div = Div(text=guide, name="guide", stylesheets=css, disable_math=True,
+                        sizing_mode="stretch_width", margin=(5, 10))
+        self.sidebar = column(
+            self.d_k_slider, row(self.scaled_switch, switch_label), self.temperature_slider,
+            self.seed_div, *self.buttons.values(), guide_div,
+            width=300, css_classes=["app-sidebar"], stylesheets=css, margin=0)
+        formulas = Div(text=FORMULAS, stylesheets=wide, disable_math=True,
+                       sizing_mode="stretch_width")
+        text = [] if "text" in hidden else [c.caption, formulas, c.explanation]
+        notes = [Div(text=notice, stylesheets=css, disable_math=True, name="notice",
+                     sizing_mode="stretch_width")] if notice else []
+        self.main = column(
+            *notes,
+            row(c.scaled_fig, c.unscaled_fig, sizing_mode="stretch_width"),
+            *text,
+            row(c.jacobian_fig, c.readout, sizing_mode="stretch_width"),
+            c.diagonal_fig,
+            sizing_mode="stretch_width", css_classes=["app-main"], stylesheets=css,
+            margin=(10, 12))
+        body = row(*([] if "controls" in hidden else [self.sidebar]), self.main,
+                   sizing_mode="stretch_width", margin=0)
+        header = [] if "header" in hidden else [
+            Div(text=header_html(subtitle), stylesheets=wide, disable_math=True,
+                sizing_mode="stretch_width", margin=0)]
+        #: The page: title bar over the controls (left) and the charts and text.
+        self.root = column(*header, body, sizing_mode="stretch_width", margin=0)
+
+    def show_seed(self, seed: int) -> None:
+        text = f"<span class='seed'>seed <code>{int(seed)}</code></span>"
+        if self.seed_div.text != text:
+            self.seed_div.text = text

@@ -35,32 +35,12 @@ import numpy as np
 import param
 from bokeh.document import Document
 from bokeh.embed import file_html
-from bokeh.layouts import column, row
-from bokeh.models import (
-    Button,
-    CustomJS,
-    Div,
-    InlineStyleSheet,
-    Slider,
-    Spinner,
-    Switch,
-)
+from bokeh.models import CustomJS, Div, Spinner
 from bokeh.resources import INLINE
 
 from . import core
-from .charts import (
-    KEY_LABELS,
-    INK,
-    Charts,
-    bar_data,
-    jacobian_data,
-    max_label,
-    page_css,
-    position_formatter,
-    sweep_data,
-)
-from .model import (FIG3_D_K, FIG3_SEED, FORMULAS, TITLE, ExplorerState, guide_html,
-                    header_html)
+from .charts import KEY_LABELS, INK, Charts, View, bar_data, jacobian_data, max_label, sweep_data
+from .model import FIG3_D_K, FIG3_SEED, TITLE, ExplorerState, guide_html
 
 #: Largest file the export may write; every state of 4 seeds fits in it.
 MAX_BYTES = 5_000_000
@@ -314,74 +294,44 @@ seed_div.text = "<span class='seed'>seed <code>" + P.seeds[si] + "</code></span>
 """
 
 _RESAMPLE_JS = "seed.value = (seed.value + 1) % n;"
+_FIG3_JS = ("dk.value = positions[0]; temp.value = positions[1]; toggle.active = true; "
+            "seed.value = 0;")
 
-#: For a Bokeh Div whose content should span its width (Bokeh sets ``display: inline-block``
-#: on the element that holds the HTML).
-FULL_WIDTH_CSS = ":host > .bk-clearfix { display: block !important; }"
 
 
 def build_layout(payload: dict, seeds: list[int]):
-    """The page: title, controls, the Charts figures and texts, wired to ``payload``."""
-    css = [InlineStyleSheet(css=page_css())]
-    charts = Charts(caption_extra=OFFLINE_NOTE)
-    explorer = ExplorerState(d_k=FIG3_D_K, temperature=1.0, seed=seeds[0], scaled=True)
-    fields = explorer.text_fields()
-    charts.update(explorer.result, True, fields)
-    for div in charts.texts:
-        div.disable_math = True
-        div.stylesheets = css
+    """The shared :class:`charts.View`, wired to ``payload`` by one JavaScript program."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
-    dk = Slider(title="Head width d_k", start=0, end=len(d_ks) - 1, step=1,
-                value=d_ks.index(FIG3_D_K), name="d_k",
-                format=position_formatter([str(v) for v in d_ks]),
-                sizing_mode="stretch_width", margin=(5, 10))
-    temp = Slider(title="Temperature T", start=0, end=len(temps) - 1, step=1,
-                  value=temps.index(1.0), name="temperature",
-                  format=position_formatter([f"{v:g}" for v in temps]),
-                  sizing_mode="stretch_width", margin=(5, 10))
-    toggle = Switch(active=True, name="scaled", margin=(8, 10))
-    toggle_label = Div(text="<b>Divide logits by √d_k</b><br><small>the variant the model "
-                            "uses</small>", disable_math=True, margin=(0, 5))
+    explorer = ExplorerState(d_k=FIG3_D_K, temperature=1.0, seed=seeds[0], scaled=True)
+    view = View(
+        positions={"d_k": d_ks.index(FIG3_D_K), "temperature": temps.index(1.0)}, scaled=True,
+        subtitle="offline copy", caption_extra=OFFLINE_NOTE, buttons=("resample", "fig3"),
+        guide=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."))
+    charts = view.charts
+    charts.update(explorer.result, True, explorer.text_fields())
+    view.show_seed(seeds[0])
+    dk, temp, toggle = view.d_k_slider, view.temperature_slider, view.scaled_switch
     # The seed position lives in a hidden spinner so the one callback can watch it.
     seed = Spinner(low=0, high=len(seeds) - 1, step=1, value=0, visible=False, name="seed-index")
-    seed_div = Div(text=f"<span class='seed'>seed <code>{seeds[0]}</code></span>",
-                   stylesheets=css, disable_math=True, name="seed", margin=(4, 10))
-    resample = Button(label="Resample q and k", button_type="primary", name="resample",
-                      sizing_mode="stretch_width", margin=(5, 10))
-    resample.js_on_click(CustomJS(args=dict(seed=seed, n=len(seeds)), code=_RESAMPLE_JS))
+    view.sidebar.children.append(seed)
+    view.buttons["resample"].js_on_event("button_click", CustomJS(
+        args=dict(seed=seed, n=len(seeds)), code=_RESAMPLE_JS))
+    view.buttons["fig3"].js_on_event("button_click", CustomJS(
+        args=dict(seed=seed, dk=dk, temp=temp, toggle=toggle,
+                  positions=[d_ks.index(FIG3_D_K), temps.index(1.0)]), code=_FIG3_JS))
     select = CustomJS(
         args=dict(
             holder=_PayloadHolder(payload), seed=seed, dk=dk, temp=temp, toggle=toggle,
             src=dict(scaled_bars=charts.scaled_source, unscaled_bars=charts.unscaled_source,
                      jacobian=charts.jacobian_source, sweep=charts.diagonal_source,
                      marker=charts.marker_source),
-            figs=dict(charts.figures), text_source=charts.text_source, seed_div=seed_div,
+            figs=dict(charts.figures), text_source=charts.text_source, seed_div=view.seed_div,
         ),
         code=_SELECT_JS,
     )
     for widget, prop in ((dk, "value"), (temp, "value"), (seed, "value"), (toggle, "active")):
         widget.js_on_change(prop, select)
-    # Bokeh's Div shrinks its content to fit (an inline-block); the title bar and the
-    # formulas span the page, as they do in the served app (Panel panes there)
-    wide = [*css, InlineStyleSheet(css=FULL_WIDTH_CSS)]
-    title = Div(text=header_html("offline copy"), stylesheets=wide, disable_math=True,
-                sizing_mode="stretch_width", margin=0)
-    guide = Div(text=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."),
-                name="guide", stylesheets=css, disable_math=True, sizing_mode="stretch_width",
-                margin=(5, 10))
-    controls = column(dk, row(toggle, toggle_label), temp, seed_div, resample, seed, guide,
-                      width=290)
-    formulas = Div(text=FORMULAS, stylesheets=wide, disable_math=True,
-                   sizing_mode="stretch_width")
-    main = column(
-        row(charts.scaled_fig, charts.unscaled_fig, sizing_mode="stretch_width"),
-        charts.caption, formulas, charts.explanation,
-        row(charts.jacobian_fig, charts.readout, sizing_mode="stretch_width"),
-        charts.diagonal_fig,
-        sizing_mode="stretch_width",
-    )
-    return column(title, row(controls, main, sizing_mode="stretch_width"),
-                  sizing_mode="stretch_width")
+    return view.root
 
 
 def _PayloadHolder(payload: dict) -> Div:

@@ -16,12 +16,10 @@ import urllib.parse
 from contextlib import contextmanager
 
 import panel as pn
-from bokeh.models import Button, CustomJS, Div, InlineStyleSheet, Slider, Switch
+from bokeh.models import Button, CustomJS, Slider, Switch
 
-from . import core
-from .charts import ASSETS, READ_FIELDS_JS, Charts, page_css, position_formatter
-from .model import (FORMULAS, TITLE, ExplorerState, guide_html, header_html, parse_query,
-                    to_query)
+from .charts import ASSETS, READ_FIELDS_JS, View
+from .model import TITLE, ExplorerState, guide_html, parse_query, to_query
 
 #: The tab icon, inline (no extra request): assets/favicon.svg drawn as a PNG
 #: (scripts/favicon.py). Not the SVG itself: Chromium fetches and decodes the tab icon again
@@ -120,20 +118,10 @@ def held(doc):
         doc.unhold()
 
 
-def index_slider(state, name: str, label: str, labels: list[str]) -> Slider:
-    """A slider over the positions of a Selector parameter's values, kept in sync both ways.
-
-    The browser shows ``labels[position]`` through a client-side tick formatter, so the
-    label always matches the handle however fast it is dragged. A position that is not one
-    (a forged message) puts the handle back where the state is.
-    """
+def bind_slider(slider: Slider, state, name: str) -> None:
+    """Keep a position slider and a Selector parameter of ``state`` in sync both ways. A
+    position that is not one (a forged message) puts the handle back where the state is."""
     values = list(state.param[name].objects)
-    slider = Slider(
-        title=label, start=0, end=len(values) - 1, step=1,
-        value=values.index(getattr(state, name)),
-        format=position_formatter(labels),
-        sizing_mode="stretch_width", margin=(5, 10),
-    )
 
     def from_browser(_attr, _old, new) -> None:
         position = _position(new, len(values))
@@ -152,12 +140,10 @@ def index_slider(state, name: str, label: str, labels: list[str]) -> Slider:
 
     slider.on_change("value", from_browser)
     state.param.watch(to_browser, name)
-    return slider
 
 
-def state_switch(state, name: str) -> Switch:
-    """A Bokeh switch bound both ways to a Boolean parameter of ``state``."""
-    switch = Switch(active=getattr(state, name), margin=(5, 5))
+def bind_switch(switch: Switch, state, name: str) -> None:
+    """Keep a Bokeh switch and a Boolean parameter of ``state`` in sync both ways."""
 
     def from_browser(_attr, _old, new) -> None:
         if isinstance(new, bool) and new != getattr(state, name):
@@ -170,20 +156,16 @@ def state_switch(state, name: str) -> Switch:
 
     switch.on_change("active", from_browser)
     state.param.watch(to_browser, name)
-    return switch
 
 
-def action_button(label: str, action, button_type: str = "default") -> Button:
-    """A Bokeh button that runs ``action()`` (held: one message) when clicked."""
-    button = Button(label=label, button_type=button_type, sizing_mode="stretch_width",
-                    margin=(5, 10))
+def on_click(button: Button, action) -> None:
+    """Run ``action()`` (held: one message) when ``button`` is clicked."""
 
     def clicked(_event) -> None:
         with held(button.document):
             action()
 
     button.on_event("button_click", clicked)
-    return button
 
 
 def _position(value, count: int) -> int | None:
@@ -198,93 +180,49 @@ def _position(value, count: int) -> int | None:
 
 
 class Explorer(pn.viewable.Viewer):
-    """The attention-scaling explorer: controls, Fig. 3 bars, Jacobian heatmaps, text."""
+    """The attention-scaling explorer: the shared :class:`charts.View`, bound to an
+    :class:`ExplorerState` by Python callbacks. ``hidden`` and ``notices``: see View."""
 
-    def __init__(self, state: ExplorerState | None = None, **params):
+    def __init__(self, state: ExplorerState | None = None, hidden=frozenset(), notices=(),
+                 **params):
         _load_extension_in_notebook()
         super().__init__(**params)
-        self.state = state or ExplorerState()
-        self.charts = Charts()
-        # The text Divs are Bokeh models in their own shadow roots: they carry the page CSS.
-        for div in self.charts.texts:
-            div.stylesheets = [InlineStyleSheet(css=page_css())]
-        self._build_widgets()
-        self._seed_text = Div(text="", margin=(0, 10), stylesheets=[InlineStyleSheet(
-            css=page_css())])
-        self._refresh()
-        self.state.param.watch(self._refresh, ["result", "scaled"])
-
-    # ---- widgets ---------------------------------------------------------------------
-
-    def _build_widgets(self) -> None:
-        s = self.state
-        self.d_k_slider = index_slider(s, "d_k", "Head width d_k", [str(v) for v in core.D_K_VALUES])
-        self.temperature_slider = index_slider(
-            s, "temperature", "Temperature T", [f"{v:g}" for v in core.TEMPERATURES])
-        self.scaled_switch = state_switch(s, "scaled")
-        self.resample_button = action_button("Resample q and k", s.draw_new_seed, "primary")
-        self.fig3_button = action_button("Reset to Fig. 3", s.reset_to_fig3)
-        self.copy_button = Button(label="Copy link to this view", sizing_mode="stretch_width",
-                                  margin=(5, 10))
+        self.state = s = state or ExplorerState()
+        self.view = View(
+            positions={name: list(s.param[name].objects).index(getattr(s, name))
+                       for name in ("d_k", "temperature")},
+            scaled=s.scaled, guide=guide_html(), hidden=hidden,
+            notice=notice_html(list(notices)))
+        self.charts = self.view.charts
+        self.d_k_slider = self.view.d_k_slider
+        self.temperature_slider = self.view.temperature_slider
+        self.scaled_switch = self.view.scaled_switch
+        bind_slider(self.d_k_slider, s, "d_k")
+        bind_slider(self.temperature_slider, s, "temperature")
+        bind_switch(self.scaled_switch, s, "scaled")
+        buttons = self.view.buttons
+        on_click(buttons["resample"], s.draw_new_seed)
+        on_click(buttons["fig3"], s.reset_to_fig3)
         # In the browser: the page's own URL (kept equal to the controls) to the clipboard,
         # with a fallback for pages served over plain http to other machines.
-        self.copy_button.js_on_event("button_click", CustomJS(
-            args=dict(button=self.copy_button), code=COPY_LINK_JS))
-
-    def controls(self) -> pn.Column:
-        return pn.Column(
-            pn.pane.Bokeh(self.d_k_slider, sizing_mode="stretch_width"),
-            pn.Row(pn.pane.Bokeh(self.scaled_switch),
-                   pn.pane.HTML("<b>Divide logits by √d_k</b><br>"
-                                "<small>the variant the model uses</small>", margin=(0, 5)),
-                   margin=(8, 10)),
-            pn.pane.Bokeh(self.temperature_slider, sizing_mode="stretch_width"),
-            pn.Row(pn.pane.Bokeh(self._seed_text), margin=(4, 0)),
-            pn.pane.Bokeh(self.resample_button, sizing_mode="stretch_width"),
-            pn.pane.Bokeh(self.fig3_button, sizing_mode="stretch_width"),
-            pn.pane.Bokeh(self.copy_button, sizing_mode="stretch_width"),
-            pn.pane.HTML(guide_html(), stylesheets=[page_css()], sizing_mode="stretch_width"),
-            sizing_mode="stretch_width",
-        )
-
-    # ---- updates ---------------------------------------------------------------------
+        buttons["copy"].js_on_event("button_click", CustomJS(
+            args=dict(button=buttons["copy"]), code=COPY_LINK_JS))
+        self._refresh()
+        s.param.watch(self._refresh, ["result", "scaled"])
 
     def _refresh(self, *_events) -> None:
         r = self.state.result
         fields = self.state.text_fields()
         fields["query"] = urllib.parse.urlencode(to_query(self.state))   # for URL_JS
         self.charts.update(r, self.state.scaled, fields)
-        seed = f"<span class='seed'>seed <code>{int(r.seed)}</code></span>"
-        if self._seed_text.text != seed:
-            self._seed_text.text = seed
-
-    # ---- layout ----------------------------------------------------------------------
-
-    def main(self, show_text: bool = True) -> pn.Column:
-        c = self.charts
-        bars = pn.Row(
-            pn.pane.Bokeh(c.scaled_fig, sizing_mode="stretch_width"),
-            pn.pane.Bokeh(c.unscaled_fig, sizing_mode="stretch_width"),
-            sizing_mode="stretch_width",
-        )
-        caption = pn.pane.Bokeh(c.caption, sizing_mode="stretch_width", stylesheets=[page_css()])
-        jac = pn.Row(pn.pane.Bokeh(c.jacobian_fig),
-                     pn.pane.Bokeh(c.readout, sizing_mode="stretch_width",
-                                   stylesheets=[page_css()]),
-                     sizing_mode="stretch_width")
-        # MathML, typeset by the browser itself; the live text below it is plain HTML.
-        formulas = pn.pane.HTML(FORMULAS, sizing_mode="stretch_width", stylesheets=[page_css()])
-        text = [caption, formulas,
-                pn.pane.Bokeh(c.explanation, sizing_mode="stretch_width", stylesheets=[page_css()])]
-        return pn.Column(
-            bars, *(text if show_text else []), jac,
-            pn.pane.Bokeh(c.diagonal_fig, sizing_mode="stretch_width"),
-            sizing_mode="stretch_width",
-        )
+        self.view.show_seed(r.seed)
 
     def __panel__(self):
-        return pn.Row(pn.Column(self.controls(), width=280), self.main(),
-                      sizing_mode="stretch_width")
+        return pn.pane.Bokeh(self.view.root, sizing_mode="stretch_width")
+
+    def page(self):
+        """The page as Panel serves it (the View's Bokeh layout in a pane)."""
+        return self.__panel__()
 
     def sync_url(self, doc=None) -> None:
         """Keep the browser's query string equal to the controls (all of them, live): from the
@@ -293,30 +231,6 @@ class Explorer(pn.viewable.Viewer):
         self.charts.text_source.js_on_change("data", write)
         if doc is not None:
             doc.js_on_event("document_ready", write)
-
-    def page(self, hidden: set[str] = frozenset(), notices: list[str] = ()):
-        """The full page: a title bar over the controls (left) and the charts and text.
-
-        ``hidden`` (header, controls, text) leaves parts out, for an iframe in a course page.
-        ``notices`` are shown above the charts. A plain Panel layout under our own style sheet,
-        not a Panel template: a template roughly doubles the server's work to open a session
-        (its document is built per browser tab) and adds 0.9 MB of web components to load.
-        """
-        main = [self.main(show_text="text" not in hidden)]
-        if notices:
-            main.insert(0, pn.pane.HTML(notice_html(list(notices)), stylesheets=[page_css()],
-                                        sizing_mode="stretch_width", name="notice"))
-        body = pn.Row(css_classes=["app-body"], sizing_mode="stretch_width", margin=0)
-        if "controls" not in hidden:
-            body.append(pn.Column(self.controls(), width=300, css_classes=["app-sidebar"],
-                                  margin=0, stylesheets=[page_css()]))
-        body.append(pn.Column(*main, sizing_mode="stretch_width", css_classes=["app-main"],
-                              margin=(10, 12), stylesheets=[page_css()],
-                              styles={"flex": "1 1 0"}))   # fill the row, with or without text
-        parts = [] if "header" in hidden else [
-            pn.pane.HTML(header_html(), sizing_mode="stretch_width", margin=0,
-                         stylesheets=[page_css()])]
-        return pn.Column(*parts, body, sizing_mode="stretch_width", margin=0)
 
 
 def _load_extension_in_notebook() -> None:
@@ -352,9 +266,9 @@ def create_page():
         doc.js_on_event("connection_lost", CustomJS(code=RECONNECT_JS))
     args = pn.state.session_args or {}
     values, hidden, notices = parse_query(args)
-    explorer = Explorer(ExplorerState(**values))
+    explorer = Explorer(ExplorerState(**values), hidden=hidden, notices=notices)
     explorer.sync_url(doc)
-    return explorer.page(hidden=hidden, notices=notices)
+    return explorer.page()
 
 
 __all__ = ["Explorer", "create_page", "TITLE"]

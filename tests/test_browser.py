@@ -124,7 +124,8 @@ def test_updates_replace_data_in_place_no_new_models(page, server):
 def test_explanation_and_readout_numbers_follow_the_controls(page, server):
     """The text is filled in the browser from the text source: check what is displayed."""
     from attention_scaling.charts import READOUT
-    from attention_scaling.model import ExplorerState, caption_html, fill, plain
+    from attention_scaling.state import ExplorerState
+    from attention_scaling.text import caption_html, fill, plain
     open_app(page, server)
     shown = """(name) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
                  if (m) return Bokeh.index.find_one(m).markup_el.textContent; } }"""
@@ -314,9 +315,10 @@ def test_resample_reset_and_copy_link_buttons(page, server):
 
 
 def test_the_weight_hover_never_rounds_to_a_lie(page):
-    """The hovers format in the browser (charts.WEIGHT_HOVER_JS, POSITIVE_HOVER_JS): a weight
+    """The hovers format in the browser (assets/js/hover-*.js): a weight
     below 1 never reads 1.0000, a positive weight or p(1 - p) never 0."""
-    from attention_scaling.charts import POSITIVE_HOVER_JS, WEIGHT_HOVER_JS
+    from attention_scaling.charts import script
+    WEIGHT_HOVER_JS, POSITIVE_HOVER_JS = script("hover-weight"), script("hover-positive")
     shown = page.evaluate("""([code, values]) => values.map((v) => new Function('value', code)(v))""",
                           [WEIGHT_HOVER_JS, [1.0, 0.99996, 0.99994, 0.5, 0.27, 3e-5, 1e-300, 0.0]])
     assert shown == [">0.9999", ">0.9999", "0.9999", "0.5000", "0.2700", "3.00e-5", "1.00e-300",

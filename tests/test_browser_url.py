@@ -39,7 +39,7 @@ def test_link_restores_every_control_and_the_url_follows_live(page, server):
 
 
 def test_a_bare_address_gets_the_full_state_and_keeps_other_parameters(page, server):
-    """Written in the browser (page.URL_JS): on first display the address gets every control,
+    """Written in the browser (assets/js/write-url.js): on first display the address gets every control,
     the seed included; parameters that are not controls stay; no Location model, so the
     address is never sent back to the server. With the text hidden (an embed) the readout
     still updates: the fields' source hangs on both Divs."""

@@ -10,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention_scaling import charts, core, export, model
-from attention_scaling.model import weight_label
+from attention_scaling import charts, core, export
+from attention_scaling import text as prose
+from attention_scaling.state import ExplorerState
+from attention_scaling.text import weight_label
 
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
 
@@ -78,37 +80,6 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
 
 
 # ---- the packing is lossless ----------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def payload():
-    return export.build_payload(export.seed_list(2))
-
-
-@pytest.mark.parametrize("seed", [model.FIG3_SEED, 1])
-@pytest.mark.parametrize("d_k", [1, 4, 64, 4096])
-@pytest.mark.parametrize("temperature", [0.1, 1.0, 10.0])
-@pytest.mark.parametrize("scaled", [True, False])
-def test_decoded_state_is_exactly_what_charts_update_sets(payload, seed, d_k, temperature, scaled):
-    got = export.decode(payload, seed, d_k, temperature, scaled)
-    state = core.compute_state(d_k, temperature, seed)
-    c = charts.Charts()
-    explorer = model.ExplorerState(d_k=d_k, temperature=temperature, seed=seed, scaled=scaled)
-    c.update(state, scaled, explorer.text_fields())
-    by_name = {s.name: s for s in c.sources}
-    for name, cols in got.items():
-        if name == "fields":
-            assert cols == explorer.text_fields()
-        elif name == "styling":
-            for fig_name, st in cols.items():
-                fig = c.figures[fig_name]
-                assert st == dict(title=fig.title.text, outline_line_color=fig.outline_line_color,
-                                  outline_line_width=fig.outline_line_width)
-        else:
-            for col, values in cols.items():
-                expected = by_name[name].data[col]
-                expected = expected.tolist() if isinstance(expected, np.ndarray) else expected
-                assert values == expected, (name, col)   # exact, not approximate
-
 
 # ---- in a real browser, offline --------------------------------------------------------------
 
@@ -189,9 +160,9 @@ def col(page, name, column):
 
 
 CASES = [
-    (model.FIG3_SEED, 64, 1.0, True),        # default: Fig. 3
-    (model.FIG3_SEED, 4096, 1.0, False),     # wide head, unscaled
-    (model.FIG3_SEED, 16, 0.1, True),        # sharp
+    (prose.FIG3_SEED, 64, 1.0, True),        # default: Fig. 3
+    (prose.FIG3_SEED, 4096, 1.0, False),     # wide head, unscaled
+    (prose.FIG3_SEED, 16, 0.1, True),        # sharp
     (1, 256, 10.0, False),                   # flat, second seed
     (3, 1, 1.0, True),                       # last seed, narrowest head
 ]
@@ -227,12 +198,12 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         assert spans["which"] == ("scaled" if scaled else "unscaled")
         assert spans["max_w"] == weight_label(act)
         # the texts read word for word as the served page's for the same state
-        fields = model.ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
+        fields = ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
                                      scaled=scaled).text_fields()
         shown = page.evaluate(TEXT, ["caption", "explanation", "readout"])
-        assert shown[0] == model.plain(model.fill(model.caption_html(export.OFFLINE_NOTE), fields))
-        assert shown[1] == model.plain(model.fill(model.EXPLANATION, fields))
-        assert shown[2] == model.plain(model.fill(charts.READOUT, fields))
+        assert shown[0] == prose.plain(prose.fill(prose.caption_html(export.OFFLINE_NOTE), fields))
+        assert shown[1] == prose.plain(prose.fill(prose.EXPLANATION, fields))
+        assert shown[2] == prose.plain(prose.fill(charts.READOUT, fields))
         readout = page.evaluate("() => window.__spans('readout')")
         assert readout["s_max_w"] == weight_label(st.scaled)
         assert readout["u_max_w"] == weight_label(st.unscaled)
@@ -263,7 +234,7 @@ def test_resample_button_cycles_the_seeds(offline_page):
     for i, s in enumerate(seeds):
         assert f"<code>{s}</code>" in shown[i]
     assert shown[-1] == shown[0]                       # wrapped around
-    st = core.compute_state(model.FIG3_D_K, 1.0, seeds[(len(seeds) + 1) % len(seeds)])
+    st = core.compute_state(prose.FIG3_D_K, 1.0, seeds[(len(seeds) + 1) % len(seeds)])
     assert col(page, "scaled-weights-source", "weight") == pytest.approx(st.scaled.probs.tolist(), abs=1e-12)
     assert page.console_errors == []
     assert [u for u in page.requests if not u.startswith("file://")] == []
@@ -280,3 +251,37 @@ def test_title_bar_and_formulas_span_the_page(offline_page):
         share = box["width"] / width
         assert share > (0.95 if selector.startswith("header") else 0.6), (selector, share)
 
+
+
+@pytest.mark.browser
+def test_every_column_in_the_browser_is_what_charts_update_sets(offline_page):
+    """The offline copy's JavaScript against the served page's Python, in Chromium: for 48
+    settings every column of every data source, the text fields and the figures' titles and
+    outlines are exactly what Charts.update sets for the same state (floats bit for bit)."""
+    page = offline_page
+    for seed in (prose.FIG3_SEED, 1):
+        for d_k in (1, 4, 64, 4096):
+            for temperature in (0.1, 1.0, 10.0):
+                for scaled in (True, False):
+                    show(page, seed, d_k, temperature, scaled)
+                    c = charts.Charts()
+                    explorer = ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
+                                             scaled=scaled)
+                    fields = explorer.text_fields()
+                    c.update(explorer.result, scaled, fields)
+                    case = (seed, d_k, temperature, scaled)
+                    for source in c.sources:
+                        for column, values in source.data.items():
+                            if isinstance(values, np.ndarray):
+                                values = values.tolist()
+                            assert col(page, source.name, column) == values, (case, column)
+                    shown = page.evaluate("""() => { const d = window.__model('text-source').data;
+                        const g = (k) => Array.from(d instanceof Map ? d.get(k) : d[k]);
+                        return Object.fromEntries(g('field').map((f, i) => [f, g('value')[i]])); }""")
+                    assert shown == fields, case
+                    styling = page.evaluate("""(names) => names.map((n) => {
+                        const f = window.__model(n);
+                        return [f.title.text, f.outline_line_color, f.outline_line_width]; })""",
+                                            list(c.figures))
+                    assert styling == [[f.title.text, f.outline_line_color, f.outline_line_width]
+                                       for f in c.figures.values()], case

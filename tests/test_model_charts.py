@@ -1,4 +1,4 @@
-"""model.py and charts.py: each control change puts exactly core's numbers into the chart data."""
+"""state.py and charts.py: each control change puts exactly core's numbers into the chart data."""
 
 import re
 import subprocess
@@ -9,7 +9,8 @@ import pytest
 
 from attention_scaling import core
 from attention_scaling.charts import KEY_LABELS, Charts
-from attention_scaling.model import FIG3_SEED, ExplorerState, weight_label
+from attention_scaling.state import ExplorerState
+from attention_scaling.text import FIG3_SEED, weight_label
 
 
 def _bound():
@@ -75,7 +76,7 @@ def test_default_is_fig3():
 def test_resample_draws_a_new_seed_and_new_data():
     state, charts = _bound()
     before = list(charts.scaled_source.data["weight"])
-    state.resample(state)
+    state.draw_new_seed()
     assert state.seed != FIG3_SEED
     assert list(charts.scaled_source.data["weight"]) != before
     _assert_matches(state, charts, state.d_k, state.temperature, state.seed, state.scaled)
@@ -134,11 +135,19 @@ def test_figures_have_stable_names():
         "scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"}
 
 
-def test_lower_layers_do_not_import_higher_ones():
-    code = ("import sys, attention_scaling.core; bad = {'panel', 'bokeh', 'param'} & "
-            "{m.split('.')[0] for m in sys.modules}; assert not bad, bad; "
-            "import attention_scaling.model; assert 'panel' not in sys.modules; "
-            "assert 'bokeh' not in sys.modules")
+@pytest.mark.parametrize("module,forbidden", [
+    ("core", {"panel", "bokeh", "param", "attention_scaling.text"}),
+    ("text", {"panel", "bokeh", "param", "attention_scaling.state"}),
+    ("state", {"panel", "bokeh", "attention_scaling.charts"}),
+    ("charts", {"panel", "attention_scaling.page", "attention_scaling.export"}),
+    ("export", {"attention_scaling.page", "attention_scaling.cli"}),
+])
+def test_lower_layers_do_not_import_higher_ones(module, forbidden):
+    """core <- text <- state <- charts <- page / export <- cli, checked in a fresh process."""
+    code = (f"import sys, attention_scaling.{module}; "
+            "loaded = set(sys.modules) | {m.split('.')[0] for m in sys.modules}; "
+            f"bad = {sorted(forbidden)!r}; bad = [m for m in bad if m in loaded]; "
+            "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -25,7 +25,8 @@ def test_example_notebook_executes_and_renders_the_explorer():
                "application/vnd.holoviews_load.v0+json" in o.get("data", {}) for o in display)
     printed = "".join(o.get("text", "") for o in nb.cells[3].outputs)
     from attention_scaling import core
-    from attention_scaling.model import ExplorerState, weight_label
+    from attention_scaling.state import ExplorerState
+    from attention_scaling.text import weight_label
     # the notebook prints the page's own wording and numbers for the same state
     f = ExplorerState(d_k=512, scaled=False).text_fields()
     assert f"max weight: scaled {f['s_max_w']}, unscaled {f['u_max_w']}" in printed

@@ -5,7 +5,6 @@ many sessions open, Bokeh's per-session document check left to a test, no Browse
 import os
 
 import panel as pn
-import pytest
 
 from attention_scaling import server as served
 from attention_scaling.page import Explorer, create_page, held

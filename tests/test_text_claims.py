@@ -19,8 +19,8 @@ import pytest
 
 from attention_scaling import core, export
 from attention_scaling.charts import READOUT, jacobian_data
-from attention_scaling.model import (EXPLANATION, FIG3_SEED, ExplorerState, caption_html, fill,
-                                     guide_html, plain)
+from attention_scaling.state import ExplorerState
+from attention_scaling.text import EXPLANATION, FIG3_SEED, caption_html, fill, guide_html, plain
 
 
 # ---- independent numbers -------------------------------------------------------------------

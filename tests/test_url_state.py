@@ -5,7 +5,7 @@ import math
 import pytest
 
 from attention_scaling import core
-from attention_scaling.model import MAX_SEED, ExplorerState, parse_query, to_query
+from attention_scaling.state import MAX_SEED, ExplorerState, parse_query, to_query
 
 
 def q(**kw):

@@ -1,15 +1,7 @@
-"""Bokeh figures of the explorer, built once and updated in place.
-
-``Charts`` creates the four figures and their ``ColumnDataSource`` objects a
-single time. ``Charts.update(state, scaled)`` only assigns new ``.data`` (and a
-few styling properties), so the browser patches the existing plots: no figure
-is ever re-created, nothing flickers. Every number comes from a
-:class:`core.State`; nothing is computed here beyond formatting.
-
-Stable Bokeh names for tests: ``scaled-weights``, ``unscaled-weights``,
-``jacobian``, ``jacobian-diagonal`` (figures) and ``<name>-source`` (their main
-data sources).
-"""
+"""Bokeh figures of the explorer, built once and updated in place (``Charts.update`` assigns new
+``.data``), and :class:`View`: the whole explorer as Bokeh models, one layout for the served
+page, the offline copy and the notebook. Stable names for tests: ``scaled-weights``,
+``unscaled-weights``, ``jacobian``, ``jacobian-diagonal`` and ``<name>-source``."""
 
 from __future__ import annotations
 
@@ -41,7 +33,7 @@ from bokeh.core.properties import value, without_property_validation
 from bokeh.plotting import figure
 
 from . import core
-from .model import (EXPLANATION, FORMULAS, caption_html, fill, header_html, weight_label)
+from .text import EXPLANATION, FORMULAS, caption_html, fill, header_html, weight_label
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
 SCALED_COLOR = "#0072B2"     # blue
@@ -65,6 +57,14 @@ ASSETS = next((p for p in (_HERE / "assets", _HERE.parents[1] / "assets") if p.i
 def page_css() -> str:
     """The page's style sheet (assets/style.css) as text."""
     return (ASSETS / "style.css").read_text(encoding="utf-8")
+
+
+@functools.cache
+def script(*names: str) -> str:
+    """The JavaScript of ``assets/js/<name>.js`` for each name, joined in order: the code of a
+    CustomJS or CustomJSHover."""
+    return "\n".join((ASSETS / "js" / f"{name}.js").read_text(encoding="utf-8")
+                     for name in names)
 
 
 def position_formatter(labels: list[str]) -> CustomJSTickFormatter:
@@ -95,19 +95,6 @@ def _style(fig) -> None:
     fig.grid.grid_line_color = "#e4e7eb"
 
 
-#: A weight in the bars' hover, to four decimals without rounding to a lie: a weight of
-#: eight keys is never exactly 0 or 1, so ">0.9999" rather than "1.0000" and tiny weights in
-#: exponent form rather than "0.0000".
-WEIGHT_HOVER_JS = """
-if (value >= 0.99995) return '>0.9999';
-if (value < 0.00005) return value > 0 ? value.toExponential(2) : '<1e-308';
-return value.toFixed(4);
-"""
-#: A quantity that is positive for every weight of a softmax (p(1 - p), ||dp_i/dq||) in a hover,
-#: to four significant digits; where float64 underflows to 0 it says so instead of "0".
-POSITIVE_HOVER_JS = "return value > 0 ? value.toPrecision(4) : '<1e-308';"
-
-
 def _bars(name: str, title: str, color: str) -> tuple:
     n = len(KEY_LABELS)
     zeros = np.zeros(n)
@@ -130,9 +117,9 @@ def _bars(name: str, title: str, color: str) -> tuple:
     fig.add_tools(HoverTool(renderers=[bars], tooltips=[
         ("key", "@key"), ("logit", "@logit{0.000}"), ("weight", "@weight{custom}"),
         ("p(1 − p)", "@pq{custom}"), ("‖∂p_i/∂q‖ (to the query)", "@gq{custom}"),
-    ], formatters={"@weight": CustomJSHover(code=WEIGHT_HOVER_JS),
-                   "@pq": CustomJSHover(code=POSITIVE_HOVER_JS),
-                   "@gq": CustomJSHover(code=POSITIVE_HOVER_JS)},
+    ], formatters={"@weight": CustomJSHover(code=script("hover-weight")),
+                   "@pq": CustomJSHover(code=script("hover-positive")),
+                   "@gq": CustomJSHover(code=script("hover-positive"))},
         mode="mouse", point_policy="follow_mouse"))
     fig.yaxis.axis_label = "attention weight"
     fig.yaxis.ticker = [0, 0.2, 0.4, 0.6, 0.8, 1.0]
@@ -208,7 +195,7 @@ def sweep_data(state: core.State, scaled: bool) -> dict:
     return dict(value=state.sweep(scaled).ravel())
 
 
-#: The gradient readout: a table with {field} slots (see model.fill); the variant the model
+#: The gradient readout: a table with {field} slots (see text.fill); the variant the model
 #: uses is highlighted through the table's data-active attribute ('@which' is filled in as a
 #: plain attribute value, not a span).
 READOUT = (
@@ -235,30 +222,6 @@ READOUT = (
     "(s = √d_k scaled, 1 unscaled), so it carries the 1/√d_k and the 1/T.</p></div>"
 )
 
-#: Browser side of the text update: put each field's new value into the spans that show it.
-#: Changing text nodes only (no re-render of the Divs) keeps the page from re-laying itself
-#: out on every change, which costs tens of milliseconds.
-#: The text fields of ``source`` (Charts.text_source) as ``values`` {field: value}; the start of
-#: every browser callback on that source.
-READ_FIELDS_JS = """
-const d = source.data;
-const col = (k) => (d instanceof Map ? d.get(k) : d[k]);
-const keys = col('field') || [], vals = col('value') || [], values = {};
-for (let i = 0; i < keys.length; i++) values[keys[i]] = vals[i];
-"""
-
-_FILL_SPANS_JS = READ_FIELDS_JS + """
-for (const div of divs) {
-  const view = Bokeh.index.find_one(div);
-  if (view == null) continue;
-  for (const el of view.shadow_el.querySelectorAll('[data-k]')) {
-    const v = values[el.dataset.k];
-    if (v !== undefined && el.textContent !== v) el.textContent = v;
-  }
-  for (const el of view.shadow_el.querySelectorAll('[data-active]')) el.dataset.active = values.which;
-}
-"""
-
 
 class Charts:
     """The explorer's four Bokeh figures and their data sources, created once."""
@@ -276,7 +239,7 @@ class Charts:
         for div in self.texts:
             div.tags = [self.text_source]
         self.text_source.js_on_change("data", CustomJS(
-            args=dict(source=self.text_source, divs=self.texts), code=_FILL_SPANS_JS))
+            args=dict(source=self.text_source, divs=self.texts), code=script("read-fields", "fill-spans")))
         self.scaled_fig, self.scaled_source = _bars(
             "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR)
         self.unscaled_fig, self.unscaled_source = _bars(
@@ -363,7 +326,7 @@ class Charts:
                  line_color="#00b3ff", line_width=3)
         fig.add_tools(HoverTool(tooltips=[
             ("key", "@key"), ("d_k", "@width"), ("p(1 − p)", "@value{custom}")],
-            formatters={"@value": CustomJSHover(code=POSITIVE_HOVER_JS)},
+            formatters={"@value": CustomJSHover(code=script("hover-positive"))},
             renderers=[fig.renderers[0]]))
         bar = ColorBar(color_mapper=mapper, width=12, title="p(1−p)",
                        major_label_text_font=FONT, title_text_font=FONT)
@@ -379,7 +342,7 @@ class Charts:
     @without_property_validation   # the values are ours and known good; saves ~60% of the time
     def update(self, state: core.State, scaled: bool, fields: dict[str, str] | None = None) -> None:
         """Replace the sources' changing columns (and the active-variant styling) from ``state``;
-        ``fields`` (model.ExplorerState.text_fields) are the numbers of the text."""
+        ``fields`` (state.ExplorerState.text_fields) are the numbers of the text."""
         self.scaled_source.data.update(bar_data(state.scaled))
         self.unscaled_source.data.update(bar_data(state.unscaled))
         self.jacobian_source.data.update(jacobian_data(state.active(scaled)))
@@ -420,8 +383,6 @@ class Charts:
 #: For a Bokeh Div whose content should span its width (Bokeh sets ``display: inline-block``
 #: on the element that holds the HTML).
 FULL_WIDTH_CSS = ":host > .bk-clearfix { display: block !important; }"
-#: The parts of the page an embed may leave out (``?hide=``).
-VIEW_PARTS = ("header", "controls", "text")
 
 
 def position_slider(title: str, labels: list[str], position: int, name: str) -> Slider:
@@ -438,7 +399,7 @@ class View:
     callbacks on the server, one JavaScript program offline).
 
     ``positions`` are the sliders' starting positions (``d_k``, ``temperature``), ``scaled``
-    the switch's; ``hidden`` leaves parts out (:data:`VIEW_PARTS`), ``notice`` is HTML shown
+    the switch's; ``hidden`` leaves parts out (:data:`state.VIEW_PARTS`), ``notice`` is HTML shown
     above the charts, ``buttons`` names the buttons the runtime wires (``resample``,
     ``fig3``, ``copy``).
     """

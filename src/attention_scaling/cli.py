@@ -299,7 +299,7 @@ def _serve(args: argparse.Namespace) -> int:
             show=args.show,
             title="Why attention divides by √d_k",
             liveness=True,
-            # no Panel Location: the page writes its address itself (page.URL_JS), and
+            # no Panel Location: the page writes its address itself (assets/js/write-url.js), and
             # Panel's would echo the address back to the server after every change
             location=False,
             extra_patterns=extra,

@@ -3,7 +3,7 @@
 Everything the explorer shows is computed here, once: the softmax and its
 Jacobian, the attention logits, the gradient that reaches the query, the nested
 random draws of a query and keys, the metrics printed on screen, and the seeded
-Monte Carlo that places one draw among many. Higher layers (model, charts, page) call
+Monte Carlo that places one draw among many. Higher layers (text, state, charts) call
 these functions and never re-derive them. This module imports NumPy and the
 standard library only.
 """

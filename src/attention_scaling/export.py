@@ -1,27 +1,15 @@
-"""A standalone, offline copy of the explorer: one self-contained HTML file.
+"""The offline copy: one self-contained HTML file (``attention-scaling export OUT.html``).
 
-``attention-scaling export OUT.html`` precomputes every state of the discrete
-controls (each seed, head width d_k and temperature T, both variants) with
-:mod:`core`, turns each into exactly the column values :class:`charts.Charts`
-would set (through the same ``charts.*_data`` functions and
-``ExplorerState.text_fields``), packs them compactly, and writes a plain Bokeh
-page (``bokeh.embed.file_html`` with ``bokeh.resources.INLINE``) whose controls
-pick a state in the browser with one ``CustomJS``. No server, no network: every
-script and style sheet is inside the file, and it opens from ``file://``.
+Every setting of the controls (seeds x widths x temperatures x both variants) is computed by
+:mod:`core` and turned into exactly the columns and texts the served page shows (the same
+``charts.*_data`` functions and text fields), packed, and carried by the shared
+:class:`charts.View`, which one JavaScript program (assets/js/offline-select.js) points at the
+chosen setting. No server, no network: every script and style is inside the file.
 
-Packing (see :func:`decode`, the Python mirror of the browser's decoder):
-
-* ``floats``: one float64 array (little-endian, base64) of the exact values. Per
-  record (seed, d_k, T, variant) the 8 weights p, the 8 gradients ||dp_i/dq|| that reach
-  the query, and the Jacobian's diagonal p_i (1 - p_i); its other entries are -p_i p_j,
-  one IEEE multiplication that gives the same float64 in the browser as in NumPy (checked);
-  then the logits per (seed, d_k, variant), which do not depend on T; then the p(1 - p)
-  sweep per (seed, T, variant).
-* ``ints``: a uint16 array, per record: the bar style, the max-weight label, the
-  diagonal labels' inks, the 8 diagonal label texts and every text field, each an
-  index into a small table of the distinct values actually produced.
-
-Nothing is rounded: the browser shows the float64 values core computed.
+Packing: ``floats``, one float64 array of the exact values (per record the 8 weights, the 8
+gradients to the query and the Jacobian's diagonal, whose other entries -p_i p_j the browser
+rebuilds bit for bit; then the logits per seed, width and variant; then the p(1 - p) sweeps);
+``ints``, per record indices into small tables of the distinct styles, labels and texts.
 """
 
 from __future__ import annotations
@@ -39,8 +27,10 @@ from bokeh.models import CustomJS, Div, Spinner
 from bokeh.resources import INLINE
 
 from . import core
-from .charts import KEY_LABELS, INK, Charts, View, bar_data, jacobian_data, max_label, sweep_data
-from .model import FIG3_D_K, FIG3_SEED, TITLE, ExplorerState, guide_html
+from .charts import (KEY_LABELS, INK, Charts, View, bar_data, jacobian_data, max_label, script,
+                     sweep_data)
+from .state import ExplorerState
+from .text import FIG3_D_K, FIG3_SEED, TITLE, guide_html
 
 #: Largest file the export may write; every state of 4 seeds fits in it.
 MAX_BYTES = 5_000_000
@@ -165,140 +155,6 @@ def build_payload(seeds: list[int]) -> dict:
     )
 
 
-def decode(payload: dict, seed: int, d_k: int, temperature: float, scaled: bool) -> dict:
-    """The sources' data for one setting, unpacked from ``payload`` the way the browser does.
-
-    Returns ``{source name: {column: values}}`` (plus ``"fields"``: the text fields and
-    ``"styling"``: titles and outlines), for comparison with what Charts.update sets.
-    """
-    floats = np.frombuffer(base64.b64decode(payload["floats"]), dtype="<f8")
-    ints = np.frombuffer(base64.b64decode(payload["ints"]), dtype="<u2")
-    nd, nt = len(payload["d_k"]), len(payload["temperatures"])
-    si, di = payload["seeds"].index(seed), payload["d_k"].index(d_k)
-    ti = payload["temperatures"].index(temperature)
-    n = len(payload["keys"])
-
-    def record(var: int):
-        rec = ((si * nd + di) * nt + ti) * 2 + var
-        f = floats[rec * payload["record_floats"]:][:payload["record_floats"]]
-        i = ints[rec * payload["record_ints"]:][:payload["record_ints"]]
-        jac = _jacobian([float(x) for x in f[:n]], [float(x) for x in f[2 * n:3 * n]]).tolist()
-        off = payload["logit_offset"] + ((si * nd + di) * 2 + var) * n
-        alpha, line = payload["styles"][i[0]]
-        top, align, text = payload["labels"][i[1]]
-        weight = [float(x) for x in f[:n]]
-        cell_text, cell_ink = [""] * (n * n), [payload["ink"]] * (n * n)
-        for k in range(n):
-            cell_text[k * n + k] = payload["strings"][i[3 + k]]
-            cell_ink[k * n + k] = payload["inks"][i[2]][k]
-        return dict(
-            bars=dict(logit=[float(x) for x in floats[off:off + n]], weight=weight,
-                      pq=[jac[k][k] for k in range(n)],
-                      gq=[float(x) for x in f[n:2 * n]], alpha=alpha, line=line,
-                      label=[text if k == top else "" for k in range(n)],
-                      align=[align if k == top else "center" for k in range(n)]),
-            jacobian=dict(value=[x for r in jac for x in r], text=cell_text, ink=cell_ink),
-            fields={name: payload["strings"][k]
-                    for name, k in zip(payload["fields"], i[3 + n:])},
-        )
-
-    s, u = record(0), record(1)
-    act = s if scaled else u
-    var = 0 if scaled else 1
-    m = len(payload["d_k"]) * n
-    off = payload["sweep_offset"] + ((si * nt + ti) * 2 + var) * m
-    return {
-        "scaled-weights-source": s["bars"],
-        "unscaled-weights-source": u["bars"],
-        "jacobian-source": act["jacobian"],
-        "jacobian-diagonal-source": dict(value=floats[off:off + m].tolist()),
-        "jacobian-diagonal-marker": dict(width=[str(d_k)]),
-        "fields": act["fields"],
-        "styling": payload["styling"]["s" if scaled else "u"],
-    }
-
-
-#: The browser's decoder and the one callback on every control. Decodes the payload once
-#: (cached on the payload-holding model), then assigns each source's data in place.
-_SELECT_JS = """
-if (holder.__attn == null) {
-  const bytes = (b64) => { const s = atob(b64), a = new Uint8Array(s.length);
-                           for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i);
-                           return a.buffer; };
-  const P = JSON.parse(holder.tags[0]);
-  P.F = new Float64Array(bytes(P.floats));
-  P.I = new Uint16Array(bytes(P.ints));
-  delete P.floats; delete P.ints;
-  holder.__attn = P;
-}
-const P = holder.__attn, F = P.F, I = P.I, n = P.keys.length;
-const nd = P.d_k.length, nt = P.temperatures.length;
-const si = seed.value, di = dk.value, ti = temp.value, scaled = toggle.active;
-const assign = (src, obj) => {
-  const old = src.data;
-  if (old instanceof Map) {
-    const m = new Map(old);
-    for (const k in obj) m.set(k, obj[k]);
-    src.data = m;
-  } else {
-    src.data = Object.assign({}, old, obj);
-  }
-};
-const record = (v) => {
-  const rec = ((si * nd + di) * nt + ti) * 2 + v;
-  const f = F.subarray(rec * P.record_floats, (rec + 1) * P.record_floats);
-  const i = I.subarray(rec * P.record_ints, (rec + 1) * P.record_ints);
-  const jac = new Array(n * n);
-  for (let a = 0; a < n; a++) {
-    for (let b = 0; b < n; b++) jac[a * n + b] = a === b ? f[2 * n + a] : -(f[a] * f[b]);
-  }
-  const off = P.logit_offset + ((si * nd + di) * 2 + v) * n;
-  const [alpha, line] = P.styles[i[0]];
-  const [top, align, text] = P.labels[i[1]];
-  const weight = Array.from(f.subarray(0, n));
-  const fields = {};
-  P.fields.forEach((name, k) => { fields[name] = P.strings[i[3 + n + k]]; });
-  const cell_text = new Array(n * n).fill(''), cell_ink = new Array(n * n).fill(P.ink);
-  for (let k = 0; k < n; k++) {
-    cell_text[k * n + k] = P.strings[i[3 + k]];
-    cell_ink[k * n + k] = P.inks[i[2]][k];
-  }
-  return {
-    bars: {logit: Array.from(F.subarray(off, off + n)), weight: weight,
-           pq: Array.from({length: n}, (_, k) => jac[k * n + k]),
-           gq: Array.from(f.subarray(n, 2 * n)),
-           alpha: alpha.slice(), line: line.slice(),
-           label: Array.from({length: n}, (_, k) => k === top ? text : ''),
-           align: Array.from({length: n}, (_, k) => k === top ? align : 'center')},
-    jacobian: {value: jac, text: cell_text, ink: cell_ink},
-    fields: fields,
-  };
-};
-const s = record(0), u = record(1), act = scaled ? s : u, v = scaled ? 0 : 1;
-const m = nd * n, off = P.sweep_offset + ((si * nt + ti) * 2 + v) * m;
-assign(src.scaled_bars, s.bars);
-assign(src.unscaled_bars, u.bars);
-assign(src.jacobian, act.jacobian);
-assign(src.sweep, {value: Array.from(F.subarray(off, off + m))});
-assign(src.marker, {width: [String(P.d_k[di])]});
-const styling = P.styling[scaled ? 's' : 'u'];
-for (const name in styling) {
-  const fig = figs[name], st = styling[name];
-  if (fig.title.text !== st.title) fig.title.text = st.title;
-  fig.outline_line_color = st.outline_line_color;
-  fig.outline_line_width = st.outline_line_width;
-}
-const names = Object.keys(act.fields);
-text_source.data = new Map([['field', names], ['value', names.map((k) => act.fields[k])]]);
-seed_div.text = "<span class='seed'>seed <code>" + P.seeds[si] + "</code></span>";
-"""
-
-_RESAMPLE_JS = "seed.value = (seed.value + 1) % n;"
-_FIG3_JS = ("dk.value = positions[0]; temp.value = positions[1]; toggle.active = true; "
-            "seed.value = 0;")
-
-
-
 def build_layout(payload: dict, seeds: list[int]):
     """The shared :class:`charts.View`, wired to ``payload`` by one JavaScript program."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
@@ -315,10 +171,10 @@ def build_layout(payload: dict, seeds: list[int]):
     seed = Spinner(low=0, high=len(seeds) - 1, step=1, value=0, visible=False, name="seed-index")
     view.sidebar.children.append(seed)
     view.buttons["resample"].js_on_event("button_click", CustomJS(
-        args=dict(seed=seed, n=len(seeds)), code=_RESAMPLE_JS))
+        args=dict(seed=seed, n=len(seeds)), code=script("offline-resample")))
     view.buttons["fig3"].js_on_event("button_click", CustomJS(
         args=dict(seed=seed, dk=dk, temp=temp, toggle=toggle,
-                  positions=[d_ks.index(FIG3_D_K), temps.index(1.0)]), code=_FIG3_JS))
+                  positions=[d_ks.index(FIG3_D_K), temps.index(1.0)]), code=script("offline-fig3")))
     select = CustomJS(
         args=dict(
             holder=_PayloadHolder(payload), seed=seed, dk=dk, temp=temp, toggle=toggle,
@@ -327,7 +183,7 @@ def build_layout(payload: dict, seeds: list[int]):
                      marker=charts.marker_source),
             figs=dict(charts.figures), text_source=charts.text_source, seed_div=view.seed_div,
         ),
-        code=_SELECT_JS,
+        code=script("offline-select"),
     )
     for widget, prop in ((dk, "value"), (temp, "value"), (seed, "value"), (toggle, "active")):
         widget.js_on_change(prop, select)
@@ -359,5 +215,5 @@ def export(out, n_seeds: int = DEFAULT_SEEDS) -> dict:
                 seeds=seeds, bytes=len(data), seconds=time.perf_counter() - start)
 
 
-__all__ = ["export", "build_payload", "decode", "seed_list", "MAX_SEEDS", "DEFAULT_SEEDS",
+__all__ = ["export", "build_payload", "seed_list", "MAX_SEEDS", "DEFAULT_SEEDS",
            "MAX_BYTES", "TITLE"]

@@ -1,16 +1,10 @@
-"""The Panel page: controls bound to the state's parameters, the charts, the text, the layout.
-
-Thin by design: state lives in :mod:`model`, the figures in :mod:`charts`, the math in
-:mod:`core`. The controls are plain Bokeh widgets with Python ``on_change`` callbacks, as in a
-plain Bokeh app: a change recomputes once and, held by Bokeh's ``Document.hold``, leaves as
-one message that replaces the charts' data in place. The URL is read and written through
-model.parse_query / model.to_query.
-"""
+"""The served page and the notebook's ``Explorer``: the shared :class:`charts.View`, bound to an
+:class:`state.ExplorerState` by Python callbacks of plain Bokeh widgets; a change recomputes
+once and leaves, held by Bokeh's ``Document.hold``, as one message."""
 
 from __future__ import annotations
 
 import base64
-import html
 import sys
 import urllib.parse
 from contextlib import contextmanager
@@ -18,8 +12,9 @@ from contextlib import contextmanager
 import panel as pn
 from bokeh.models import Button, CustomJS, Slider, Switch
 
-from .charts import ASSETS, READ_FIELDS_JS, View
-from .model import TITLE, ExplorerState, guide_html, parse_query, to_query
+from .charts import ASSETS, View, script
+from .state import ExplorerState, parse_query, position, to_query
+from .text import TITLE, guide_html, notice_html
 
 #: The tab icon, inline (no extra request): assets/favicon.svg drawn as a PNG
 #: (scripts/favicon.py). Not the SVG itself: Chromium fetches and decodes the tab icon again
@@ -27,82 +22,6 @@ from .model import TITLE, ExplorerState, guide_html, parse_query, to_query
 #: paint on the page's main thread, once per slider step.
 FAVICON = "data:image/png;base64," + base64.b64encode(
     (ASSETS / "favicon.png").read_bytes()).decode("ascii")
-
-#: When the websocket to the server closes (server restarted, network blip, laptop asleep):
-#: say so at the top of the page, poll the server's /liveness, and reload the page as soon as
-#: it answers. The view survives the reload: every control is in the address (sync_url).
-#: Text only (textContent), no markup from anywhere.
-RECONNECT_JS = """
-if (window.__attentionScalingLost) { return; }
-window.__attentionScalingLost = true;
-const bar = document.createElement('div');
-bar.className = 'as-connection-lost';
-bar.setAttribute('role', 'alert');
-bar.style.cssText = 'position:fixed;top:0;left:0;right:0;z-index:10000;display:flex;gap:12px;' +
-  'align-items:center;justify-content:center;padding:10px 16px;background:#fff8e1;' +
-  'border-bottom:2px solid #f0c36d;color:#5f4b00;font:15px/1.4 "Segoe UI",Arial,sans-serif;' +
-  'box-shadow:0 2px 6px rgba(0,0,0,0.15)';
-const text = document.createElement('span');
-const button = document.createElement('button');
-button.textContent = 'Reload now';
-button.style.cssText = 'font:inherit;padding:3px 12px;border:1px solid #b7950b;border-radius:4px;' +
-  'background:#ffffff;color:#5f4b00;cursor:pointer';
-button.addEventListener('click', () => window.location.reload());
-bar.append(text, button);
-const veil = document.createElement('div');   // the dead controls cannot be used meanwhile
-veil.className = 'as-connection-veil';
-veil.style.cssText = 'position:fixed;inset:0;z-index:9999;background:rgba(255,255,255,0.5)';
-document.body.append(veil, bar);
-const say = (message) => { text.textContent = 'Lost the connection to the server: the charts ' +
-  'have stopped updating. ' + message; };
-const liveness = new URL('liveness', window.location.origin + window.location.pathname);
-let tries = 0;
-const retry = () => {
-  const wait = Math.min(10, 2 + tries);
-  say(`Trying again in ${wait} s; your settings are kept in the address.`);
-  setTimeout(attempt, wait * 1000);
-};
-const attempt = () => {
-  tries += 1;
-  say('Reconnecting…');
-  fetch(liveness, {cache: 'no-store'}).then((response) => {
-    if (response.ok) {
-      text.textContent = 'The server is back: reloading this view…';
-      window.location.reload();
-    } else {
-      retry();
-    }
-  }).catch(retry);
-};
-say('Reconnecting…');
-setTimeout(attempt, 1000);
-"""
-
-COPY_LINK_JS = """
-const url = window.location.href;
-const done = (ok) => { button.label = ok ? 'Link copied' : 'Copy failed: use the address bar';
-                       setTimeout(() => { button.label = 'Copy link to this view'; }, 1800); };
-if (navigator.clipboard && window.isSecureContext) {
-  navigator.clipboard.writeText(url).then(() => done(true), () => done(false));
-} else {
-  const ta = document.createElement('textarea'); ta.value = url; document.body.appendChild(ta);
-  ta.select(); let ok = false; try { ok = document.execCommand('copy'); } catch (e) {}
-  ta.remove(); done(ok);
-}
-"""
-
-#: The address bar follows the controls, written in the browser: the query string of the
-#: controls travels with the text fields (field "query", see Explorer._refresh) and is put
-#: into the address with history.replaceState, keeping any other parameter (hide, embed).
-#: Panel's Location would do it from the server, and the browser would then send the new
-#: address back to the server after every change: a second message each way per change.
-URL_JS = READ_FIELDS_JS + """
-if (values.query !== undefined) {
-  const url = new URL(window.location.href);
-  for (const [k, v] of new URLSearchParams(values.query)) url.searchParams.set(k, v);
-  if (url.href !== window.location.href) window.history.replaceState(window.history.state, '', url.href);
-}
-"""
 
 
 @contextmanager
@@ -189,8 +108,7 @@ class Explorer(pn.viewable.Viewer):
         super().__init__(**params)
         self.state = s = state or ExplorerState()
         self.view = View(
-            positions={name: list(s.param[name].objects).index(getattr(s, name))
-                       for name in ("d_k", "temperature")},
+            positions={name: position(s, name) for name in ("d_k", "temperature")},
             scaled=s.scaled, guide=guide_html(), hidden=hidden,
             notice=notice_html(list(notices)))
         self.charts = self.view.charts
@@ -206,14 +124,14 @@ class Explorer(pn.viewable.Viewer):
         # In the browser: the page's own URL (kept equal to the controls) to the clipboard,
         # with a fallback for pages served over plain http to other machines.
         buttons["copy"].js_on_event("button_click", CustomJS(
-            args=dict(button=buttons["copy"]), code=COPY_LINK_JS))
+            args=dict(button=buttons["copy"]), code=script("copy-link")))
         self._refresh()
         s.param.watch(self._refresh, ["result", "scaled"])
 
     def _refresh(self, *_events) -> None:
         r = self.state.result
         fields = self.state.text_fields()
-        fields["query"] = urllib.parse.urlencode(to_query(self.state))   # for URL_JS
+        fields["query"] = urllib.parse.urlencode(to_query(self.state))   # for write-url.js
         self.charts.update(r, self.state.scaled, fields)
         self.view.show_seed(r.seed)
 
@@ -226,8 +144,11 @@ class Explorer(pn.viewable.Viewer):
 
     def sync_url(self, doc=None) -> None:
         """Keep the browser's query string equal to the controls (all of them, live): from the
-        document's first display (the full state, seed included) and on every change."""
-        write = CustomJS(args=dict(source=self.charts.text_source), code=URL_JS)
+        document's first display (the full state, seed included) and on every change. Written
+        in the browser (assets/js/write-url.js) from the text fields' "query": Panel's
+        Location would do it from the server, and the browser would then send the address
+        back after every change, a second message each way."""
+        write = CustomJS(args=dict(source=self.charts.text_source), code=script("read-fields", "write-url"))
         self.charts.text_source.js_on_change("data", write)
         if doc is not None:
             doc.js_on_event("document_ready", write)
@@ -240,20 +161,10 @@ def _load_extension_in_notebook() -> None:
         pn.extension()
 
 
-def notice_html(notices: list[str]) -> str:
-    """The notice about adjusted URL values: plain text, escaped, never markup."""
-    if not notices:
-        return ""
-    items = "".join(f"<li>{html.escape(n)}</li>" for n in notices[:8])
-    more = f"<li>… and {len(notices) - 8} more.</li>" if len(notices) > 8 else ""
-    return (f"<div class='notice' role='status'><b>Some link settings were adjusted:</b>"
-            f"<ul>{items}{more}</ul></div>")
-
-
 def create_page():
     """A fresh explorer page for one browser session, set up from the URL's query string.
 
-    Controls (d_k, scaled, temperature, seed) are read with model.parse_query (bad values are
+    Controls (d_k, scaled, temperature, seed) are read with state.parse_query (bad values are
     clamped or ignored, with a visible notice) and written back to the URL on every change.
     ``?embed=1`` or ``?hide=header,controls,text`` gives a bare layout for an iframe.
     """
@@ -263,7 +174,7 @@ def create_page():
     doc = pn.state.curdoc
     if doc is not None:
         doc.template_variables["app_favicon"] = FAVICON
-        doc.js_on_event("connection_lost", CustomJS(code=RECONNECT_JS))
+        doc.js_on_event("connection_lost", CustomJS(code=script("reconnect")))
     args = pn.state.session_args or {}
     values, hidden, notices = parse_query(args)
     explorer = Explorer(ExplorerState(**values), hidden=hidden, notices=notices)

@@ -1,0 +1,237 @@
+"""The explorer's controls as one declarative table (:data:`CONTROLS`: name, kind, allowed
+values, URL key, label, default), and what is derived from it: the param state
+(:class:`ExplorerState`), reading the URL (:func:`parse_query`) and writing it
+(:func:`to_query`). A new control is one row; the pages build their widgets from the rows."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+import param
+
+from . import core
+from .text import EXPLANATION, FIG3_D_K, FIG3_SEED, fill, text_fields
+
+MAX_SEED = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Control:
+    """One control. ``kind``: ``choice`` (one of ``values``, shown as a slider over their
+    positions; a URL value between them takes the nearest on a log scale), ``flag`` (on/off)
+    or ``count`` (a whole number from ``values[0]`` to ``values[1]``). ``show`` writes a value
+    for the URL and the slider's label; ``positive`` refuses a URL value <= 0 instead of
+    clamping it."""
+
+    name: str
+    kind: str
+    url_key: str
+    label: str
+    default: object
+    doc: str
+    values: tuple = ()
+    show: Callable = str
+    positive: bool = False
+
+
+CONTROLS = (
+    Control("d_k", "choice", "d_k", "Head width d_k", FIG3_D_K,
+            "Dimension of the query and key vectors (log-spaced, 1 to 4096).",
+            values=tuple(core.D_K_VALUES)),
+    Control("scaled", "flag", "scaled", "Divide logits by √d_k", True,
+            "Which variant 'the model' uses: it drives the Jacobian heatmap and the gradient "
+            "readout."),
+    Control("temperature", "choice", "temperature", "Temperature T", 1.0,
+            "Softmax temperature: p = softmax(logits / T), applied to both charts.",
+            values=tuple(core.TEMPERATURES), show=lambda v: f"{v:g}", positive=True),
+    Control("seed", "count", "seed", "Random seed", FIG3_SEED,
+            "Seed of the random query and keys (nested across widths).",
+            values=(0, MAX_SEED)),
+)
+BY_NAME = {c.name: c for c in CONTROLS}
+#: Parts of the page that ``?hide=`` can hide; ``?embed=1`` hides the header.
+VIEW_PARTS = ("header", "controls", "text")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _parameter(c: Control) -> param.Parameter:
+    common = dict(default=c.default, label=c.label, doc=c.doc)
+    if c.kind == "choice":
+        return param.Selector(objects=list(c.values), **common)
+    if c.kind == "flag":
+        return param.Boolean(**common)
+    return param.Integer(bounds=c.values, **common)
+
+
+class _State(param.Parameterized):
+    """Behaviour of the state; its control parameters come from :data:`CONTROLS`."""
+
+    result = param.ClassSelector(
+        class_=core.State, constant=True, precedence=-1,
+        doc="Everything shown, as computed by core for the current controls.",
+    )
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._recompute()
+        self.param.watch(self._recompute, ["d_k", "temperature", "seed"])
+
+    def _recompute(self, *_events) -> None:
+        state = core.compute_state(self.d_k, self.temperature, self.seed)
+        # what param.edit_constant(self) does, for the one parameter it concerns: it would
+        # unlock and relock every parameter, a third of the cost of a change outside Bokeh
+        result = self.param["result"]
+        result.constant = False
+        try:
+            self.result = state
+        finally:
+            result.constant = True
+
+    def draw_new_seed(self) -> None:
+        """Pick a different random seed (and so a new draw of q and k)."""
+        new = self.seed
+        while new == self.seed:
+            new = random.randint(0, MAX_SEED)
+        self.seed = new
+
+    def reset_to_fig3(self) -> None:
+        """Restore the reference figure: every control at its default (d_k = 64, T = 1,
+        scaling on, seed 2288)."""
+        self.param.update({c.name: c.default for c in CONTROLS})
+
+    @property
+    def active(self) -> core.Variant:
+        return self.result.active(self.scaled)
+
+    def text_fields(self) -> dict[str, str]:
+        """Every number (and variable word) of the texts, as shown (:func:`text.text_fields`)."""
+        r = self.result
+        return text_fields(r.d_k, r.temperature, r.seed, bool(self.scaled))
+
+    def explanation(self) -> str:
+        """The explanation as HTML, with the current numbers filled in."""
+        return fill(EXPLANATION, self.text_fields())
+
+
+#: Controls of the explorer and the results core computes from them.
+ExplorerState = type("ExplorerState", (_State,), {
+    "__doc__": "Controls of the explorer (one parameter per row of CONTROLS) and the results "
+               "core computes from them.",
+    **{c.name: _parameter(c) for c in CONTROLS}})
+
+
+def position(state, name: str) -> int:
+    """The slider position of a ``choice`` control's current value."""
+    return BY_NAME[name].values.index(getattr(state, name))
+
+
+def to_query(state) -> dict[str, str]:
+    """The controls of ``state`` as query-string values (all of them, the seed included)."""
+    out = {}
+    for c in CONTROLS:
+        value = getattr(state, c.name)
+        out[c.url_key] = ("1" if value else "0") if c.kind == "flag" else c.show(value)
+    return out
+
+
+def _shown(raw: str, limit: int = 32) -> str:
+    """A user-supplied value for a notice: truncated, as a repr (escaping is the page's job)."""
+    text = raw if len(raw) <= limit else raw[:limit] + "…"
+    return repr(text)
+
+
+def _nearest_log(x: float, options) -> float:
+    return min(options, key=lambda o: abs(math.log(o) - math.log(x)))
+
+
+def parse_query(args) -> tuple[dict, set[str], list[str]]:
+    """Read controls and view switches from query arguments, safely.
+
+    ``args`` maps a key to a list of values (str or bytes), as a server hands them over.
+    Returns (parameter values to apply, parts of the page to hide, notices). Every value is
+    checked: numbers out of range are clamped to the nearest valid value, unusable ones
+    (text, NaN, infinity, empty) are ignored; each adjustment adds a notice in plain text.
+    Nothing that comes in is ever returned as markup.
+    """
+    values: dict = {}
+    hidden: set[str] = set()
+    notices: list[str] = []
+
+    def last(key: str) -> str | None:
+        items = args.get(key) or []
+        if not items:
+            return None
+        if len(items) > 1:
+            notices.append(f"{key} was given {len(items)} times; using the last one.")
+        raw = items[-1]
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8", errors="replace")
+        return str(raw).strip()
+
+    def number(key: str, raw: str) -> float | None:
+        try:
+            x = float(raw)
+        except ValueError:
+            x = float("nan")
+        if not math.isfinite(x):
+            notices.append(f"Ignored {key}={_shown(raw)}: not a finite number.")
+            return None
+        return x
+
+    def flag(key: str) -> bool | None:
+        raw = last(key)
+        if raw is None:
+            return None
+        if raw.lower() in _TRUE | _FALSE:
+            return raw.lower() in _TRUE
+        notices.append(f"Ignored {key}={_shown(raw)}: use 1 or 0.")
+        return None
+
+    for c in CONTROLS:
+        key = c.url_key
+        if c.kind == "flag":
+            if (on := flag(key)) is not None:
+                values[c.name] = on
+            continue
+        raw = last(key)
+        if raw is None:
+            continue
+        if c.kind == "count":
+            low, high = c.values
+            if raw.isascii() and raw.isdigit() and len(raw) <= 30:
+                n = int(raw)
+                if n > high:
+                    notices.append(f"{key}={_shown(raw)} is too large; using {high}.")
+                    n = high
+                values[c.name] = max(n, low)
+            else:
+                notices.append(f"Ignored {key}={_shown(raw)}: not a whole number from {low} "
+                               f"to {high}.")
+            continue
+        if (x := number(key, raw)) is None:
+            continue
+        if c.positive and x <= 0:
+            notices.append(f"Ignored {key}={_shown(raw)}: it must be positive.")
+            continue
+        options = c.values
+        near = _nearest_log(min(max(x, options[0]), options[-1]), options)
+        if not math.isclose(near, x, rel_tol=1e-9):
+            notices.append(f"{key}={_shown(raw)} is not one of the values offered; "
+                           f"using {c.show(near)}.")
+        values[c.name] = near
+
+    if flag("embed"):
+        hidden.add("header")
+    raw = last("hide")
+    if raw:
+        for token in (t.strip().lower() for t in raw.split(",")):
+            if token in VIEW_PARTS:
+                hidden.add(token)
+            elif token:
+                notices.append(f"Ignored hide={_shown(token)}: can hide "
+                               f"{', '.join(VIEW_PARTS)}.")
+    return values, hidden, notices

@@ -33,6 +33,7 @@ from bokeh.core.properties import value, without_property_validation
 from bokeh.plotting import figure
 
 from . import core
+from .state import CONTROLS
 from .text import EXPLANATION, FORMULAS, caption_html, fill, header_html, weight_label
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
@@ -398,14 +399,15 @@ class View:
     and the notebook all show this layout; each adds only its way of updating it (Python
     callbacks on the server, one JavaScript program offline).
 
-    ``positions`` are the sliders' starting positions (``d_k``, ``temperature``), ``scaled``
-    the switch's; ``hidden`` leaves parts out (:data:`state.VIEW_PARTS`), ``notice`` is HTML shown
-    above the charts, ``buttons`` names the buttons the runtime wires (``resample``,
-    ``fig3``, ``copy``).
+    ``values`` are the controls' starting values (``state.CONTROLS``: a slider over the
+    positions of each ``choice`` row, a switch for each ``flag`` row, in the table's order; a
+    ``count`` row, the seed, is shown by ``seed_div`` and changed by the buttons).
+    ``hidden`` leaves parts out (``state.VIEW_PARTS``), ``notice`` is HTML shown above the
+    charts, ``buttons`` names the buttons the runtime wires (``resample``, ``fig3``, ``copy``).
     """
 
-    def __init__(self, *, positions: dict[str, int], scaled: bool, subtitle: str = "",
-                 guide: str = "", caption_extra: str = "", hidden=frozenset(), notice: str = "",
+    def __init__(self, *, values: dict, subtitle: str = "", guide: str = "",
+                 caption_extra: str = "", hidden=frozenset(), notice: str = "",
                  buttons=("resample", "fig3", "copy")) -> None:
         css = [InlineStyleSheet(css=page_css())]
         wide = [*css, InlineStyleSheet(css=FULL_WIDTH_CSS)]
@@ -413,14 +415,23 @@ class View:
         for div in c.texts:
             div.disable_math = True
             div.stylesheets = css
-        self.d_k_slider = position_slider("Head width d_k", [str(v) for v in core.D_K_VALUES],
-                                          positions["d_k"], "d_k")
-        self.temperature_slider = position_slider(
-            "Temperature T", [f"{v:g}" for v in core.TEMPERATURES], positions["temperature"],
-            "temperature")
-        self.scaled_switch = Switch(active=scaled, name="scaled", margin=(8, 10))
-        switch_label = Div(text="<b>Divide logits by √d_k</b><br><small>the variant the model "
-                                "uses</small>", disable_math=True, margin=(0, 5))
+        #: The widget of each choice and flag control, by the control's name.
+        self.widgets: dict = {}
+        rows = []
+        for control in CONTROLS:
+            if control.kind == "choice":
+                widget = position_slider(control.label, [control.show(v) for v in control.values],
+                                         control.values.index(values[control.name]),
+                                         control.name)
+                rows.append(widget)
+            elif control.kind == "flag":
+                widget = Switch(active=values[control.name], name=control.name, margin=(8, 10))
+                hint = f"<br><small>{control.hint}</small>" if control.hint else ""
+                rows.append(row(widget, Div(text=f"<b>{control.label}</b>{hint}",
+                                            disable_math=True, margin=(0, 5))))
+            else:
+                continue
+            self.widgets[control.name] = widget
         self.seed_div = Div(text="", stylesheets=css, disable_math=True, name="seed",
                             margin=(4, 10))
         labels = {"resample": ("Resample q and k", "primary"),
@@ -432,8 +443,7 @@ class View:
         guide_div = Div(text=guide, name="guide", stylesheets=css, disable_math=True,
                         sizing_mode="stretch_width", margin=(5, 10))
         self.sidebar = column(
-            self.d_k_slider, row(self.scaled_switch, switch_label), self.temperature_slider,
-            self.seed_div, *self.buttons.values(), guide_div,
+            *rows, self.seed_div, *self.buttons.values(), guide_div,
             width=300, css_classes=["app-sidebar"], stylesheets=css, margin=0)
         formulas = Div(text=FORMULAS, stylesheets=wide, disable_math=True,
                        sizing_mode="stretch_width")

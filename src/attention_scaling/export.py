@@ -29,7 +29,7 @@ from bokeh.resources import INLINE
 from . import core
 from .charts import (KEY_LABELS, INK, Charts, View, bar_data, jacobian_data, max_label, script,
                      sweep_data)
-from .state import ExplorerState
+from .state import CONTROLS, ExplorerState
 from .text import FIG3_D_K, FIG3_SEED, TITLE, guide_html
 
 #: Largest file the export may write; every state of 4 seeds fits in it.
@@ -160,13 +160,13 @@ def build_layout(payload: dict, seeds: list[int]):
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
     explorer = ExplorerState(d_k=FIG3_D_K, temperature=1.0, seed=seeds[0], scaled=True)
     view = View(
-        positions={"d_k": d_ks.index(FIG3_D_K), "temperature": temps.index(1.0)}, scaled=True,
+        values={c.name: getattr(explorer, c.name) for c in CONTROLS},
         subtitle="offline copy", caption_extra=OFFLINE_NOTE, buttons=("resample", "fig3"),
         guide=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."))
     charts = view.charts
     charts.update(explorer.result, True, explorer.text_fields())
     view.show_seed(seeds[0])
-    dk, temp, toggle = view.d_k_slider, view.temperature_slider, view.scaled_switch
+    dk, temp, toggle = (view.widgets[name] for name in ("d_k", "temperature", "scaled"))
     # The seed position lives in a hidden spinner so the one callback can watch it.
     seed = Spinner(low=0, high=len(seeds) - 1, step=1, value=0, visible=False, name="seed-index")
     view.sidebar.children.append(seed)

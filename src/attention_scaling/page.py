@@ -13,7 +13,7 @@ import panel as pn
 from bokeh.models import Button, CustomJS, Slider, Switch
 
 from .charts import ASSETS, View, script
-from .state import ExplorerState, parse_query, position, to_query
+from .state import CONTROLS, ExplorerState, parse_query, to_query
 from .text import TITLE, guide_html, notice_html
 
 #: The tab icon, inline (no extra request): assets/favicon.svg drawn as a PNG
@@ -107,17 +107,14 @@ class Explorer(pn.viewable.Viewer):
         _load_extension_in_notebook()
         super().__init__(**params)
         self.state = s = state or ExplorerState()
-        self.view = View(
-            positions={name: position(s, name) for name in ("d_k", "temperature")},
-            scaled=s.scaled, guide=guide_html(), hidden=hidden,
-            notice=notice_html(list(notices)))
+        self.view = View(values={c.name: getattr(s, c.name) for c in CONTROLS},
+                         guide=guide_html(), hidden=hidden, notice=notice_html(list(notices)))
         self.charts = self.view.charts
-        self.d_k_slider = self.view.d_k_slider
-        self.temperature_slider = self.view.temperature_slider
-        self.scaled_switch = self.view.scaled_switch
-        bind_slider(self.d_k_slider, s, "d_k")
-        bind_slider(self.temperature_slider, s, "temperature")
-        bind_switch(self.scaled_switch, s, "scaled")
+        for name, widget in self.view.widgets.items():
+            (bind_switch if isinstance(widget, Switch) else bind_slider)(widget, s, name)
+        self.d_k_slider = self.view.widgets["d_k"]
+        self.temperature_slider = self.view.widgets["temperature"]
+        self.scaled_switch = self.view.widgets["scaled"]
         buttons = self.view.buttons
         on_click(buttons["resample"], s.draw_new_seed)
         on_click(buttons["fig3"], s.reset_to_fig3)

@@ -24,7 +24,7 @@ class Control:
     positions; a URL value between them takes the nearest on a log scale), ``flag`` (on/off)
     or ``count`` (a whole number from ``values[0]`` to ``values[1]``). ``show`` writes a value
     for the URL and the slider's label; ``positive`` refuses a URL value <= 0 instead of
-    clamping it."""
+    clamping it; ``hint`` is a line of small print under a switch's label."""
 
     name: str
     kind: str
@@ -35,6 +35,7 @@ class Control:
     values: tuple = ()
     show: Callable = str
     positive: bool = False
+    hint: str = ""
 
 
 CONTROLS = (
@@ -43,7 +44,7 @@ CONTROLS = (
             values=tuple(core.D_K_VALUES)),
     Control("scaled", "flag", "scaled", "Divide logits by √d_k", True,
             "Which variant 'the model' uses: it drives the Jacobian heatmap and the gradient "
-            "readout."),
+            "readout.", hint="the variant the model uses"),
     Control("temperature", "choice", "temperature", "Temperature T", 1.0,
             "Softmax temperature: p = softmax(logits / T), applied to both charts.",
             values=tuple(core.TEMPERATURES), show=lambda v: f"{v:g}", positive=True),
@@ -122,11 +123,6 @@ ExplorerState = type("ExplorerState", (_State,), {
     "__doc__": "Controls of the explorer (one parameter per row of CONTROLS) and the results "
                "core computes from them.",
     **{c.name: _parameter(c) for c in CONTROLS}})
-
-
-def position(state, name: str) -> int:
-    """The slider position of a ``choice`` control's current value."""
-    return BY_NAME[name].values.index(getattr(state, name))
 
 
 def to_query(state) -> dict[str, str]:

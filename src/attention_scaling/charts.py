@@ -378,7 +378,12 @@ class Charts:
             self.explanation.text = f"<div class='explanation'>{fill(EXPLANATION, fields)}</div>"
             self.readout.text = fill(READOUT, fields).replace(
                 "@which", html.escape(fields["which"], quote=True))
-        self.text_source.data = dict(field=list(fields), value=list(fields.values()))
+        names, values = list(fields), list(fields.values())
+        if self.text_source.data["field"] == names:
+            # the same fields as before (the usual case): only the values go to the browser
+            self.text_source.data.update(value=values)
+        else:
+            self.text_source.data = dict(field=names, value=values)
 
 
 #: For a Bokeh Div whose content should span its width (Bokeh sets ``display: inline-block``

@@ -37,11 +37,7 @@ const record = (v) => {
   const weight = Array.from(f.subarray(0, n));
   const fields = {};
   P.fields.forEach((name, k) => { fields[name] = P.strings[i[3 + n + k]]; });
-  const cell_text = new Array(n * n).fill(''), cell_ink = new Array(n * n).fill(P.ink);
-  for (let k = 0; k < n; k++) {
-    cell_text[k * n + k] = P.strings[i[3 + k]];
-    cell_ink[k * n + k] = P.inks[i[2]][k];
-  }
+  const cell_text = Array.from({length: n}, (_, k) => P.strings[i[3 + k]]);
   return {
     bars: {logit: Array.from(F.subarray(off, off + n)), weight: weight,
            pq: Array.from({length: n}, (_, k) => jac[k * n + k]),
@@ -49,7 +45,8 @@ const record = (v) => {
            alpha: alpha.slice(), line: line.slice(),
            label: Array.from({length: n}, (_, k) => k === top ? text : ''),
            align: Array.from({length: n}, (_, k) => k === top ? align : 'center')},
-    jacobian: {value: jac, text: cell_text, ink: cell_ink},
+    jacobian: {value: jac},
+    labels: {text: cell_text, ink: P.inks[i[2]].slice()},
     fields: fields,
   };
 };
@@ -58,6 +55,7 @@ const m = nd * n, off = P.sweep_offset + ((si * nt + ti) * 2 + v) * m;
 assign(src.scaled_bars, s.bars);
 assign(src.unscaled_bars, u.bars);
 assign(src.jacobian, act.jacobian);
+assign(src.labels, act.labels);
 assign(src.sweep, {value: Array.from(F.subarray(off, off + m))});
 assign(src.marker, {width: [String(P.d_k[di])]});
 const styling = P.styling[scaled ? 's' : 'u'];

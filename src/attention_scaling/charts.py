@@ -179,16 +179,18 @@ def cell_text(x: float) -> str:
 
 
 def jacobian_data(v: core.Variant) -> dict:
-    """The n x n Jacobian heatmap, row-major (row i = p_i, column j = u_j = z_j / T): its
-    values, and the diagonal p_i(1 - p_i) printed in its cells (``text``, empty off the
-    diagonal; dark cells get white ``ink``)."""
-    n = len(v.diagonal)
-    text, ink = [""] * (n * n), [INK] * (n * n)
-    for i, x in enumerate(v.diagonal.tolist()):
-        text[i * n + i] = cell_text(x)
-        if x > 0.6 * core.JACOBIAN_BOUND:
-            ink[i * n + i] = INK_ON_DARK
-    return dict(value=v.jacobian.ravel().tolist(), text=text, ink=ink)
+    """The n x n Jacobian heatmap's values, row-major (row i = p_i, column j = u_j = z_j / T)."""
+    return dict(value=v.jacobian.ravel().tolist())
+
+
+def diagonal_label_data(v: core.Variant) -> dict:
+    """The diagonal p_i(1 - p_i) printed in the heatmap's diagonal cells (``text``), white
+    (``ink``) on the darkest of them: one row per key, the off-diagonal cells hold no text."""
+    text, ink = [], []
+    for x in v.diagonal.tolist():
+        text.append(cell_text(x))
+        ink.append(INK_ON_DARK if x > 0.6 * core.JACOBIAN_BOUND else INK)
+    return dict(text=text, ink=ink)
 
 
 def sweep_data(state: core.State, scaled: bool) -> dict:
@@ -245,7 +247,7 @@ class Charts:
             "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR)
         self.unscaled_fig, self.unscaled_source = _bars(
             "unscaled-weights", "Unscaled: logits grow with d_k", UNSCALED_COLOR)
-        self.jacobian_fig, self.jacobian_source = self._jacobian()
+        self.jacobian_fig, self.jacobian_source, self.jacobian_labels_source = self._jacobian()
         self.diagonal_fig, self.diagonal_source, self.marker_source = self._diagonal()
         self._sweep_key = None
         self._styled_for: bool | None = None   # the variant the titles and outlines show
@@ -267,17 +269,17 @@ class Charts:
     @property
     def sources(self) -> list[ColumnDataSource]:
         return [self.scaled_source, self.unscaled_source, self.jacobian_source,
-                self.diagonal_source, self.marker_source]
+                self.jacobian_labels_source, self.diagonal_source, self.marker_source]
 
     def _jacobian(self):
         n = len(KEY_LABELS)
         source = ColumnDataSource(data=dict(
             row=[KEY_LABELS[i] for i in range(n) for _ in range(n)],
             col=[KEY_LABELS[j] for _ in range(n) for j in range(n)],
-            value=np.zeros(n * n), text=[""] * (n * n), ink=[INK] * (n * n)),
-            name="jacobian-source")
-        # the outlined diagonal never moves
-        diagonal = ColumnDataSource(data=dict(key=KEY_LABELS), name="jacobian-diagonal-cells")
+            value=np.zeros(n * n)), name="jacobian-source")
+        # the outlined diagonal cells, and the p(1 - p) printed in them
+        diagonal = ColumnDataSource(data=dict(key=KEY_LABELS, text=[""] * n, ink=[INK] * n),
+                                    name="jacobian-diagonal-cells")
         mapper = LinearColorMapper(palette=DIVERGING, low=-core.JACOBIAN_BOUND,
                                    high=core.JACOBIAN_BOUND)
         fig = figure(
@@ -289,7 +291,7 @@ class Charts:
                          fill_color={"field": "value", "transform": mapper}, line_color=None)
         fig.rect(x="key", y="key", width=1, height=1, source=diagonal, fill_alpha=0,
                  line_color=INK, line_width=1.5)
-        fig.text(x="col", y="row", text="text", source=source, text_align="center",
+        fig.text(x="key", y="key", text="text", source=diagonal, text_align="center",
                  text_baseline="middle", text_font=value(FONT), text_font_size="11px",
                  text_color="ink")
         fig.add_tools(HoverTool(renderers=[cells], tooltips=[
@@ -304,7 +306,7 @@ class Charts:
         fig.grid.grid_line_color = None
         fig.axis.axis_line_color = None
         fig.axis.major_tick_line_color = None
-        return fig, source
+        return fig, source, diagonal
 
     def _diagonal(self):
         widths = [str(w) for w in core.D_K_VALUES]
@@ -346,7 +348,9 @@ class Charts:
         ``fields`` (state.ExplorerState.text_fields) are the numbers of the text."""
         self.scaled_source.data.update(bar_data(state.scaled))
         self.unscaled_source.data.update(bar_data(state.unscaled))
-        self.jacobian_source.data.update(jacobian_data(state.active(scaled)))
+        active = state.active(scaled)
+        self.jacobian_source.data.update(jacobian_data(active))
+        self.jacobian_labels_source.data.update(diagonal_label_data(active))
         # The sweep depends on seed, T and the variant, not on d_k: resend only when it changed.
         sweep_key = (state.seed, state.temperature, scaled)
         if sweep_key != self._sweep_key:

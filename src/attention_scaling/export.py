@@ -27,8 +27,8 @@ from bokeh.models import CustomJS, Div, Spinner
 from bokeh.resources import INLINE
 
 from . import core
-from .charts import (KEY_LABELS, INK, Charts, View, bar_data, jacobian_data, max_label, script,
-                     sweep_data)
+from .charts import (KEY_LABELS, Charts, View, bar_data, diagonal_label_data, jacobian_data,
+                     max_label, script, sweep_data)
 from .state import CONTROLS, ExplorerState
 from .text import FIG3_D_K, FIG3_SEED, TITLE, guide_html
 
@@ -111,7 +111,6 @@ def build_payload(seeds: list[int]) -> dict:
     sweeps = np.empty((len(seeds), nt, 2, N * nd))
     ints = np.empty((n_rec, n_ints), dtype=np.uint16)
     styles, labels, inks, strings = _Table(), _Table(), _Table(), _Table()
-    diagonal = [i * N + i for i in range(N)]     # the diagonal cells, row-major
     for si, seed in enumerate(seeds):
         for di, d_k in enumerate(d_ks):
             for ti, temp in enumerate(temps):
@@ -123,6 +122,7 @@ def build_payload(seeds: list[int]) -> dict:
                     rec = ((si * nd + di) * nt + ti) * 2 + var
                     bars = bar_data(v)
                     jd = jacobian_data(v)
+                    cells = diagonal_label_data(v)
                     jac = np.asarray(jd["value"]).reshape(N, N)
                     if (not np.array_equal(jac, _jacobian(bars["weight"], bars["pq"]))
                             or bars["pq"] != np.diag(jac).tolist()):
@@ -139,14 +139,14 @@ def build_payload(seeds: list[int]) -> dict:
                     ints[rec] = [
                         styles.add([bars["alpha"], bars["line"]]),
                         labels.add([int(v.argmax), align, text]),
-                        inks.add([jd["ink"][k] for k in diagonal]),
-                        *(strings.add(jd["text"][k]) for k in diagonal),
+                        inks.add(cells["ink"]),
+                        *(strings.add(t) for t in cells["text"]),
                         *(strings.add(fields[k]) for k in fields_order),
                     ]
     floats = np.concatenate([rec_floats.ravel(), logits.ravel(), sweeps.ravel()])
     return dict(
         seeds=seeds, d_k=list(d_ks), temperatures=list(temps), keys=KEY_LABELS,
-        fields=fields_order, styles=styles.items, labels=labels.items, inks=inks.items, ink=INK,
+        fields=fields_order, styles=styles.items, labels=labels.items, inks=inks.items,
         strings=strings.items, styling=_styling(),
         record_floats=_RECORD_FLOATS, record_ints=n_ints,
         logit_offset=rec_floats.size, sweep_offset=rec_floats.size + logits.size,
@@ -179,8 +179,8 @@ def build_layout(payload: dict, seeds: list[int]):
         args=dict(
             holder=_PayloadHolder(payload), seed=seed, dk=dk, temp=temp, toggle=toggle,
             src=dict(scaled_bars=charts.scaled_source, unscaled_bars=charts.unscaled_source,
-                     jacobian=charts.jacobian_source, sweep=charts.diagonal_source,
-                     marker=charts.marker_source),
+                     jacobian=charts.jacobian_source, labels=charts.jacobian_labels_source,
+                     sweep=charts.diagonal_source, marker=charts.marker_source),
             figs=dict(charts.figures), text_source=charts.text_source, seed_div=view.seed_div,
         ),
         code=script("offline-select"),

@@ -52,7 +52,6 @@ CONTROLS = (
             "Seed of the random query and keys (nested across widths).",
             values=(0, MAX_SEED)),
 )
-BY_NAME = {c.name: c for c in CONTROLS}
 #: Parts of the page that ``?hide=`` can hide; ``?embed=1`` hides the header.
 VIEW_PARTS = ("header", "controls", "text")
 _TRUE = {"1", "true", "yes", "on"}

@@ -189,17 +189,26 @@ def _from_environment(args: argparse.Namespace, parser: argparse.ArgumentParser)
         setattr(args, name, value)
 
 
-def _check_any_origin(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """``*`` as a websocket origin lets a page of any site drive this server: refused unless
-    --allow-any-origin (or ATTENTION_SCALING_ALLOW_ANY_ORIGIN=1) says so, then warned about.
-    A signing key from the environment must be long enough to sign with."""
-    if os.environ.get("ATTENTION_SCALING_ALLOW_ANY_ORIGIN", "").strip() in ("1", "true", "yes"):
-        args.allow_any_origin = True
+def _secret_key(parser: argparse.ArgumentParser) -> str:
+    """The key that signs session ids and tokens: ATTENTION_SCALING_SECRET_KEY (for processes
+    behind a proxy that is not sticky; at least 32 printable ASCII characters), otherwise one
+    made for this run (the --num-procs workers share it: they fork after it is made)."""
+    import secrets
     key = os.environ.get("ATTENTION_SCALING_SECRET_KEY", "").strip()
-    if key and (len(key) < 32 or not key.isascii() or not key.isprintable()):
+    if not key:
+        return secrets.token_urlsafe(32)
+    if len(key) < 32 or not key.isascii() or not key.isprintable():
         parser.exit(2, "attention-scaling serve: error: ATTENTION_SCALING_SECRET_KEY must be at "
                        "least 32 printable ASCII characters (e.g. from: python3 -c 'import "
                        "secrets; print(secrets.token_urlsafe(32))')\n")
+    return key
+
+
+def _check_any_origin(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """``*`` as a websocket origin lets a page of any site drive this server: refused unless
+    --allow-any-origin (or ATTENTION_SCALING_ALLOW_ANY_ORIGIN=1) says so, then warned about."""
+    if os.environ.get("ATTENTION_SCALING_ALLOW_ANY_ORIGIN", "").strip() in ("1", "true", "yes"):
+        args.allow_any_origin = True
     wildcards = [o for o in args.allow_websocket_origin if ANY_ORIGIN.match(o)]
     if not wildcards:
         return
@@ -252,16 +261,9 @@ def _stop_on_signal(_signum, _frame) -> None:
 def _serve(args: argparse.Namespace) -> int:
     import panel as pn
 
-    import secrets
-
     from . import server
     from .page import create_page
 
-    # Session ids and tokens are signed: by default with a key made for this run (the
-    # --num-procs workers share it: they fork after this); processes behind a proxy that is
-    # not sticky share one through ATTENTION_SCALING_SECRET_KEY.
-    secret_key = os.environ.get("ATTENTION_SCALING_SECRET_KEY", "").strip() \
-        or secrets.token_urlsafe(32)
     server.use_capped_handlers()
     server.skip_document_validation()
     server.Limits.max_sessions = args.max_sessions
@@ -317,7 +319,7 @@ def _serve(args: argparse.Namespace) -> int:
             include_cookies=[],
             # a websocket with a made-up session id is refused instead of building a session
             sign_sessions=True,
-            secret_key=secret_key.encode("ascii"),
+            secret_key=args.secret_key.encode("ascii"),
             websocket_max_message_size=server.MAX_MESSAGE_BYTES,
             http_server_kwargs={"max_header_size": server.MAX_HEADER_BYTES,
                                 "max_body_size": server.MAX_BODY_BYTES},
@@ -373,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         _from_environment(args, parser)
         _check_any_origin(args, parser)
+        args.secret_key = _secret_key(parser)
         return _serve(args)
     if args.command == "export":
         return _export(args)

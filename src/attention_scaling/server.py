@@ -94,9 +94,10 @@ class CappedDocHandler(DocHandler):
     visitor gets a short 503 page and no session is built."""
 
     async def get(self, *args, **kwargs):
-        if _open_sessions(self.application) + Limits.building >= Limits.max_sessions:
+        open_now = _open_sessions(self.application)
+        if open_now + Limits.building >= Limits.max_sessions:
             log.warning("Full: %d sessions open (--max-sessions %d); refused a new visitor "
-                        "with 503", _open_sessions(self.application), Limits.max_sessions)
+                        "with 503", open_now, Limits.max_sessions)
             self.set_status(503)
             self.set_header("Retry-After", "60")
             self.set_header("Cache-Control", "no-store")

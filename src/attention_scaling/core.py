@@ -35,6 +35,22 @@ TEMPERATURES: tuple[float, ...] = tuple(
 #: Number of keys the query attends over (k1..k8, as in Fig. 3).
 N_KEYS = 8
 
+#: Scaling rules for the logits q . k, in the order shown: divide by 1 (none), by sqrt(d_k)
+#: (the Transformer's rule) or by d_k (muP's rule, Tensor Programs V).
+RULES: tuple[str, ...] = ("none", "sqrt", "linear")
+
+
+def rule_divisor(rule: str, d_k: int) -> float:
+    """What ``rule`` divides the logits q . k by at head width ``d_k``."""
+    if rule == "none":
+        return 1.0
+    if rule == "sqrt":
+        return math.sqrt(d_k)
+    if rule == "linear":
+        return float(d_k)
+    raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+
+
 #: Largest value any entry of a softmax Jacobian can take in absolute value:
 #: the diagonal p(1 - p) peaks at 1/4 for p = 1/2, off-diagonals -p_i p_j >= -1/4.
 JACOBIAN_BOUND = 0.25

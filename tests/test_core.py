@@ -441,3 +441,23 @@ def test_frobenius_never_below_the_largest_diagonal_entry_even_at_extremes():
         assert v.frobenius >= np.abs(np.diag(v.jacobian)).max()
         assert v.frobenius >= top and (v.frobenius > 0) == (top > 0)
         assert v.frobenius <= top * n          # ||A||_F <= n max|a_ij| for an n x n matrix
+
+
+@pytest.mark.parametrize("d_k,t", [(4, 1.0), (64, 0.5), (512, 2.0)])
+def test_linear_rule_variant_divides_by_d_k_and_its_gradient_matches_finite_differences(d_k, t):
+    q, keys = core.sample_qk(2288, d_k)
+    state = core.compute_state(d_k, t, 2288)
+    v = state.by_rule("linear")
+    np.testing.assert_allclose(v.logits, keys @ q / d_k, rtol=1e-12)
+    assert state.by_rule("sqrt") is state.scaled and state.by_rule("none") is state.unscaled
+
+    def p_of_q(x):
+        return core.softmax(keys @ x / d_k, t)
+
+    h = 1e-6
+    numeric = np.stack([(p_of_q(q + h * e) - p_of_q(q - h * e)) / (2 * h)
+                        for e in np.eye(d_k)[:: max(1, d_k // 16)]], axis=1)
+    analytic = core.query_gradient(v.probs, keys, d_k, t)[:, :: max(1, d_k // 16)]
+    np.testing.assert_allclose(analytic, numeric, atol=1e-9, rtol=1e-6)
+    np.testing.assert_allclose(v.query_rows, np.linalg.norm(
+        core.query_gradient(v.probs, keys, d_k, t), axis=1), rtol=1e-10)

@@ -261,10 +261,12 @@ class Variant:
     query_gradient: float       # ||dp/dq||_F
 
 
-def variant(logits, scaled: bool, temperature: float = 1.0, keys=None) -> Variant:
+def variant(logits, scaled: bool, temperature: float = 1.0, keys=None,
+            divisor: float | None = None) -> Variant:
     """Softmax of ``logits`` at ``temperature`` and every metric shown about it. ``keys``
     (n, d_k), from which the logits came, give the gradient that reaches the query (NaN
-    without them)."""
+    without them); ``divisor`` is what q . k was divided by to give ``logits`` (by default
+    sqrt(d_k) when ``scaled``, else 1)."""
     z = np.asarray(logits, dtype=np.float64)
     p = softmax(z, temperature)
     c = complement(p)
@@ -276,8 +278,9 @@ def variant(logits, scaled: bool, temperature: float = 1.0, keys=None) -> Varian
         rows = np.full(len(p), np.nan)
     else:
         k = np.asarray(keys, dtype=np.float64)
-        rows = _query_rows(p, c, k, (math.sqrt(k.shape[1]) if scaled else 1.0)
-                           * _check_temperature(temperature))
+        if divisor is None:
+            divisor = math.sqrt(k.shape[1]) if scaled else 1.0
+        rows = _query_rows(p, c, k, divisor * _check_temperature(temperature))
     return Variant(
         scaled=bool(scaled),
         logits=z,
@@ -310,6 +313,11 @@ class State:
     widths: tuple[int, ...]     # the d_k values of the diagonal sweep (columns)
     scaled_sweep: np.ndarray    # p(1-p), shape (n_keys, len(widths)), scaled logits
     unscaled_sweep: np.ndarray  # the same for unscaled logits
+    linear: Variant             # the logits divided by d_k (rule "linear")
+
+    def by_rule(self, rule: str) -> Variant:
+        """The variant of a scaling rule of :data:`RULES`."""
+        return {"none": self.unscaled, "sqrt": self.scaled, "linear": self.linear}[rule]
 
     def active(self, scaled: bool) -> Variant:
         return self.scaled if scaled else self.unscaled
@@ -369,8 +377,9 @@ def compute_state_uncached(
         widths=D_K_VALUES,
         scaled_sweep=diagonal_sweep(seed, temperature, True, D_K_VALUES, n_keys),
         unscaled_sweep=diagonal_sweep(seed, temperature, False, D_K_VALUES, n_keys),
+        linear=variant(raw / d_k, True, temperature, keys, divisor=float(d_k)),
     )
-    for v in (state.scaled, state.unscaled):
+    for v in (state.scaled, state.unscaled, state.linear):
         for a in (v.logits, v.probs, v.jacobian, v.diagonal, v.query_rows):
             a.setflags(write=False)
     raw.setflags(write=False)

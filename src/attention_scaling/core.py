@@ -495,3 +495,382 @@ def typical(d_k: int, temperature: float = 1.0, n_keys: int = N_KEYS) -> Typical
     if d_k not in D_K_VALUES:
         raise ValueError(f"d_k must be one of D_K_VALUES, got {d_k}")
     return _typical(d_k, _check_temperature(temperature), int(n_keys))
+
+
+# ---- the argument over many draws: saturation curves, logits, head budget ---------------
+
+#: Draws per width behind the saturation curves and the head budget, and their fixed seed.
+CURVE_DRAWS = 2_000
+CURVE_SEED = 20_000_018
+#: Key counts and alignments the argument's controls offer.
+KEY_COUNTS: tuple[int, ...] = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+ALIGNMENTS: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
+
+
+def _nested_norms(rng: np.random.Generator, draws: int) -> np.ndarray:
+    """|q| for ``draws`` random queries at every width of D_K_VALUES (rows), nested: |q|^2
+    at a width is |q|^2 at the previous one plus an independent chi^2 of the difference."""
+    squares = np.empty((len(D_K_VALUES), draws))
+    for row, df in zip(squares, np.diff(np.array(D_K_VALUES), prepend=0)):
+        row[:] = rng.chisquare(int(df), draws)
+    np.cumsum(squares, axis=0, out=squares)
+    return np.sqrt(squares)
+
+
+@lru_cache(maxsize=2)
+def _curve_draws(n_keys: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The draws behind the curves, with no d_k-dimensional vector (THE-ARGUMENT 12).
+
+    Write each key as k_j = a_j q/|q| + k_j^perp. For keys independent of q, a_j ~ N(0, 1)
+    and the logit is q . k_j = |q| a_j. The gradient to the query, J K / (s T), splits into
+    the part along q, J a, and the part across it, J K^perp, with ||J K^perp||_F^2 =
+    tr(J S J) for S = K^perp K^perp^T ~ Wishart(d_k - 1, I_n). Bartlett's decomposition
+    S = R^T R has R with rows k < d_k - 1 only, R_kk^2 ~ chi^2(d_k - 1 - k), N(0, 1) right of
+    the diagonal, 0 left of it, all independent; so ||J K^perp||_F^2 = sum_k ||J r_k||^2.
+
+    Returns a (draws, n), |q| (widths, draws), the normals right of R's diagonal (draws, n,
+    n) and R's diagonal at every width (widths, draws, n; 0 for the rows a width does not
+    have), all nested across widths."""
+    rng = np.random.default_rng(CURVE_SEED + n_keys)
+    a = rng.standard_normal((CURVE_DRAWS, n_keys))
+    norms = _nested_norms(rng, CURVE_DRAWS)
+    upper = np.triu(rng.standard_normal((CURVE_DRAWS, n_keys, n_keys)), 1)
+    diag = np.empty((len(D_K_VALUES), CURVE_DRAWS, n_keys))
+    prev = np.zeros(n_keys, dtype=int)
+    acc = np.zeros((CURVE_DRAWS, n_keys))
+    for w, d in enumerate(D_K_VALUES):
+        df = np.maximum(d - 1 - np.arange(n_keys), 0)
+        for k in np.flatnonzero(df > prev):
+            acc[:, k] += rng.chisquare(int(df[k] - prev[k]), CURVE_DRAWS)
+        diag[w] = np.sqrt(acc)
+        prev = df
+    for arr in (a, norms, upper, diag):
+        arr.setflags(write=False)
+    return a, norms, upper, diag
+
+
+def saturation_metrics(u: np.ndarray, along: np.ndarray, divisor: np.ndarray,
+                       upper: np.ndarray | None = None, diag: np.ndarray | None = None,
+                       rows: np.ndarray | None = None,
+                       upper_sq: np.ndarray | None = None) -> dict:
+    """Max weight, effective keys and log10 ||dp/dq||_F for groups of draws.
+
+    ``u`` (groups, draws, n) are the softmax inputs z / T; ``along`` (same shape) the keys'
+    components along the query; ``divisor`` (groups,) is s T. Across the query the keys are
+    given by Bartlett's R = ``upper`` (draws, n, n) + diag(``diag`` (groups, draws, n)), of
+    which only the ``rows`` (groups, n) exist (None: nothing across); ``upper_sq`` is
+    ``upper`` squared, if at hand.
+
+    Computed relative to eps, the second-largest weight, so that nothing underflows where
+    the softmax saturates: with w_j = p_j / eps off the top and w_top = -(sum of the others),
+    (J x)_top = eps p_top y and (J x)_j = eps w_j (x_j - x_top + eps y), y = -w . x."""
+    n = u.shape[-1]
+    top = u.argmax(axis=-1)
+    is_top = np.arange(n) == top[..., None]
+    u_top = u.max(axis=-1, keepdims=True)
+    shifted = u - u_top                                    # <= 0, 0 at the top
+    e = np.exp(shifted)
+    total = e.sum(axis=-1)
+    p_top = 1.0 / total
+    entropy = np.log(total) - (e * shifted).sum(axis=-1) / total
+    masked = np.where(is_top, -np.inf, u)
+    u_second = masked.max(axis=-1, keepdims=True)
+    log_eps = (u_second - u_top)[..., 0] - np.log(total)
+    w = np.exp(masked - u_second)                          # p_j / eps, 0 at the top
+    w_hat = np.where(is_top, -w.sum(axis=-1, keepdims=True), w)
+    eps = np.exp(log_eps)[..., None]
+    omega = w * w
+    c = omega.sum(axis=-1, keepdims=True)
+
+    def norm_sq(y, x_top, A, B):
+        # ||J x||^2 / eps^2 = p_top^2 y^2 + sum_{j != top} omega_j (x_j - b)^2, b = x_top - eps y
+        b = x_top - eps * y
+        return p_top[..., None] ** 2 * y * y + np.maximum(A - 2 * b * B + b * b * c, 0.0)
+
+    x = along
+    total_sq = norm_sq(-(w_hat * x).sum(-1, keepdims=True),
+                       np.take_along_axis(x, top[..., None], -1),
+                       (omega * x * x).sum(-1, keepdims=True),
+                       (omega * x).sum(-1, keepdims=True))[..., 0]
+    if rows is not None and rows.any():
+        d = u.shape[1]
+        if upper_sq is None:
+            upper_sq = upper * upper
+
+        def times(mat, v):                 # mat (draws, n, n) @ v (groups, draws, n), by BLAS
+            out = np.matmul(mat, v.transpose(1, 2, 0))     # (draws, n, groups)
+            return out.transpose(2, 0, 1)
+
+        y = -(times(upper, w_hat) + diag * w_hat)
+        r_top = upper[np.arange(d)[None, :], :, top] + np.where(is_top, diag, 0.0)
+        A = times(upper_sq, omega) + diag * diag * omega
+        B = times(upper, omega) + diag * omega
+        total_sq = total_sq + (norm_sq(y, r_top, A, B) * rows[:, None, :]).sum(axis=-1)
+    log_grad = log_eps + 0.5 * np.log(total_sq) - np.log(np.asarray(divisor))[:, None]
+    return dict(max_weight=p_top, eff_keys=np.exp(entropy), log10_grad_q=log_grad / math.log(10))
+
+
+def _rule_divisors(d_k: int) -> np.ndarray:
+    return np.array([rule_divisor(r, d_k) for r in RULES])
+
+
+#: Widths whose Monte Carlo runs in one batch (bounds the memory of a batch at 64 keys).
+_WIDTH_BATCH = 5
+
+
+@lru_cache(maxsize=256)      # per (T, keys, alignment): ~30 KB each
+def _saturation_curves(temperature: float, n_keys: int, align: float) -> dict:
+    a, norms, upper, diag = _curve_draws(n_keys)
+    upper_sq = _upper_squares(n_keys)
+    stats = {f"{m}_{q}_{r}": np.empty(len(D_K_VALUES)) for m in ("max_weight", "eff_keys",
+             "grad_q") for q in ("median", "q25", "q75") for r in RULES}
+    rest = math.sqrt(max(0.0, 1.0 - align * align))
+    n_rules = len(RULES)
+    for start in range(0, len(D_K_VALUES), _WIDTH_BATCH):
+        batch = range(start, min(start + _WIDTH_BATCH, len(D_K_VALUES)))
+        widths = np.array([D_K_VALUES[w] for w in batch])
+        norm = norms[batch.start:batch.stop][:, :, None]            # (widths, draws, 1)
+        along = np.broadcast_to(a, norm.shape[:2] + (n_keys,)).copy()
+        # the aligned key k_1 = rho q + sqrt(1 - rho^2) eps: along q, rho |q| + sqrt(.) eps
+        along[:, :, 0] = align * norm[:, :, 0] + rest * a[:, 0]
+        divisors = (np.array([[rule_divisor(r, int(d)) for r in RULES] for d in widths])
+                    * temperature).ravel()                           # (widths * rules,)
+        u = np.repeat(norm * along, n_rules, axis=0) / divisors[:, None, None]
+        diag_b = np.repeat(diag[batch.start:batch.stop], n_rules, axis=0)
+        diag_b[:, :, 0] *= rest                       # the aligned key's part across q
+        present = np.repeat((widths[:, None] - 1 - np.arange(n_keys)) > 0, n_rules, axis=0)
+        m = saturation_metrics(u, np.repeat(along, n_rules, axis=0), divisors, upper,
+                               diag_b, present, upper_sq)
+        for g, (w, i) in enumerate((w, i) for w in batch for i in range(n_rules)):
+            r = RULES[i]
+            for metric, values in (("max_weight", m["max_weight"][g]),
+                                   ("eff_keys", m["eff_keys"][g]),
+                                   ("grad_q", m["log10_grad_q"][g])):
+                q25, q50, q75 = np.quantile(values, [0.25, 0.5, 0.75])
+                if metric == "grad_q":
+                    q25, q50, q75 = (10.0 ** x for x in (q25, q50, q75))
+                stats[f"{metric}_q25_{r}"][w] = q25
+                stats[f"{metric}_median_{r}"][w] = q50
+                stats[f"{metric}_q75_{r}"][w] = q75
+    cols = {"d_k": np.array(D_K_VALUES, dtype=float), **stats}
+    for v in cols.values():
+        v.setflags(write=False)
+    return cols
+
+
+@lru_cache(maxsize=2)
+def _upper_squares(n_keys: int) -> np.ndarray:
+    sq = np.square(_curve_draws(n_keys)[2])
+    sq.setflags(write=False)
+    return sq
+
+
+def _check_choice(name: str, value, options) -> None:
+    if value not in options:
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+
+
+def saturation_curves(temperature: float = 1.0, n_keys: int = N_KEYS, align: float = 0.0) -> dict:
+    """Median and quartiles, over :data:`CURVE_DRAWS` random draws at every width of
+    :data:`D_K_VALUES`, of the max weight, the effective number of keys and the gradient
+    reaching the query ||dp/dq||_F, under each scaling rule of :data:`RULES`: columns ``d_k``
+    and ``<metric>_<median|q25|q75>_<rule>`` for metric ``max_weight``, ``eff_keys``,
+    ``grad_q``. The first key is correlated with the query by ``align`` (rho: k_1 = rho q +
+    sqrt(1 - rho^2) eps), the others are independent. Seeded and cached per setting; the
+    gradient is exact without d_k-dimensional vectors (see ``_curve_draws``) and may be
+    below float64's range only where it is printed as such (10 ** log10 underflows to 0)."""
+    _check_choice("n_keys", int(n_keys), KEY_COUNTS)
+    _check_choice("align", float(align), ALIGNMENTS)
+    return _saturation_curves(_check_temperature(temperature), int(n_keys), float(align))
+
+
+def head_budget(width: int = 512, temperature: float = 1.0, n_keys: int = N_KEYS,
+                align: float = 0.0) -> dict:
+    """One model width split into h = 1, 2, 4, ... heads of d_k = width / h: per rule, the
+    median max weight and gradient to the query of one head (from :func:`saturation_curves`).
+    Columns ``heads``, ``d_k``, ``max_weight_median_<rule>``, ``grad_q_median_<rule>``."""
+    width = int(width)
+    curves = saturation_curves(temperature, n_keys, align)
+    heads = [h for h in (2 ** i for i in range(13)) if width % h == 0
+             and width // h in D_K_VALUES]
+    if not heads:
+        raise ValueError(f"width must be a power-of-two multiple of a width in D_K_VALUES, got {width}")
+    idx = [D_K_VALUES.index(width // h) for h in heads]
+    out = {"heads": np.array(heads, dtype=float),
+           "d_k": np.array([width // h for h in heads], dtype=float)}
+    for r in RULES:
+        for m in ("max_weight", "grad_q"):
+            out[f"{m}_median_{r}"] = curves[f"{m}_median_{r}"][idx]
+    return out
+
+
+# ---- the logits over many draws -------------------------------------------------------
+
+#: Draws behind the logit histogram and the spread of q . k against d_k.
+LOGIT_DRAWS = 20_000
+LOGIT_SEED = 20_000_019
+#: Bins of the logit histograms.
+LOGIT_BINS = 40
+
+
+@cache
+def _logit_draws() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(LOGIT_SEED)
+    g = rng.standard_normal(LOGIT_DRAWS)
+    norms = _nested_norms(rng, LOGIT_DRAWS)
+    g.setflags(write=False)
+    norms.setflags(write=False)
+    return g, norms
+
+
+@lru_cache(maxsize=len(D_K_VALUES))
+def _logit_distribution(d_k: int) -> dict:
+    g, norms = _logit_draws()
+    raw = norms[D_K_VALUES.index(d_k)] * g                 # q . k = |q| g, exactly
+    out: dict = {}
+    for r in RULES:
+        z = raw / rule_divisor(r, d_k)
+        out[f"std_{r}"] = float(z.std())
+        if r != "linear":
+            lim = float(np.quantile(np.abs(z), 0.999))
+            counts, edges = np.histogram(z, bins=LOGIT_BINS, range=(-lim, lim), density=True)
+            out[f"counts_{r}"], out[f"edges_{r}"] = counts, edges
+    return out
+
+
+def logit_distribution(d_k: int) -> dict:
+    """q . k for :data:`LOGIT_DRAWS` random draws of a query and a key with i.i.d. N(0, 1)
+    components at width ``d_k`` (as |q| g): the measured standard deviation under each rule
+    (``std_<rule>``) and histograms (density, :data:`LOGIT_BINS` bins over the middle 99.9%)
+    of the raw and the ÷√d_k logits (``counts_none``, ``edges_none``, ``counts_sqrt``,
+    ``edges_sqrt``). Seeded: the same numbers every run."""
+    _check_choice("d_k", int(d_k), D_K_VALUES)
+    return _logit_distribution(int(d_k))
+
+
+@cache
+def logit_std_curve() -> dict:
+    """The measured standard deviation of q . k at every width (``d_k``, ``std_raw``), from
+    the draws of :func:`logit_distribution`."""
+    g, norms = _logit_draws()
+    return {"d_k": np.array(D_K_VALUES, dtype=float),
+            "std_raw": np.array([float((row * g).std()) for row in norms])}
+
+
+def draw_metrics(d_k: int, temperature: float, seed: int, n_keys: int = N_KEYS,
+                 align: float = 0.0) -> dict:
+    """One draw (the explorer's nested q and keys of ``seed``; the first key made
+    ``align``-correlated with q) under each rule: rule -> :class:`Variant`."""
+    query, keys = sample_qk(seed, d_k, n_keys)
+    if align:
+        keys = np.array(keys)
+        keys[0] = align * query + math.sqrt(1 - align * align) * keys[0]
+    raw = keys @ query
+    return {r: variant(raw / rule_divisor(r, d_k), r != "none", temperature, keys,
+                       divisor=rule_divisor(r, d_k)) for r in RULES}
+
+
+# ---- training: one attention head, plain NumPy --------------------------------------------
+
+#: The toy task: width of the tokens, batch size, noise on the query, and plain SGD's step.
+TRAIN_D_MODEL = 16
+TRAIN_BATCH = 32
+TRAIN_NOISE = 0.5
+TRAIN_LR = 1.0
+
+
+def attention_loss(w_q, w_k, tokens, query_tokens, targets, rule: str,
+                   temperature: float = 1.0, grads: bool = True):
+    """One attention head on a batch, and the gradients reaching W_Q and W_K.
+
+    tokens x (batch, n, m), query tokens (batch, m), targets y (batch,): q = W_Q x_q,
+    k_j = W_K x_j (W (d_k, m)), z_j = q . k_j / s (s the rule's divisor), p = softmax(z / T),
+    output o = sum_j p_j x_j (the values are the tokens) and loss = mean over the batch of
+    ||o - x_y||^2 / (2 m). The loss sits after the softmax, so its gradient to z passes
+    through the Jacobian: dL/du = J dL/dp, computed as p_i sum_j p_j (g_i - g_j) (no
+    cancellation where p saturates). Returns (loss, dL/dW_Q, dL/dW_K, p)."""
+    d_k = w_q.shape[0]
+    b, n, m = tokens.shape
+    s = rule_divisor(rule, d_k)
+    q = query_tokens @ w_q.T                              # (b, d_k)
+    k = tokens @ w_k.T                                    # (b, n, d_k)
+    z = np.einsum("bd,bnd->bn", q, k) / s
+    p = softmax(z, temperature)
+    target = tokens[np.arange(b), targets]                # (b, m)
+    diff = np.einsum("bn,bnm->bm", p, tokens) - target
+    loss = float((diff * diff).sum() / (2 * m * b))
+    if not grads:
+        return loss, None, None, p
+    g_p = np.einsum("bm,bnm->bn", diff, tokens) / (m * b)   # dL/dp
+    g_u = p * np.einsum("bj,bij->bi", p, g_p[:, :, None] - g_p[:, None, :])
+    g_z = g_u / (s * _check_temperature(temperature))
+    g_q = np.einsum("bn,bnd->bd", g_z, k)
+    g_k = g_z[:, :, None] * q[:, None, :]
+    return loss, g_q.T @ query_tokens, np.einsum("bnd,bnm->dm", g_k, tokens), p
+
+
+class TrainingRun:
+    """A single attention head learning the toy task of :func:`attention_loss` (copy the
+    token of the key that matches a noisy query) by plain SGD, under one scaling rule, from a
+    start and batches fixed by ``seed``: the same for every rule. ``advance`` runs steps;
+    ``loss``, ``grad_wq``, ``grad_wk`` hold one value per step taken, the first at the start
+    (before any update), ||dL/dW||_F for the gradients."""
+
+    def __init__(self, d_k: int, rule: str, seed: int, temperature: float = 1.0,
+                 steps: int = 300, n_keys: int = N_KEYS) -> None:
+        rule_divisor(rule, 1)
+        self.d_k, self.rule, self.seed, self.steps = int(d_k), rule, int(seed), int(steps)
+        self.temperature = _check_temperature(temperature)
+        self.n_keys = int(n_keys)
+        rng = np.random.default_rng([self.seed, self.d_k, 7])
+        m = TRAIN_D_MODEL
+        self.w_q = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
+        self.w_k = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
+        self._rng = np.random.default_rng([self.seed, self.d_k, 11])
+        self.loss: list[float] = []
+        self.grad_wq: list[float] = []
+        self.grad_wk: list[float] = []
+
+    @property
+    def steps_done(self) -> int:
+        return max(len(self.loss) - 1, 0)
+
+    @property
+    def done(self) -> bool:
+        return self.steps_done >= self.steps
+
+    def _batch(self):
+        rng, b, n, m = self._rng, TRAIN_BATCH, self.n_keys, TRAIN_D_MODEL
+        tokens = rng.standard_normal((b, n, m))
+        targets = rng.integers(0, n, b)
+        query = tokens[np.arange(b), targets] + TRAIN_NOISE * rng.standard_normal((b, m))
+        return tokens, query, targets
+
+    def advance(self, count: int) -> None:
+        """Take up to ``count`` more steps (the first call also records the start)."""
+        for _ in range(int(count)):
+            if len(self.loss) > self.steps:
+                return
+            tokens, query, targets = self._batch()
+            loss, g_q, g_k, _ = attention_loss(self.w_q, self.w_k, tokens, query, targets,
+                                               self.rule, self.temperature)
+            self.loss.append(loss)
+            self.grad_wq.append(frobenius(g_q))
+            self.grad_wk.append(frobenius(g_k))
+            if len(self.loss) <= self.steps:
+                self.w_q -= TRAIN_LR * g_q
+                self.w_k -= TRAIN_LR * g_k
+
+
+def start_training(d_k: int, rule: str, seed: int, temperature: float = 1.0,
+                   steps: int = 300, n_keys: int = N_KEYS) -> TrainingRun:
+    """A :class:`TrainingRun` not yet advanced."""
+    return TrainingRun(d_k, rule, seed, temperature, steps, n_keys)
+
+
+def train(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps: int = 300,
+          n_keys: int = N_KEYS) -> TrainingRun:
+    """A :class:`TrainingRun` taken to its end: ``steps + 1`` losses and gradient norms."""
+    run = TrainingRun(d_k, rule, seed, temperature, steps, n_keys)
+    run.advance(steps + 1)
+    return run

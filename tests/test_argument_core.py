@@ -1,0 +1,226 @@
+"""The argument's numbers in core against independent truth: explicit d_k-dimensional vectors,
+finite differences and the reference numbers of THE-ARGUMENT."""
+
+import math
+
+import numpy as np
+import pytest
+
+from attention_scaling import core
+
+
+def _decompose(query, keys):
+    """Keys split along the query and across it, with Bartlett's R from a QR of the part
+    across (R^T R = K_perp K_perp^T), padded to n rows."""
+    n = keys.shape[0]
+    unit = query / np.linalg.norm(query)
+    along = keys @ unit
+    across = keys - np.outer(along, unit)
+    r = np.linalg.qr(across.T, mode="r")
+    pad = np.zeros((n, n))
+    pad[:r.shape[0]] = r
+    rows = np.arange(n) < r.shape[0]
+    return along, np.triu(pad, 1), np.diag(pad).copy(), rows
+
+
+CASES = [(1, 4, 1.0), (3, 5, 1.0), (8, 8, 0.5), (40, 8, 1.0), (40, 8, 0.1), (200, 3, 0.1),
+         (64, 64, 1.0), (500, 16, 0.2)]
+
+
+@pytest.mark.parametrize("d_k,n,t", CASES)
+@pytest.mark.parametrize("rule", core.RULES)
+def test_saturation_metrics_equal_the_explicit_vectors(d_k, n, t, rule):
+    rng = np.random.default_rng(d_k * 1000 + n)
+    query, keys = rng.standard_normal(d_k), rng.standard_normal((n, d_k))
+    keys[0] = 0.6 * query + 0.8 * keys[0]          # an aligned key too
+    s = core.rule_divisor(rule, d_k)
+    direct = core.variant(keys @ query / s, rule != "none", t, keys, divisor=s)
+    along, upper, diag, rows = _decompose(query, keys)
+    u = (np.linalg.norm(query) * along / (s * t))[None, None]
+    m = core.saturation_metrics(u, along[None, None], np.array([s * t]), upper[None],
+                                diag[None, None], rows[None])
+    assert m["max_weight"][0, 0] == pytest.approx(direct.max_weight, rel=1e-12)
+    assert m["eff_keys"][0, 0] == pytest.approx(direct.effective_keys, rel=1e-9)
+    if direct.query_gradient == 0:      # its weights underflow; the curves' log does not
+        assert m["log10_grad_q"][0, 0] < -300
+    else:
+        assert m["log10_grad_q"][0, 0] == pytest.approx(math.log10(direct.query_gradient),
+                                                        abs=1e-9)
+
+
+def test_a_saturated_gradient_far_below_float64_is_still_measured():
+    rng = np.random.default_rng(3)
+    d_k, n, t = 4096, 8, 0.02
+    query, keys = rng.standard_normal(d_k), rng.standard_normal((n, d_k))
+    along, upper, diag, rows = _decompose(query, keys)
+    u = (np.linalg.norm(query) * along / t)[None, None]
+    m = core.saturation_metrics(u, along[None, None], np.array([t]), upper[None],
+                                diag[None, None], rows[None])
+    log_grad = m["log10_grad_q"][0, 0]
+    assert log_grad < -400 and np.isfinite(log_grad)   # 10 ** log_grad is not a float64
+    # against the exact exponent: ||dp/dq|| ~ eps * O(|k|), eps = second weight / top weight
+    z = u[0, 0]
+    gap = np.sort(z)[-1] - np.sort(z)[-2]
+    assert abs(log_grad - (-gap / math.log(10))) < 6
+
+
+def _explicit_curves(d_k, n, t, align, draws=2000, seed=99):
+    rng = np.random.default_rng(seed)
+    out = {r: ([], []) for r in core.RULES}
+    for _ in range(draws):
+        q, k = rng.standard_normal(d_k), rng.standard_normal((n, d_k))
+        k[0] = align * q + math.sqrt(1 - align ** 2) * k[0]
+        for r in core.RULES:
+            s = core.rule_divisor(r, d_k)
+            v = core.variant(k @ q / s, r != "none", t, k, divisor=s)
+            out[r][0].append(v.max_weight)
+            out[r][1].append(math.log10(v.query_gradient))
+    return out
+
+
+@pytest.mark.parametrize("d_k,n,t,align", [(16, 8, 1.0, 0.0), (64, 4, 0.5, 0.5),
+                                           (4, 12, 1.0, 0.3)])
+def test_curves_match_a_monte_carlo_with_explicit_vectors(d_k, n, t, align):
+    curves = core.saturation_curves(t, n, align)
+    i = core.D_K_VALUES.index(d_k)
+    explicit = _explicit_curves(d_k, n, t, align)
+    for r in core.RULES:
+        weights, grads = explicit[r]
+        assert curves[f"max_weight_median_{r}"][i] == pytest.approx(np.median(weights), abs=0.03)
+        for q, col in ((25, "q25"), (75, "q75")):
+            assert curves[f"max_weight_{col}_{r}"][i] == pytest.approx(
+                np.percentile(weights, q), abs=0.04)
+        spread = np.subtract(*np.percentile(grads, [75, 25]))   # in decades
+        assert math.log10(curves[f"grad_q_median_{r}"][i]) == pytest.approx(
+            np.median(grads), abs=0.03 + 0.1 * spread)
+
+
+def test_curves_give_the_reference_numbers():
+    """THE-ARGUMENT 9 and 11: median max weight and gradient to the query with 8 keys."""
+    c = core.saturation_curves(1.0, 8, 0.0)
+    at = {d: core.D_K_VALUES.index(d) for d in (16, 64, 512)}
+    for d, none, sqrt, linear in ((16, 0.78, 0.33, 0.17), (64, 0.96, 0.33, 0.15),
+                                  (512, 1.00, 0.34, 0.13)):
+        assert c["max_weight_median_none"][at[d]] == pytest.approx(none, abs=0.015)
+        assert c["max_weight_median_sqrt"][at[d]] == pytest.approx(sqrt, abs=0.02)
+        assert c["max_weight_median_linear"][at[d]] == pytest.approx(linear, abs=0.015)
+    assert c["grad_q_median_sqrt"][at[64]] == pytest.approx(0.364, rel=0.05)
+    assert c["grad_q_median_sqrt"][at[512]] == pytest.approx(0.367, rel=0.05)
+    assert c["grad_q_median_none"][at[512]] == pytest.approx(0.0022, rel=0.25)
+    # quartiles bracket the median; 1/sqrt(d_k) holds the median near 1/3 at every width
+    for r in core.RULES:
+        for m in ("max_weight", "eff_keys", "grad_q"):
+            assert np.all(c[f"{m}_q25_{r}"] <= c[f"{m}_median_{r}"])
+            assert np.all(c[f"{m}_median_{r}"] <= c[f"{m}_q75_{r}"])
+    assert np.ptp(c["max_weight_median_sqrt"][1:]) < 0.1
+
+
+def test_an_aligned_key_saturates_sqrt_again_and_not_linear():
+    c = core.saturation_curves(1.0, 8, 0.5)
+    assert c["max_weight_median_sqrt"][-1] > 0.99
+    assert c["max_weight_median_linear"][-1] < 0.3
+
+
+def test_curve_arguments_are_checked():
+    with pytest.raises(ValueError):
+        core.saturation_curves(1.0, 7, 0.0)
+    with pytest.raises(ValueError):
+        core.saturation_curves(1.0, 8, 0.25)
+    with pytest.raises(ValueError):
+        core.saturation_curves(0.0, 8, 0.0)
+
+
+def test_head_budget_reads_the_curves_at_width_over_heads():
+    budget = core.head_budget(512, 1.0, 8, 0.0)
+    curves = core.saturation_curves(1.0, 8, 0.0)
+    assert list(budget["heads"]) == [2.0 ** i for i in range(10)]
+    for h, d in zip(budget["heads"], budget["d_k"]):
+        assert h * d == 512
+        i = core.D_K_VALUES.index(int(d))
+        for r in core.RULES:
+            assert budget[f"max_weight_median_{r}"][list(budget["d_k"]).index(d)] == \
+                curves[f"max_weight_median_{r}"][i]
+
+
+@pytest.mark.parametrize("d_k", [1, 8, 64, 512, 4096])
+def test_logit_spread_is_sqrt_d_k_raw_and_one_scaled(d_k):
+    dist = core.logit_distribution(d_k)
+    assert dist["std_none"] == pytest.approx(math.sqrt(d_k), rel=0.025)
+    assert dist["std_sqrt"] == pytest.approx(1.0, rel=0.025)
+    assert dist["std_linear"] == pytest.approx(1 / math.sqrt(d_k), rel=0.025)
+    for r in ("none", "sqrt"):
+        widths = np.diff(dist[f"edges_{r}"])
+        assert (dist[f"counts_{r}"] * widths).sum() == pytest.approx(1.0, abs=1e-12)
+    curve = core.logit_std_curve()
+    assert curve["std_raw"][core.D_K_VALUES.index(d_k)] == pytest.approx(dist["std_none"])
+
+
+def test_draw_metrics_are_the_states_variants_when_nothing_is_aligned():
+    draw = core.draw_metrics(64, 1.0, 2288)
+    state = core.compute_state(64, 1.0, 2288)
+    for r in core.RULES:
+        assert draw[r].probs.tolist() == state.by_rule(r).probs.tolist()
+        assert draw[r].query_gradient == pytest.approx(state.by_rule(r).query_gradient,
+                                                       rel=1e-12)
+    aligned = core.draw_metrics(64, 1.0, 2288, 8, 0.9)
+    q, k = core.sample_qk(2288, 64)
+    assert aligned["none"].logits[0] == pytest.approx(
+        0.9 * q @ q + math.sqrt(1 - 0.81) * k[0] @ q)
+    assert aligned["none"].logits[1:].tolist() == pytest.approx((k[1:] @ q).tolist())
+
+
+# ---- training ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rule,t", [("none", 1.0), ("sqrt", 1.0), ("linear", 0.5),
+                                    ("sqrt", 0.2)])
+def test_attention_gradients_equal_finite_differences(rule, t):
+    rng = np.random.default_rng(5)
+    d_k, m, b, n = 6, 4, 3, 5
+    w_q, w_k = rng.standard_normal((d_k, m)) / 2, rng.standard_normal((d_k, m)) / 2
+    tokens = rng.standard_normal((b, n, m))
+    targets = rng.integers(0, n, b)
+    query = tokens[np.arange(b), targets] + 0.3 * rng.standard_normal((b, m))
+    _, g_q, g_k, _ = core.attention_loss(w_q, w_k, tokens, query, targets, rule, t)
+    h = 1e-6
+    for w, g, which in ((w_q, g_q, 0), (w_k, g_k, 1)):
+        numeric = np.zeros_like(w)
+        for idx in np.ndindex(w.shape):
+            plus, minus = w.copy(), w.copy()
+            plus[idx] += h
+            minus[idx] -= h
+            args = [(plus, w_k), (minus, w_k)] if which == 0 else [(w_q, plus), (w_q, minus)]
+            lp = core.attention_loss(*args[0], tokens, query, targets, rule, t, grads=False)[0]
+            lm = core.attention_loss(*args[1], tokens, query, targets, rule, t, grads=False)[0]
+            numeric[idx] = (lp - lm) / (2 * h)
+        assert np.abs(g - numeric).max() < 1e-7 * max(1.0, np.abs(numeric).max())
+
+
+def test_a_saturated_softmax_passes_almost_no_gradient():
+    """Logits 40 apart: the loss is far from 0 and yet dL/dW is ~e^-40 of it."""
+    m, b, n, d_k = 2, 1, 2, 1
+    tokens = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    w_q, w_k = np.array([[1.0, 0.0]]), np.array([[40.0, 0.0]])
+    loss, g_q, g_k, p = core.attention_loss(w_q, w_k, tokens, np.array([[1.0, 0.0]]),
+                                            np.array([1]), "none")
+    assert p[0, 0] > 1 - 1e-15 and loss == pytest.approx(0.5, rel=1e-12)
+    assert 0 < core.frobenius(g_k) < 1e-15 and core.frobenius(g_q) < 1e-15
+
+
+def test_training_is_deterministic_and_shares_its_start_across_rules():
+    a = core.train(64, "sqrt", 7, steps=40)
+    b = core.train(64, "sqrt", 7, steps=40)
+    assert a.loss == b.loss and a.grad_wq == b.grad_wq
+    assert len(a.loss) == 41 and a.done
+    runs = {r: core.start_training(64, r, 7, steps=40) for r in core.RULES}
+    assert all(np.array_equal(runs["sqrt"].w_q, run.w_q) for run in runs.values())
+    first = [run._batch()[0] for run in runs.values()]
+    assert all(np.array_equal(first[0], batch) for batch in first)
+    c = core.start_training(64, "sqrt", 7, steps=40)
+    c.advance(10)
+    c.advance(100)
+    assert c.loss == a.loss and c.steps_done == 40
+
+
+def test_scaled_training_learns_the_task():
+    run = core.train(64, "sqrt", 2288)
+    assert run.loss[-1] < 0.1 * run.loss[0]

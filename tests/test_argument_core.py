@@ -197,7 +197,6 @@ def test_attention_gradients_equal_finite_differences(rule, t):
 
 def test_a_saturated_softmax_passes_almost_no_gradient():
     """Logits 40 apart: the loss is far from 0 and yet dL/dW is ~e^-40 of it."""
-    m, b, n, d_k = 2, 1, 2, 1
     tokens = np.array([[[1.0, 0.0], [0.0, 1.0]]])
     w_q, w_k = np.array([[1.0, 0.0]]), np.array([[40.0, 0.0]])
     loss, g_q, g_k, p = core.attention_loss(w_q, w_k, tokens, np.array([[1.0, 0.0]]),

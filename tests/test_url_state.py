@@ -69,3 +69,14 @@ def test_parameters_have_bounds_on_every_path():
         with pytest.raises(ValueError):
             setattr(st, name, bad)
     assert math.isfinite(st.temperature)
+
+
+def test_the_tab_and_the_argument_controls_round_trip_and_bad_ones_are_named():
+    from attention_scaling.state import ExplorerState, parse_query, to_query
+    values, _, notices = parse_query({"tab": ["gradient"], "keys": ["13"], "align": ["0.26"]})
+    assert values == {"tab": "gradient", "keys": 12, "align": 0.3} and len(notices) == 2
+    assert to_query(ExplorerState(**values))["align"] == "0.3"
+    values, _, notices = parse_query({"tab": ["<script>"], "align": ["-1"]})
+    assert values == {"align": 0.0}
+    assert notices[0] == "Ignored tab='<script>': use one of draw, variance, saturation, " \
+        "gradient, training, budget."

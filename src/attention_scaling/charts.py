@@ -27,6 +27,10 @@ from bokeh.models import (
     Range1d,
     Slider,
     Switch,
+    FixedTicker,
+    BasicTickFormatter,
+    TabPanel,
+    Tabs,
 )
 from bokeh.palettes import Inferno256, RdBu11, interp_palette
 from bokeh.core.properties import value, without_property_validation
@@ -34,7 +38,8 @@ from bokeh.plotting import figure
 
 from . import core
 from .state import CONTROLS
-from .text import EXPLANATION, FORMULAS, caption_html, fill, header_html, weight_label
+from .text import (EXPLANATION, FORMULAS, RULE_LABELS, caption_html, fill, header_html,
+                   weight_label)
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
 SCALED_COLOR = "#0072B2"     # blue
@@ -402,6 +407,11 @@ def position_slider(title: str, labels: list[str], position: int, name: str) -> 
                   margin=(5, 10))
 
 
+#: The explorer's tabs, in the order of the argument: (key, title).
+TABS = (("draw", "One draw"), ("variance", "1 Variance"), ("saturation", "2 Saturation"),
+        ("gradient", "3 Gradient"), ("training", "4 Training"), ("budget", "5 Heads"))
+
+
 class View:
     """The whole explorer as Bokeh models, built once: the figures and texts of
     :class:`Charts`, the controls, the title bar, the guide. The served page, the offline copy
@@ -412,12 +422,15 @@ class View:
     positions of each ``choice`` row, a switch for each ``flag`` row, in the table's order; a
     ``count`` row, the seed, is shown by ``seed_div`` and changed by the buttons).
     ``hidden`` leaves parts out (``state.VIEW_PARTS``), ``notice`` is HTML shown above the
-    charts, ``buttons`` names the buttons the runtime wires (``resample``, ``fig3``, ``copy``).
+    charts, ``buttons`` names the buttons the runtime wires (``resample``, ``fig3``, ``copy``);
+    ``argument=False`` leaves out the tabs of the argument (the offline copy); ``presets``
+    is HTML shown under the guide.
     """
 
     def __init__(self, *, values: dict, subtitle: str = "", guide: str = "",
                  caption_extra: str = "", hidden=frozenset(), notice: str = "",
-                 buttons=("resample", "fig3", "copy")) -> None:
+                 buttons=("resample", "fig3", "copy"), argument: bool = True,
+                 presets: str = "") -> None:
         css = [InlineStyleSheet(css=page_css())]
         wide = [*css, InlineStyleSheet(css=FULL_WIDTH_CSS)]
         self.charts = c = Charts(caption_extra=caption_extra)
@@ -426,21 +439,30 @@ class View:
             div.stylesheets = css
         #: The widget of each choice and flag control, by the control's name.
         self.widgets: dict = {}
-        rows = []
+        rows, argument_rows = [], []
         for control in CONTROLS:
+            if control.group == "argument" and not argument:
+                continue
             if control.kind == "choice":
                 widget = position_slider(control.label, [control.show(v) for v in control.values],
                                          control.values.index(values[control.name]),
                                          control.name)
-                rows.append(widget)
+                shown = widget
             elif control.kind == "flag":
                 widget = Switch(active=values[control.name], name=control.name, margin=(8, 10))
                 hint = f"<br><small>{control.hint}</small>" if control.hint else ""
-                rows.append(row(widget, Div(text=f"<b>{control.label}</b>{hint}",
-                                            disable_math=True, margin=(0, 5))))
+                shown = row(widget, Div(text=f"<b>{control.label}</b>{hint}",
+                                        disable_math=True, margin=(0, 5)))
             else:
                 continue
+            (argument_rows if control.group == "argument" else rows).append(shown)
             self.widgets[control.name] = widget
+        if argument_rows:
+            argument_rows.insert(0, Div(
+                text="<h4 class='group'>Over many draws</h4><small>These two set the tabs "
+                     "Variance to Heads; the one-draw tab keeps Fig. 3's eight independent "
+                     "keys.</small>", stylesheets=css, disable_math=True, margin=(12, 10, 0, 10),
+                sizing_mode="stretch_width"))
         self.seed_div = Div(text="", stylesheets=css, disable_math=True, name="seed",
                             margin=(4, 10))
         labels = {"resample": ("Resample q and k", "primary"),
@@ -452,19 +474,34 @@ class View:
         guide_div = Div(text=guide, name="guide", stylesheets=css, disable_math=True,
                         sizing_mode="stretch_width", margin=(5, 10))
         self.sidebar = column(
-            *rows, self.seed_div, *self.buttons.values(), guide_div,
+            *rows, self.seed_div, *self.buttons.values(), *argument_rows, guide_div,
+            *([Div(text=presets, name="presets", stylesheets=css, disable_math=True,
+                   sizing_mode="stretch_width", margin=(5, 10))] if presets else []),
             width=300, css_classes=["app-sidebar"], stylesheets=css, margin=0)
         formulas = Div(text=FORMULAS, stylesheets=wide, disable_math=True,
                        sizing_mode="stretch_width")
         text = [] if "text" in hidden else [c.caption, formulas, c.explanation]
         notes = [Div(text=notice, stylesheets=css, disable_math=True, name="notice",
                      sizing_mode="stretch_width")] if notice else []
-        self.main = column(
-            *notes,
+        one_draw = column(
             row(c.scaled_fig, c.unscaled_fig, sizing_mode="stretch_width"),
             *text,
             row(c.jacobian_fig, c.readout, sizing_mode="stretch_width"),
-            c.diagonal_fig,
+            c.diagonal_fig, sizing_mode="stretch_width")
+        #: The argument over many draws and through training, one tab per step in the
+        #: order of the argument (:data:`TABS`): built by :meth:`build_argument` when first
+        #: asked for, so that a page whose reader stays on the first tab costs a quarter of
+        #: the models. Until then each tab holds a short "drawing" note.
+        self.argument: Argument | None = None
+        self._css, self._hide_text = css, "text" in hidden
+        self.tabs = Tabs(tabs=[TabPanel(title=title, child=one_draw if key == "draw" else Div(
+            text="<p class='status'>Drawing…</p>", stylesheets=css, disable_math=True))
+            for key, title in TABS], sizing_mode="stretch_width", name="sections",
+            active=[key for key, _ in TABS].index(values.get("tab", "draw")) if argument else 0)
+        if argument:
+            self.widgets["tab"] = self.tabs
+        self.main = column(
+            *notes, self.tabs if argument else one_draw,
             sizing_mode="stretch_width", css_classes=["app-main"], stylesheets=css,
             margin=(10, 12))
         body = row(*([] if "controls" in hidden else [self.sidebar]), self.main,
@@ -475,7 +512,289 @@ class View:
         #: The page: title bar over the controls (left) and the charts and text.
         self.root = column(*header, body, sizing_mode="stretch_width", margin=0)
 
+    def build_argument(self, wire=None) -> bool:
+        """Build the argument's figures, texts and Train button and put them in their tabs;
+        False if they were built already. ``wire(view)`` runs before they join the document:
+        an event callback added to a model the browser already has would not reach it."""
+        if self.argument is not None:
+            return False
+        css = self._css
+        self.argument = a = Argument()
+        self.section_texts = t = {
+            key: Div(text="", name=f"{key}-text", stylesheets=css, disable_math=True,
+                     sizing_mode="stretch_width", margin=(5, 10), css_classes=["section-text"])
+            for key, _title in TABS[1:]}
+        self.train_button = Button(label="Train", button_type="primary", name="train",
+                                   width=160, margin=(5, 10))
+        self.training_status = Div(text="", name="training-status", stylesheets=css,
+                                   disable_math=True, margin=(10, 10))
+
+        def section(key, *body):
+            return column(*([] if self._hide_text else [t[key]]), *body,
+                          sizing_mode="stretch_width")
+
+        f = a.figures
+        wide_row = functools.partial(row, sizing_mode="stretch_width")
+        children = {
+            "variance": section("variance", wide_row(f["logit-histogram"],
+                                                     f["logit-histogram-scaled"]),
+                                f["logit-std"]),
+            "saturation": section("saturation", wide_row(f["saturation-curves"],
+                                                         f["saturation-eff-keys"])),
+            "gradient": section("gradient", f["saturation-gradient"]),
+            "training": section("training", row(self.train_button, self.training_status),
+                                wide_row(f["training-loss"], f["training-gradients"])),
+            "budget": section("budget", wide_row(f["head-budget"], f["head-budget-gradient"])),
+        }
+        if wire is not None:
+            wire(self)
+        # new panels, not new children: BokehJS redraws the tabs when their list changes,
+        # not when a panel's child does
+        self.tabs.tabs = [panel if key not in children else TabPanel(title=title,
+                                                                      child=children[key])
+                          for (key, title), panel in zip(TABS, self.tabs.tabs)]
+        return True
+
     def show_seed(self, seed: int) -> None:
         text = f"<span class='seed'>seed <code>{int(seed)}</code></span>"
         if self.seed_div.text != text:
             self.seed_div.text = text
+
+
+# ---- the argument across many draws and through training ---------------------------------
+
+#: A colour per scaling rule (Okabe-Ito), and a dash per rule so that no line is told from
+#: another by colour alone.
+RULE_COLORS = {"none": UNSCALED_COLOR, "sqrt": SCALED_COLOR, "linear": "#009E73"}
+RULE_DASH = {"none": "solid", "sqrt": "dashed", "linear": "dotdash"}
+RULE_MARKER = {"none": "circle", "sqrt": "square", "linear": "triangle"}
+
+
+def _log_figure(name: str, title: str, x_label: str, y_label: str, *, y_log=False,
+                x_range=None, height=260) -> figure:
+    fig = figure(name=name, title=title, height=height, sizing_mode="stretch_width",
+                 min_width=260, tools="", x_axis_type="log", y_axis_type="log" if y_log else "linear",
+                 **({"x_range": x_range} if x_range is not None else {}))
+    fig.xaxis.axis_label = x_label
+    fig.yaxis.axis_label = y_label
+    fig.xaxis.ticker = FixedTicker(ticks=WIDTH_TICKS)
+    fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
+    _style(fig)
+    return fig
+
+
+#: Ticks of the d_k axes (log): the powers of four.
+WIDTH_TICKS = [1, 4, 16, 64, 256, 1024, 4096]
+
+
+class Argument:
+    """The charts of the argument over many draws and through training, built once: the
+    logit histogram and its spread against d_k, the saturation curves, the head budget and
+    the training run. Their data come from core (``update_*``); sources are named
+    ``<figure name>-source``."""
+
+    def __init__(self) -> None:
+        self._curves_shown = None
+        widths = [float(w) for w in core.D_K_VALUES]
+        x_range = Range1d(0.8, 5200)
+        # -- saturation curves: three panels over one source
+        cols = {"d_k": widths}
+        for r in core.RULES:
+            for m in ("max_weight", "eff_keys", "grad_q"):
+                for q in ("median", "q25", "q75"):
+                    cols[f"{m}_{q}_{r}"] = [1.0] * len(widths)
+        self.curves_source = ColumnDataSource(cols, name="saturation-curves-source")
+        self.draw_source = ColumnDataSource(dict(
+            d_k=[64.0] * 3, rule=list(core.RULES), max_weight=[0.5] * 3, eff_keys=[1.0] * 3,
+            grad_q=[1.0] * 3, color=[RULE_COLORS[r] for r in core.RULES],
+            marker=[RULE_MARKER[r] for r in core.RULES]), name="saturation-draw-source")
+        panels = (("saturation-curves", "max_weight", "Max weight: median and middle half",
+                   "max weight", False),
+                  ("saturation-eff-keys", "eff_keys", "Effective number of keys e^H",
+                   "effective keys", False),
+                  ("saturation-gradient", "grad_q", "Gradient reaching the query ‖∂p/∂q‖_F",
+                   "‖∂p/∂q‖_F (log)", True))
+        self.curve_figs = {}
+        for name, metric, title, label, y_log in panels:
+            fig = _log_figure(name, title, "head width d_k (log)", label, y_log=y_log,
+                              x_range=x_range)
+            for r in core.RULES:
+                color = RULE_COLORS[r]
+                fig.varea(x="d_k", y1=f"{metric}_q25_{r}", y2=f"{metric}_q75_{r}",
+                          source=self.curves_source, fill_color=color, fill_alpha=0.15)
+                fig.line(x="d_k", y=f"{metric}_median_{r}", source=self.curves_source,
+                         line_color=color, line_width=2.5, line_dash=RULE_DASH[r],
+                         legend_label=RULE_LABELS[r])
+            # the current width: a vertical line from the dots' own source (one message)
+            fig.vspan(x="d_k", source=self.draw_source, line_color="#52606d",
+                      line_dash="dotted", line_width=1.5)
+            fig.scatter(x="d_k", y=metric, source=self.draw_source, size=11,
+                        fill_color="color", line_color="#1f2933", marker="marker")
+            fig.legend.location = "top_left" if metric != "eff_keys" else "top_right"
+            fig.legend.background_fill_alpha = 0.8
+            fig.legend.label_text_font = FONT
+            fig.legend.label_text_font_size = "12px"
+            if metric == "max_weight":
+                fig.y_range = Range1d(0, 1.04)
+            self.curve_figs[name] = fig
+        # -- the logits over many draws: raw and divided by sqrt(d_k), and their spread
+        self.hist_source = ColumnDataSource(
+            {f"{c}_{r}": [0.0] for r in ("none", "sqrt") for c in ("left", "right", "top")},
+            name="logit-histogram-source")
+        self.hist_figs = {}
+        for name, rule, title, color in (
+                ("logit-histogram", "none", "q·k over many draws", UNSCALED_COLOR),
+                ("logit-histogram-scaled", "sqrt", "q·k / √d_k over many draws", SCALED_COLOR)):
+            fig = figure(name=name, title=title, height=250, sizing_mode="stretch_width",
+                         min_width=240, tools="")
+            fig.quad(left=f"left_{rule}", right=f"right_{rule}", top=f"top_{rule}", bottom=0,
+                     source=self.hist_source, fill_color=color, fill_alpha=0.7,
+                     line_color="#ffffff")
+            fig.xaxis.axis_label = "logit"
+            fig.yaxis.axis_label = "density"
+            _style(fig)
+            self.hist_figs[name] = fig
+        self.std_source = ColumnDataSource(dict(d_k=widths, std_raw=[1.0] * len(widths),
+                                                sqrt_d_k=[w ** 0.5 for w in widths]),
+                                           name="logit-std-source")
+        fig = _log_figure("logit-std", "Spread of q·k against d_k", "head width d_k (log)",
+                          "standard deviation (log)", y_log=True, x_range=x_range)
+        fig.line(x="d_k", y="sqrt_d_k", source=self.std_source, line_color="#52606d",
+                 line_dash="dashed", legend_label="√d_k")
+        fig.scatter(x="d_k", y="std_raw", source=self.std_source, size=7,
+                    fill_color=UNSCALED_COLOR, line_color="#1f2933", legend_label="measured")
+        fig.legend.location = "top_left"
+        fig.legend.label_text_font = FONT
+        fig.yaxis.ticker = FixedTicker(ticks=[1, 2, 4, 8, 16, 32, 64])
+        fig.yaxis.formatter = BasicTickFormatter(use_scientific=False)
+        self.width_source = ColumnDataSource(dict(d_k=[64.0]), name="logit-width-source")
+        fig.vspan(x="d_k", source=self.width_source, line_color="#52606d", line_dash="dotted")
+        self.std_fig = fig
+        # -- the head budget: one model width split into h heads of d_k = width / h
+        self.budget_source = ColumnDataSource(
+            {"heads": [], "d_k": [], **{f"{m}_median_{r}": [] for m in ("max_weight", "grad_q")
+                                        for r in core.RULES}}, name="head-budget-source")
+        self.budget_figs = {}
+        for name, metric, title, label, y_log in (
+                ("head-budget", "max_weight", "Max weight per head (median)", "max weight",
+                 False),
+                ("head-budget-gradient", "grad_q", "Gradient to the query per head (median)",
+                 "‖∂p/∂q‖_F (log)", True)):
+            fig = figure(name=name, title=title, height=250, sizing_mode="stretch_width",
+                         min_width=240, tools="", x_axis_type="log",
+                         y_axis_type="log" if y_log else "linear")
+            for r in core.RULES:
+                fig.line(x="heads", y=f"{metric}_median_{r}", source=self.budget_source,
+                         line_color=RULE_COLORS[r], line_width=2.5, line_dash=RULE_DASH[r],
+                         legend_label=RULE_LABELS[r])
+                fig.scatter(x="heads", y=f"{metric}_median_{r}", source=self.budget_source,
+                            marker=RULE_MARKER[r], size=8, fill_color=RULE_COLORS[r],
+                            line_color="#1f2933")
+            fig.xaxis.ticker = FixedTicker(ticks=[2 ** i for i in range(13)])
+            fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
+            fig.xaxis.axis_label = "number of heads h (d_k = width / h)"
+            fig.yaxis.axis_label = label
+            fig.legend.location = "top_right" if metric == "max_weight" else "bottom_right"
+            fig.legend.label_text_font = FONT
+            fig.legend.label_text_font_size = "12px"
+            _style(fig)
+            self.budget_figs[name] = fig
+        # -- the training run
+        self.training_source = ColumnDataSource(
+            {"step": [], **{f"{m}_{r}": [] for r in core.RULES
+                            for m in ("loss", "grad_wq", "grad_wk")}},
+            name="training-source")
+        self.training_figs = {}
+        fig = figure(name="training-loss", title="Training loss", height=260,
+                     sizing_mode="stretch_width", min_width=260, tools="")
+        for r in core.RULES:
+            fig.line(x="step", y=f"loss_{r}", source=self.training_source, line_width=2.5,
+                     line_color=RULE_COLORS[r], line_dash=RULE_DASH[r],
+                     legend_label=RULE_LABELS[r])
+        fig.x_range = Range1d(0, 1)
+        fig.y_range = Range1d(0, 1)
+        fig.xaxis.axis_label = "step"
+        fig.yaxis.axis_label = "loss"
+        self.training_figs["training-loss"] = fig
+        fig = figure(name="training-gradients", title="Gradient reaching W_Q (W_K: thin)",
+                     height=260, sizing_mode="stretch_width", min_width=260, tools="",
+                     y_axis_type="log")
+        for r in core.RULES:
+            fig.line(x="step", y=f"grad_wq_{r}", source=self.training_source, line_width=2.5,
+                     line_color=RULE_COLORS[r], line_dash=RULE_DASH[r],
+                     legend_label=RULE_LABELS[r])
+            fig.line(x="step", y=f"grad_wk_{r}", source=self.training_source, line_width=1,
+                     line_color=RULE_COLORS[r], line_dash=RULE_DASH[r])
+        fig.x_range = self.training_figs["training-loss"].x_range
+        fig.y_range = Range1d(1e-3, 10)
+        fig.xaxis.axis_label = "step"
+        fig.yaxis.axis_label = "‖∂L/∂W‖_F (log)"
+        self.training_figs["training-gradients"] = fig
+        for fig in self.training_figs.values():
+            _style(fig)
+            fig.legend.location = "top_right"
+            fig.legend.label_text_font = FONT
+            fig.legend.label_text_font_size = "12px"
+
+    @property
+    def figures(self) -> dict:
+        return {**self.curve_figs, **self.hist_figs, "logit-std": self.std_fig,
+                **self.budget_figs, **self.training_figs}
+
+    def update_curves(self, curves: dict, d_k: int, draw: dict) -> None:
+        """The saturation curves (core.saturation_curves) and where this draw (rule ->
+        Variant, core.draw_metrics) sits on them, at width ``d_k``."""
+        if self._curves_shown is not curves:
+            self.curves_source.data = {k: np.asarray(v).tolist() for k, v in curves.items()}
+            self._curves_shown = curves
+        variants = [draw[r] for r in core.RULES]
+        self.draw_source.data.update(
+            d_k=[float(d_k)] * 3,
+            max_weight=[v.max_weight for v in variants],
+            eff_keys=[v.effective_keys for v in variants],
+            grad_q=[max(v.query_gradient, 1e-300) for v in variants])
+
+    def update_logits(self, dist: dict) -> None:
+        """The histograms of q·k, raw and divided by sqrt(d_k) (core.logit_distribution)."""
+        data = {}
+        for rule in ("none", "sqrt"):
+            edges = np.asarray(dist[f"edges_{rule}"], float)
+            data.update({f"left_{rule}": edges[:-1].tolist(), f"right_{rule}": edges[1:].tolist(),
+                         f"top_{rule}": np.asarray(dist[f"counts_{rule}"], float).tolist()})
+        self.hist_source.data = data
+
+    def show_width(self, d_k: int) -> None:
+        """Mark the current width on the spread-against-d_k chart."""
+        self.width_source.data = dict(d_k=[float(d_k)])
+
+    def update_std(self, curve: dict) -> None:
+        self.std_source.data = dict(d_k=np.asarray(curve["d_k"], float).tolist(),
+                                    std_raw=np.asarray(curve["std_raw"]).tolist(),
+                                    sqrt_d_k=np.sqrt(np.asarray(curve["d_k"], float)).tolist())
+
+    def update_budget(self, budget: dict) -> None:
+        self.budget_source.data = {k: np.asarray(v, float).tolist() for k, v in budget.items()}
+
+    def show_training(self, run_by_rule: dict) -> None:
+        """The training runs so far (one per rule, core.start_training), replacing what is
+        shown; the axes span the planned steps and the values so far."""
+        n = min(len(run.loss) for run in run_by_rule.values())
+        runs = run_by_rule.values()
+        steps = max(run.steps for run in runs)
+        if self.training_figs["training-loss"].x_range.end != steps:
+            self.training_figs["training-loss"].x_range.end = steps
+        losses = [x for run in runs for x in run.loss[:n]]
+        grads = [x for run in runs for m in ("grad_wq", "grad_wk") for x in getattr(run, m)[:n]
+                 if x > 0]
+        if losses:
+            self.training_figs["training-loss"].y_range.end = 1.05 * max(losses)
+        if grads:
+            y = self.training_figs["training-gradients"].y_range
+            y.start, y.end = min(grads) / 2, max(grads) * 2
+        data = {"step": list(range(n))}
+        for r, run in run_by_rule.items():
+            data[f"loss_{r}"] = np.asarray(run.loss[:n]).tolist()
+            for m in ("grad_wq", "grad_wk"):
+                g = np.asarray(getattr(run, m)[:n], float)
+                data[f"{m}_{r}"] = np.maximum(g, 1e-300).tolist()
+        self.training_source.data = data

@@ -43,7 +43,9 @@ _INT_HEAD = 3                              # style, label, ink
 _DIAG_TEXTS = N
 
 #: The offline copy's last sentence of the caption.
-OFFLINE_NOTE = "This offline copy holds every setting of the controls, precomputed."
+OFFLINE_NOTE = ("This offline copy holds every setting of its controls, precomputed. It has "
+                "the one-draw view only: the tabs over many draws and the training run are in "
+                "the served explorer.")
 
 
 def seed_list(n: int) -> list[int]:
@@ -162,6 +164,7 @@ def build_layout(payload: dict, seeds: list[int]):
     view = View(
         values={c.name: getattr(explorer, c.name) for c in CONTROLS},
         subtitle="offline copy", caption_extra=OFFLINE_NOTE, buttons=("resample", "fig3"),
+        argument=False,
         guide=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."))
     charts = view.charts
     charts.update(explorer.result, True, explorer.text_fields())

@@ -6,15 +6,31 @@ from __future__ import annotations
 
 import base64
 import sys
+import time
 import urllib.parse
 from contextlib import contextmanager
 
 import panel as pn
-from bokeh.models import Button, CustomJS, Slider, Switch
+from bokeh.models import Button, CustomJS, Slider, Switch, Tabs
 
+from . import core
 from .charts import ASSETS, View, script
-from .state import CONTROLS, ExplorerState, parse_query, to_query
-from .text import TITLE, guide_html, notice_html
+from .state import CONTROLS, PRESETS, ExplorerState, parse_query, preset_query, to_query
+from .charts import TABS
+from .text import (TITLE, TRAINING_INTRO, budget_html, gradient_html, guide_html, notice_html,
+                   presets_html, saturation_html, scaled_score_example, softmax_example,
+                   training_html, variance_html)
+
+#: The presets' links (state.PRESETS), the same for every page.
+PRESETS_HTML = presets_html([(label, urllib.parse.urlencode(preset_query(overrides)))
+                             for label, overrides in PRESETS])
+
+#: The model width the head-budget tab splits into heads.
+BUDGET_WIDTH = 512
+#: Steps of a training run, and the most time one turn of the server's loop spends on it
+#: (the rest of the class's changes go between two turns).
+TRAINING_STEPS = 300
+TRAINING_SLICE_S = 0.02
 
 #: The tab icon, inline (no extra request): assets/favicon.svg drawn as a PNG
 #: (scripts/favicon.py). Not the SVG itself: Chromium fetches and decodes the tab icon again
@@ -77,6 +93,27 @@ def bind_switch(switch: Switch, state, name: str) -> None:
     state.param.watch(to_browser, name)
 
 
+def bind_tabs(tabs: Tabs, state, name: str) -> None:
+    """Keep the shown tab and an option parameter of ``state`` (the tabs' keys, in order) in
+    sync both ways; an index that is not a tab's (a forged message) puts the tab back."""
+    keys = list(state.param[name].objects)
+
+    def from_browser(_attr, _old, new) -> None:
+        position = _position(new, len(keys))
+        if position is None:
+            tabs.active = keys.index(getattr(state, name))
+        elif keys[position] != getattr(state, name):
+            with held(tabs.document):
+                setattr(state, name, keys[position])
+
+    def to_browser(event) -> None:
+        if tabs.active != keys.index(event.new):
+            tabs.active = keys.index(event.new)
+
+    tabs.on_change("active", from_browser)
+    state.param.watch(to_browser, name)
+
+
 def on_click(button: Button, action) -> None:
     """Run ``action()`` (held: one message) when ``button`` is clicked."""
 
@@ -108,10 +145,14 @@ class Explorer(pn.viewable.Viewer):
         super().__init__(**params)
         self.state = s = state or ExplorerState()
         self.view = View(values={c.name: getattr(s, c.name) for c in CONTROLS},
-                         guide=guide_html(), hidden=hidden, notice=notice_html(list(notices)))
+                         guide=guide_html(), hidden=hidden, notice=notice_html(list(notices)),
+                         presets=PRESETS_HTML)
         self.charts = self.view.charts
         for name, widget in self.view.widgets.items():
-            (bind_switch if isinstance(widget, Switch) else bind_slider)(widget, s, name)
+            if isinstance(widget, Tabs):
+                bind_tabs(widget, s, name)
+            else:
+                (bind_switch if isinstance(widget, Switch) else bind_slider)(widget, s, name)
         self.d_k_slider = self.view.widgets["d_k"]
         self.temperature_slider = self.view.widgets["temperature"]
         self.scaled_switch = self.view.widgets["scaled"]
@@ -123,7 +164,12 @@ class Explorer(pn.viewable.Viewer):
         buttons["copy"].js_on_event("button_click", CustomJS(
             args=dict(button=buttons["copy"]), code=script("copy-link")))
         self._refresh()
-        s.param.watch(self._refresh, ["result", "scaled"])
+        s.param.watch(self._refresh, ["result", "scaled", "keys", "align", "tab"])
+        # the argument's tabs: built when one is first shown, then drawn when shown (a
+        # change redraws only the visible one)
+        self._shown: dict[str, tuple] = {}
+        self._training = None
+        self._refresh_argument()
 
     def _refresh(self, *_events) -> None:
         r = self.state.result
@@ -131,6 +177,103 @@ class Explorer(pn.viewable.Viewer):
         fields["query"] = urllib.parse.urlencode(to_query(self.state))   # for write-url.js
         self.charts.update(r, self.state.scaled, fields)
         self.view.show_seed(r.seed)
+        if hasattr(self, "_shown"):
+            self._refresh_argument()
+
+    def argument_setting(self) -> tuple:
+        """What the argument's tabs depend on: (d_k, T, seed, keys, alignment)."""
+        s = self.state
+        return (s.d_k, s.temperature, s.seed, s.keys, s.align)
+
+    def _refresh_argument(self, *_events) -> None:
+        """Bring the visible tab of the argument up to date with the controls (the others
+        when they are shown)."""
+        key = self.state.tab
+        if key == "draw":
+            return
+        with held(self.view.root.document):
+            if self.view.build_argument(self._wire_argument):
+                for other, _title in TABS[1:]:     # drawn once, each: no empty chart
+                    if other != key:
+                        self._draw(other)
+            if self._shown.get(key) != self.argument_setting():
+                self._draw(key)
+
+    def _wire_argument(self, view) -> None:
+        on_click(view.train_button, self.start_training)
+        view.argument.update_std(core.logit_std_curve())
+        view.section_texts["training"].text = TRAINING_INTRO
+
+    def _draw(self, key: str) -> None:
+        setting = self.argument_setting()
+        d_k, t, seed, n, rho = setting
+        a, texts = self.view.argument, self.view.section_texts
+        if key == "variance":
+            dist = core.logit_distribution(d_k)
+            a.update_logits(dist)
+            a.show_width(d_k)
+            texts[key].text = variance_html(d_k, dist, core.logit_std_curve(),
+                                            core.LOGIT_DRAWS) + scaled_score_example()
+        elif key in ("saturation", "gradient"):
+            curves = core.saturation_curves(t, n, rho)
+            draw = core.draw_metrics(d_k, t, seed, n, rho)
+            a.update_curves(curves, d_k, draw)
+            if key == "saturation":
+                texts[key].text = (saturation_html(d_k, t, n, rho, curves, draw,
+                                                   core.CURVE_DRAWS) + softmax_example())
+            else:
+                texts[key].text = gradient_html(d_k, t, n, rho, curves, draw, core.CURVE_DRAWS)
+        elif key == "budget":
+            budget = core.head_budget(BUDGET_WIDTH, t, n, rho)
+            a.update_budget(budget)
+            texts[key].text = budget_html(budget, BUDGET_WIDTH, t, n, rho)
+        self._shown[key] = setting
+
+    def start_training(self) -> None:
+        """Train one head under each rule at the current d_k, T and keys, from the state's
+        seed, a slice of steps per turn of the server's loop so that the curves grow while
+        it runs (all at once where there is no server loop, as in a notebook)."""
+        if self._training and not all(r.done for r in self._training[0].values()):
+            return           # one run at a time (the button is disabled meanwhile)
+        d_k, t, seed, n, _rho = self.argument_setting()
+        runs = {rule: core.start_training(d_k, rule, seed, temperature=t,
+                                          steps=TRAINING_STEPS, n_keys=n)
+                for rule in core.RULES}
+        self._training = (runs, (d_k, t, n))
+        self.view.train_button.disabled = True
+        doc = self.view.root.document
+        if doc is None or doc.session_context is None:
+            for run in runs.values():
+                run.advance(TRAINING_STEPS + 1)
+            self._show_training()
+            return
+        self._show_training()
+        doc.add_next_tick_callback(self._train_slice)
+
+    def _train_slice(self) -> None:
+        runs, _ = self._training
+        end = time.perf_counter() + TRAINING_SLICE_S
+        while time.perf_counter() < end and not all(run.done for run in runs.values()):
+            for run in runs.values():
+                run.advance(1)
+        with held(self.view.root.document):
+            self._show_training()
+        if not all(run.done for run in runs.values()):
+            self.view.root.document.add_timeout_callback(self._train_slice, 15)
+
+    def _show_training(self) -> None:
+        runs, (d_k, t, n) = self._training
+        self.view.argument.show_training(runs)
+        done = all(run.done for run in runs.values())
+        step = min(run.steps_done for run in runs.values())
+        self.view.training_status.text = (
+            f"<span class='status' role='status'>Trained {step} of {TRAINING_STEPS} steps at "
+            f"d<sub>k</sub> = {d_k}, T = {t:g}, {n} keys.</span>" if done else
+            f"<span class='status' role='status'>Training… step {step} of "
+            f"{TRAINING_STEPS}</span>")
+        if done:
+            self.view.section_texts["training"].text = training_html(runs, d_k, t, n)
+            self.view.train_button.disabled = False
 
     def __panel__(self):
         return pn.pane.Bokeh(self.view.root, sizing_mode="stretch_width")

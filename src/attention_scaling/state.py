@@ -21,10 +21,14 @@ MAX_SEED = 2**31 - 1
 @dataclass(frozen=True)
 class Control:
     """One control. ``kind``: ``choice`` (one of ``values``, shown as a slider over their
-    positions; a URL value between them takes the nearest on a log scale), ``flag`` (on/off)
-    or ``count`` (a whole number from ``values[0]`` to ``values[1]``). ``show`` writes a value
+    positions; a URL value between them takes the nearest on a log scale), ``flag`` (on/off),
+    ``count`` (a whole number from ``values[0]`` to ``values[1]``) or ``option`` (one of the
+    words ``values``; the tabs are its widget). ``show`` writes a value
     for the URL and the slider's label; ``positive`` refuses a URL value <= 0 instead of
-    clamping it; ``hint`` is a line of small print under a switch's label."""
+    clamping it; ``hint`` is a line of small print under a switch's label; ``linear``: a URL
+    value between two takes the nearest on a linear scale; ``group``: ``draw`` for the
+    controls of the one-draw view and all tabs, ``argument`` for those only the argument's
+    tabs (over many draws and training) use."""
 
     name: str
     kind: str
@@ -36,6 +40,8 @@ class Control:
     show: Callable = str
     positive: bool = False
     hint: str = ""
+    linear: bool = False
+    group: str = "draw"
 
 
 CONTROLS = (
@@ -51,6 +57,16 @@ CONTROLS = (
     Control("seed", "count", "seed", "Random seed", FIG3_SEED,
             "Seed of the random query and keys (nested across widths).",
             values=(0, MAX_SEED)),
+    Control("tab", "option", "tab", "Section", "draw",
+            "The tab shown: the one draw, or a step of the argument over many draws.",
+            values=("draw", "variance", "saturation", "gradient", "training", "budget")),
+    Control("keys", "choice", "keys", "Number of keys n", core.N_KEYS,
+            "How many keys the query attends over in the argument's tabs.",
+            values=core.KEY_COUNTS, group="argument"),
+    Control("align", "choice", "align", "Trained alignment ρ", 0.0,
+            "Correlation of the first key with the query (k1 = ρq + √(1−ρ²)ε), as training "
+            "makes a query and the key it should match.",
+            values=core.ALIGNMENTS, show=lambda v: f"{v:g}", linear=True, group="argument"),
 )
 #: Parts of the page that ``?hide=`` can hide; ``?embed=1`` hides the header.
 VIEW_PARTS = ("header", "controls", "text")
@@ -64,6 +80,8 @@ def _parameter(c: Control) -> param.Parameter:
         return param.Selector(objects=list(c.values), **common)
     if c.kind == "flag":
         return param.Boolean(**common)
+    if c.kind == "option":
+        return param.Selector(objects=list(c.values), **common)
     return param.Integer(bounds=c.values, **common)
 
 
@@ -139,7 +157,10 @@ def _shown(raw: str, limit: int = 32) -> str:
     return repr(text)
 
 
-def _nearest_log(x: float, options) -> float:
+def _nearest(x: float, options, linear: bool = False) -> float:
+    """The option nearest ``x``, on a log scale unless ``linear``."""
+    if linear:
+        return min(options, key=lambda o: abs(o - x))
     return min(options, key=lambda o: abs(math.log(o) - math.log(x)))
 
 
@@ -195,6 +216,13 @@ def parse_query(args) -> tuple[dict, set[str], list[str]]:
         raw = last(key)
         if raw is None:
             continue
+        if c.kind == "option":
+            if raw in c.values:
+                values[c.name] = raw
+            else:
+                notices.append(f"Ignored {key}={_shown(raw)}: use one of "
+                               f"{', '.join(c.values)}.")
+            continue
         if c.kind == "count":
             low, high = c.values
             if raw.isascii() and raw.isdigit() and len(raw) <= 30:
@@ -213,7 +241,7 @@ def parse_query(args) -> tuple[dict, set[str], list[str]]:
             notices.append(f"Ignored {key}={_shown(raw)}: it must be positive.")
             continue
         options = c.values
-        near = _nearest_log(min(max(x, options[0]), options[-1]), options)
+        near = _nearest(min(max(x, options[0]), options[-1]), options, c.linear)
         if not math.isclose(near, x, rel_tol=1e-9):
             notices.append(f"{key}={_shown(raw)} is not one of the values offered; "
                            f"using {c.show(near)}.")
@@ -230,3 +258,21 @@ def parse_query(args) -> tuple[dict, set[str], list[str]]:
                 notices.append(f"Ignored hide={_shown(token)}: can hide "
                                f"{', '.join(VIEW_PARTS)}.")
     return values, hidden, notices
+
+
+#: Presets, each a link to a view: (label, the controls it sets; the others at their defaults).
+PRESETS = (
+    ("Fig. 3: one draw, in context", {}),
+    ("softmax([1, 5, 10])", {"tab": "saturation"}),
+    ("112 / √64 = 14", {"tab": "variance"}),
+    ("Temperature 0.5", {"temperature": 0.5}),
+    ("Temperature 2", {"temperature": 2.0}),
+    ("One head of 512 vs eight of 64", {"tab": "budget"}),
+    ("Trained keys (ρ = 0.5): √d_k is not enough", {"tab": "saturation", "align": 0.5}),
+)
+
+
+def preset_query(overrides: dict) -> dict[str, str]:
+    """The query string of a preset: every control, at its default unless ``overrides``
+    sets it."""
+    return to_query(ExplorerState(**overrides))

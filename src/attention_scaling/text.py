@@ -9,6 +9,8 @@ import math
 import re
 from functools import lru_cache
 
+import numpy as np
+
 from . import core
 
 #: The seed and width that reproduce the reference figure ("Fig. 3"): 8 keys,
@@ -29,6 +31,9 @@ def _fmt(x: float, digits: int = 3) -> str:
 
 
 TITLE = "Why attention divides by √d_k"
+
+#: How each scaling rule of core.RULES is named on the charts.
+RULE_LABELS = {"none": "unscaled", "sqrt": "÷√d_k", "linear": "÷d_k"}
 
 #: The caption under the paired bar charts, two paragraphs with {field} slots (see
 #: :func:`fill`); :func:`caption_html` wraps it and may end it with a sentence of the page's
@@ -268,3 +273,199 @@ def plain(markup: str) -> str:
 
 
 # ---- URL state: the one place where controls are written to and read from a query string ----
+
+
+# ---- the argument over many draws and through training ------------------------------------
+
+def _dk(d: int | str) -> str:
+    return f"d<sub>k</sub> = {d}"
+
+
+def _setting(d_k: int, temperature: float, n_keys: int, align: float) -> str:
+    """"d_k = 64, T = 1, 8 keys" and, when a key is aligned, the alignment."""
+    aligned = f", the first aligned with the query by ρ = {align:g}" if align else ""
+    return f"{_dk(d_k)}, T = {_fmt(temperature)}, {n_keys} keys{aligned}"
+
+
+def _rules(values: dict, show=core.percent) -> str:
+    """ "80% unscaled, 27% ÷√d_k and 15% ÷d_k" """
+    return (f"{show(values['none'])} unscaled, {show(values['sqrt'])} ÷√d<sub>k</sub> and "
+            f"{show(values['linear'])} ÷d<sub>k</sub>")
+
+
+def _factor(x: float) -> str:
+    """A ratio in words: "3.4 times", "7.6 × 10<sup>9</sup> times"."""
+    if not math.isfinite(x):
+        return "more than 10<sup>308</sup> times"
+    if x < 1e4:
+        return f"{_fmt(x, 2)} times"
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa} × 10<sup>{int(exponent)}</sup> times"
+
+
+def _draw_weight(v: core.Variant) -> str:
+    return core.percent(v.max_weight, below_one=v.rest > 0)
+
+
+def variance_html(d_k: int, dist: dict, std_curve: dict, draws: int) -> str:
+    """What the histograms show at ``d_k``: the measured spread of q·k over ``draws`` draws
+    (core.logit_distribution) under each rule, against √d_k and 1, and how far the measured
+    spread at any width (core.logit_std_curve) is from √d_k."""
+    gaps = np.abs(np.asarray(std_curve["std_raw"]) / np.sqrt(std_curve["d_k"]) - 1)
+    return (
+        f"<p>Over {draws:,} random draws of <i>q</i> and <i>k</i> at {_dk(d_k)}, "
+        f"<i>q</i>·<i>k</i> has standard deviation {_fmt(dist['std_none'])} (√{d_k} = "
+        f"{_fmt(math.sqrt(d_k))}); divided by √d<sub>k</sub> it is {_fmt(dist['std_sqrt'])} "
+        f"(unit variance, at every width), and divided by d<sub>k</sub> it is "
+        f"{_fmt(dist['std_linear'])}. The chart below sets the measured spread at every width "
+        f"beside √d<sub>k</sub>: the largest gap is {_fmt(100 * float(gaps.max()), 2)}%.</p>")
+
+
+def saturation_html(d_k: int, temperature: float, n_keys: int, align: float, curves: dict,
+                    draw: dict, draws: int) -> str:
+    """What the saturation curves show at this setting and where this draw (rule -> Variant)
+    sits; every number read from ``curves`` (core.saturation_curves) and ``draw``."""
+    i = core.D_K_VALUES.index(d_k)
+    med = {r: curves[f"max_weight_median_{r}"][i] for r in core.RULES}
+    first = {r: curves[f"max_weight_median_{r}"][0] for r in core.RULES}
+    last = {r: curves[f"max_weight_median_{r}"][-1] for r in core.RULES}
+    sqrt_all = [float(x) for x in curves["max_weight_median_sqrt"]]
+    this = {r: _draw_weight(v) for r, v in draw.items()}
+    head = (f"<p>Over {draws:,} random draws at {_setting(d_k, temperature, n_keys, align)}, "
+            f"the median max weight is {_rules(med)}. This draw (the dots): "
+            f"{_rules(this, str)}.</p>")
+    if not align:
+        tail = (
+            f"<p>From d<sub>k</sub> = 1 to 4096 the unscaled median goes from "
+            f"{core.percent(first['none'])} to {core.percent(last['none'])}, while ÷√d<sub>k</sub> "
+            f"keeps unit variance and stays between {core.percent(min(sqrt_all))} and "
+            f"{core.percent(max(sqrt_all))}. ÷d<sub>k</sub> leaves the logits a standard "
+            f"deviation of 1/√d<sub>k</sub>, so the softmax flattens toward the even "
+            f"{_fmt(100 / n_keys)}% as the head widens: its median goes from "
+            f"{core.percent(first['linear'])} to {core.percent(last['linear'])}.</p>")
+    else:
+        j = core.D_K_VALUES.index(64)
+        tail = (
+            f"<p>With ρ = {align:g} the aligned logit ρ|q|² has mean ρ·d<sub>k</sub>: "
+            f"÷√d<sub>k</sub> lets it grow like ρ√d<sub>k</sub>, and its median max weight is "
+            f"{core.percent(sqrt_all[j])} at d<sub>k</sub> = 64 and "
+            f"{core.percent(sqrt_all[-1])} at 4096; ÷d<sub>k</sub> keeps it of order ρ, "
+            f"{core.percent(curves['max_weight_median_linear'][j])} and "
+            f"{core.percent(last['linear'])}. That is why μP (Tensor Programs V) scales "
+            f"attention logits by 1/d<sub>k</sub>.</p>")
+    return head + tail
+
+
+def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curves: dict,
+                  draw: dict, draws: int) -> str:
+    """The gradient reaching the query over many draws, read from ``curves``: at this width,
+    and where the unscaled median falls below the ÷√d_k one for good."""
+    i = core.D_K_VALUES.index(d_k)
+    none = [float(x) for x in curves["grad_q_median_none"]]
+    sqrt = [float(x) for x in curves["grad_q_median_sqrt"]]
+    med = {r: float(curves[f"grad_q_median_{r}"][i]) for r in core.RULES}
+    this = {r: v.query_gradient for r, v in draw.items()}
+    text = (f"<p>‖∂<i>p</i>/∂<i>q</i>‖<sub>F</sub>, the gradient that reaches the query and "
+            f"through it <i>W</i><sub><i>Q</i></sub>: over {draws:,} draws at "
+            f"{_setting(d_k, temperature, n_keys, align)} its median is {_rules(med, _fmt)} "
+            f"(this draw: {_rules(this, _fmt)}).</p>")
+    below = [k for k in range(len(none)) if all(none[j] < sqrt[j] for j in range(k, len(none)))]
+    if below and below[0] > 0:
+        w = core.D_K_VALUES[below[0]]
+        ratio = sqrt[-1] / none[-1] if none[-1] > 0 else math.inf
+        text += (f"<p>Up to d<sub>k</sub> = {core.D_K_VALUES[below[0] - 1]} more reaches the "
+                 f"query unscaled (its logits are merely larger); from d<sub>k</sub> = {w} on "
+                 f"the unscaled median is below the ÷√d<sub>k</sub> one, and at 4096 it is "
+                 f"{_factor(ratio)} smaller: the softmax saturates and p(1 − p) dies.</p>")
+    elif below:
+        text += ("<p>At this setting the unscaled median is below the ÷√d<sub>k</sub> one at "
+                 "every width.</p>")
+    else:
+        text += ("<p>At this setting the unscaled median is not below the ÷√d<sub>k</sub> one "
+                 "at the widest heads.</p>")
+    return text
+
+
+#: The training tab before its first run.
+TRAINING_INTRO = (
+    "<p><b>Train</b> runs one attention head under each rule at the current d<sub>k</sub>, T "
+    "and number of keys, from the same start and the same batches: it learns by plain SGD to "
+    "copy the token of the key that matches a noisy query. The loss sits after the softmax, "
+    "so every gradient reaching <i>W</i><sub><i>Q</i></sub> and <i>W</i><sub><i>K</i></sub> "
+    "passes through its Jacobian.</p>")
+
+
+def _change(before: float, after: float) -> str:
+    """A relative change as words: "down 52%", "up 3%", "unchanged to 3 digits"."""
+    if before == 0 or _fmt(before) == _fmt(after):
+        return "unchanged to 3 digits"
+    x = (after - before) / abs(before)
+    return f"{'down' if x < 0 else 'up'} {_fmt(abs(100 * x), 2)}%"
+
+
+def training_html(runs: dict, d_k: int, temperature: float, n_keys: int) -> str:
+    """What the finished training runs (rule -> core.TrainingRun, the same start and batches)
+    showed, in their own numbers."""
+    g0 = {r: float(run.grad_wq[0]) for r, run in runs.items()}
+    steps = runs["sqrt"].steps
+    parts = [f"{RULE_LABELS_HTML[r]} from {_fmt(float(run.loss[0]))} to "
+             f"{_fmt(float(run.loss[-1]))} ({_change(float(run.loss[0]), float(run.loss[-1]))})"
+             for r, run in runs.items()]
+    finite = all(np.isfinite(np.concatenate([run.loss, run.grad_wq, run.grad_wk])).all()
+                 for run in runs.values())
+    ratio = g0["none"] / g0["sqrt"] if g0["sqrt"] else math.inf
+    return (
+        f"<p>{steps} steps of plain SGD (learning rate {_fmt(core.TRAIN_LR)}) for one attention head "
+        f"at {_dk(d_k)}, T = {_fmt(temperature)}, "
+        f"{n_keys} keys, from the same start and batches under each rule. At the start the "
+        f"gradient reaching <i>W</i><sub><i>Q</i></sub> is {_fmt(g0['none'])} unscaled, "
+        f"{_factor(ratio)} the ÷√d<sub>k</sub> run's {_fmt(g0['sqrt'])} (÷d<sub>k</sub>: "
+        f"{_fmt(g0['linear'])}). The loss went " + "; ".join(parts) + "."
+        + (" Every loss and gradient of the three runs is a finite number: whatever a run "
+           "learned or failed to learn, nothing raised an error." if finite else "")
+        + f" A batch's gradient averages its {core.TRAIN_BATCH} examples; the Gradient tab "
+          "shows the median over single draws.</p>")
+
+
+def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align: float) -> str:
+    """The head budget at ``width``: one head against eight (or the most there are)."""
+    heads = [int(h) for h in budget["heads"]]
+    h = 8 if 8 in heads else heads[-1]
+    j = heads.index(h)
+    mw = {r: budget[f"max_weight_median_{r}"] for r in core.RULES}
+    gq = {r: budget[f"grad_q_median_{r}"] for r in core.RULES}
+    aligned = f", the first key aligned by ρ = {align:g}" if align else ""
+    return (
+        f"<p>A model width of {width} split into h heads of d<sub>k</sub> = {width}/h "
+        f"(T = {_fmt(temperature)}, {n_keys} keys{aligned}). Unscaled, one head of {width} "
+        f"has a median max weight of {core.percent(mw['none'][0])} and a median gradient to "
+        f"the query of {_fmt(float(gq['none'][0]))}; {h} heads of {width // h} have "
+        f"{core.percent(mw['none'][j])} and {_fmt(float(gq['none'][j]))} each: narrower "
+        f"heads have lower-variance logits ({width // h} instead of {width}). ÷√d<sub>k</sub> "
+        f"gives {core.percent(mw['sqrt'][0])} and {core.percent(mw['sqrt'][j])}.</p>")
+
+
+#: The rules' names in the page's HTML.
+RULE_LABELS_HTML = {"none": "unscaled", "sqrt": "÷√d<sub>k</sub>", "linear": "÷d<sub>k</sub>"}
+
+
+def presets_html(presets) -> str:
+    """The presets as links: ``presets`` is (label, query string) pairs."""
+    links = "".join(f"<li><a href='?{html.escape(query, quote=True)}'>{html.escape(label)}</a></li>"
+                    for label, query in presets)
+    return f"<div class='presets'><h4>Presets</h4><ul>{links}</ul></div>"
+
+
+def softmax_example() -> str:
+    """softmax([1, 5, 10]), computed: the sentence of the saturation tab."""
+    p = core.softmax([1.0, 5.0, 10.0])
+    shown = ", ".join(f"{x:.3f}" for x in p)
+    return (f"<p>softmax([1, 5, 10]) = [{shown}]: logits a few units apart already put "
+            f"{100 * float(p.max()):.1f}% of the weight on one key.</p>")
+
+
+def scaled_score_example(score: float = 112.0, d_k: int = 64) -> str:
+    """The Illustrated Transformer's worked example, computed."""
+    return (f"<p>A raw score <i>q</i>·<i>k</i> = {_fmt(score)} at {_dk(d_k)} (The Illustrated "
+            f"Transformer's example) is {_fmt(score)}/√{d_k} = {_fmt(score / math.sqrt(d_k))} "
+            "after scaling.</p>")

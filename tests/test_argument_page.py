@@ -1,0 +1,130 @@
+"""The argument's tabs in the served page, in Chromium: each view drawn with core's numbers,
+following the controls, and a training run that grows while it runs and ends as core's."""
+
+import pytest
+from conftest import column, open_app
+
+from attention_scaling import core
+from attention_scaling.page import BUDGET_WIDTH, TRAINING_STEPS
+
+pytestmark = pytest.mark.browser
+
+TABS = {"1 Variance": ["logit-histogram", "logit-histogram-scaled", "logit-std"],
+        "2 Saturation": ["saturation-curves", "saturation-eff-keys"],
+        "3 Gradient": ["saturation-gradient"],
+        "4 Training": ["training-loss", "training-gradients"],
+        "5 Heads": ["head-budget", "head-budget-gradient"]}
+
+DRAWN = """(n) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n);
+  if (m) { const v = Bokeh.index.find_one(m); return v ? [v.bbox.width, v.bbox.height] : null; } }
+  return null; }"""
+
+
+def show_tab(page, title):
+    page.locator(".bk-tab", has_text=title).click()
+
+
+def wait_column(page, name, col, expected, rel=1e-9):
+    page.wait_for_function(
+        """([n, c, e, rel]) => { const v = window.__col(n, c);
+             return v && v.length === e.length &&
+               v.every((x, i) => Math.abs(x - e[i]) <= rel * Math.max(1, Math.abs(e[i]))); }""",
+        arg=[name, col, [float(x) for x in expected], rel], timeout=15_000)
+
+
+def slider_handle(page, title_start):
+    """The handle of the slider whose title begins with ``title_start``."""
+    return page.locator(".bk-Slider", has_text=title_start).locator(".noUi-handle")
+
+
+def test_each_tab_draws_its_plots_with_cores_numbers(page, server):
+    open_app(page, server)
+    for title, plots in TABS.items():
+        show_tab(page, title)
+        for name in plots:
+            page.wait_for_function(f"() => {{ const s = ({DRAWN})({name!r}); "
+                                   "return s && s[0] > 200 && s[1] > 150; }", timeout=15_000)
+    curves = core.saturation_curves(1.0, core.N_KEYS, 0.0)
+    assert column(page, "saturation-curves-source", "d_k") == list(map(float, core.D_K_VALUES))
+    for rule in core.RULES:
+        for metric in ("max_weight_median", "max_weight_q25", "max_weight_q75",
+                       "eff_keys_median", "grad_q_median"):
+            col = f"{metric}_{rule}"
+            assert column(page, "saturation-curves-source", col) == pytest.approx(
+                list(curves[col]), rel=1e-12)
+    budget = core.head_budget(BUDGET_WIDTH, 1.0, core.N_KEYS, 0.0)
+    for rule in core.RULES:
+        assert column(page, "head-budget-source", f"max_weight_median_{rule}") == \
+            pytest.approx(list(budget[f"max_weight_median_{rule}"]), rel=1e-12)
+    assert page.get_by_text("A model width of 512 split into h heads").count() == 1
+    assert page.console_errors == []
+
+
+def test_the_visible_tab_follows_the_controls(page, server):
+    open_app(page, server)
+    show_tab(page, "1 Variance")
+    wait_column(page, "logit-histogram-source", "top_none",
+                core.logit_distribution(64)["counts_none"])
+    handle = slider_handle(page, "Head width")
+    handle.focus()
+    page.keyboard.press("ArrowRight")                  # d_k 64 -> 80
+    wait_column(page, "logit-histogram-source", "top_none",
+                core.logit_distribution(80)["counts_none"])
+    assert column(page, "logit-width-source", "d_k") == [80.0]
+    show_tab(page, "2 Saturation")
+    draw = core.draw_metrics(80, 1.0, 2288)
+    wait_column(page, "saturation-draw-source", "max_weight",
+                [draw[r].max_weight for r in core.RULES])
+    assert column(page, "saturation-draw-source", "d_k") == [80.0] * 3
+    # keys 8 -> 12 and alignment 0 -> 0.1: new curves, and the dots of that draw
+    keys = slider_handle(page, "Number of keys")
+    keys.focus()
+    page.keyboard.press("ArrowRight")
+    align = slider_handle(page, "Trained alignment")
+    align.focus()
+    page.keyboard.press("ArrowRight")
+    curves = core.saturation_curves(1.0, 12, 0.1)
+    wait_column(page, "saturation-curves-source", "max_weight_median_sqrt",
+                curves["max_weight_median_sqrt"])
+    draw = core.draw_metrics(80, 1.0, 2288, 12, 0.1)
+    wait_column(page, "saturation-draw-source", "max_weight",
+                [draw[r].max_weight for r in core.RULES])
+    assert "keys=12" in page.url and "align=0.1" in page.url
+    page.get_by_text("12 keys, the first aligned with the query by ρ = 0.1").first.wait_for()
+    assert page.console_errors == []
+
+
+def test_training_grows_while_it_runs_and_ends_as_cores_run(page, server):
+    open_app(page, server)
+    show_tab(page, "4 Training")
+    page.get_by_role("button", name="Train").click()
+    page.wait_for_function("() => (window.__col('training-source', 'step') || []).length > 1",
+                           timeout=15_000)
+    seen = len(column(page, "training-source", "step"))
+    page.wait_for_function(
+        f"() => (window.__col('training-source', 'step') || []).length === {TRAINING_STEPS + 1}",
+        timeout=30_000)
+    assert seen < TRAINING_STEPS + 1                   # progress shown before the end
+    for rule in core.RULES:
+        run = core.train(64, rule, 2288, temperature=1.0, steps=TRAINING_STEPS)
+        assert column(page, "training-source", f"loss_{rule}") == pytest.approx(
+            run.loss, rel=1e-12)
+        assert column(page, "training-source", f"grad_wq_{rule}") == pytest.approx(
+            run.grad_wq, rel=1e-12)
+    page.get_by_text("300 steps of plain SGD").wait_for()
+    assert page.get_by_role("button", name="Train").is_enabled()
+    assert page.console_errors == []
+
+
+def test_a_preset_is_a_link_to_its_view(page, server):
+    open_app(page, server)
+    page.get_by_role("link", name="Trained keys (ρ = 0.5): √d_k is not enough").click()
+    page.wait_for_url("**align=0.5**")
+    assert "tab=saturation" in page.url
+    curves = core.saturation_curves(1.0, 8, 0.5)
+    wait_column(page, "saturation-curves-source", "max_weight_median_sqrt",
+                curves["max_weight_median_sqrt"])
+    active = page.locator(".bk-tab.bk-active").inner_text()
+    assert active == "2 Saturation"
+    page.get_by_text("softmax([1, 5, 10]) = [0.000, 0.007, 0.993]").wait_for()
+    assert page.console_errors == []

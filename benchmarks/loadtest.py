@@ -8,7 +8,7 @@ as BokehJS does: GET the page (the server builds the session's document), read t
 from it, open ws://.../ws with subprotocols ["bokeh", TOKEN], get the ACK, PULL-DOC-REQ ->
 PULL-DOC-REPLY (the whole document), then a PATCH-DOC announcing `document_ready` (Panel runs its
 on-load callbacks then). A control change is a PATCH-DOC with a ModelChanged event on the d_k or
-temperature Slider (`value`, an index) or on the "scaled" Switch (`active`); the server answers
+temperature Slider (`value`, an index) or on the "rule" buttons (`active`); the server answers
 with OK (reqid) and a PATCH-DOC whose events replace the data of 'scaled-weights-source'.
 
 Phases (driven by one asyncio loop; the server's CPU and memory come from /proc for its whole
@@ -407,9 +407,9 @@ class Session:
                             found[kind] = {"id": o["id"], "attr": "value",
                                            "value": attrs["value"], "start": attrs["start"],
                                            "end": attrs["end"]}
-                    elif o["name"] == "Switch":
+                    elif o["name"] == "RadioButtonGroup" and attrs.get("name") == "rule":
                         found["scaled"] = {"id": o["id"], "attr": "active",
-                                           "value": bool(attrs.get("active"))}
+                                           "value": int(attrs.get("active", 1))}
                     elif o["name"] == "ColumnDataSource" and \
                             attrs.get("name") == "scaled-weights-source":
                         self.source_id = o["id"]
@@ -510,8 +510,8 @@ class Session:
                     continue
                 ctl = rng.choices(kinds, weights)[0]
                 c = self.controls[ctl]
-                if ctl == "scaled":
-                    await self._change(ctl, not c["value"])
+                if ctl == "scaled":          # the scaling rule: unscaled <-> 1/sqrt(d_k)
+                    await self._change(ctl, 0 if c["value"] == 1 else 1)
                 elif rng.random() < a.drag_prob:
                     step = rng.choice((-1, 1))
                     for _ in range(rng.randint(*a.drag_steps)):

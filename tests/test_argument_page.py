@@ -128,3 +128,16 @@ def test_a_preset_is_a_link_to_its_view(page, server):
     assert active == "2 Saturation"
     page.get_by_text("softmax([1, 5, 10]) = [0.000, 0.007, 0.993]").wait_for()
     assert page.console_errors == []
+
+
+def test_the_temperature_link_shows_the_unscaled_bars_on_the_scaled_chart(page, server):
+    open_app(page, server)
+    unscaled_at_one = column(page, "unscaled-weights-source", "weight")
+    page.get_by_role("link", name="÷√d_k at T = 1/√64 = 0.125: the same bars").click()
+    page.wait_for_url("**temperature=0.125**")
+    wait_column(page, "scaled-weights-source", "weight", unscaled_at_one, rel=0)
+    assert unscaled_at_one == core.compute_state(64, 1.0, 2288).unscaled.probs.tolist()
+    page.get_by_text("At T = 1/√64 the scaled chart is the unscaled chart at T = 1").wait_for()
+    page.get_by_role("link", name="Unscaled at d_k = 64, T = 1").click()
+    page.wait_for_url("**rule=none**")
+    assert "temperature=1&" in page.url

@@ -67,7 +67,7 @@ def test_max_weight_labels_equal_the_bar_data(page, server):
 def test_toggling_scaling_changes_the_heatmap(page, server):
     open_app(page, server)
     before = column(page, "jacobian-source", "value")
-    page.locator(".bk-Switch").first.click()
+    page.get_by_role("button", name="unscaled", exact=True).click()
     wait_changed(page, "jacobian-source", "value", before)
     from attention_scaling import core
     st = core.compute_state(64, 1.0, 2288)
@@ -114,7 +114,7 @@ def test_updates_replace_data_in_place_no_new_models(page, server):
     old = column(page, "jacobian-source", "value")
     page.locator(".noUi-handle").first.focus()
     page.keyboard.press("ArrowRight")
-    page.locator(".bk-Switch").first.click()
+    page.get_by_role("button", name="unscaled", exact=True).click()
     wait_changed(page, "jacobian-source", "value", old)
     page.wait_for_timeout(500)
     assert page.evaluate(ids, names) == before
@@ -159,7 +159,7 @@ LATENCY_JS = """async ({n, gap, control}) => {
   const doc = Bokeh.documents[0];
   const models = [...doc.all_models];
   const slider = models.find(m => m.type === 'Slider' && m.title.startsWith('Head width'));
-  const toggle = models.find(m => m.type === 'Switch');
+  const toggle = models.find(m => m.type === 'RadioButtonGroup' && m.name === 'rule');
   const watched = control === 'slider' ? 'unscaled-weights-source' : 'jacobian-source';
   const col = control === 'slider' ? 'weight' : 'value';
   const src = doc.get_model_by_name(watched);
@@ -173,7 +173,7 @@ LATENCY_JS = """async ({n, gap, control}) => {
       setTimeout(() => resolve(5000), 5000);
     });
     if (control === 'slider') slider.value = (slider.value + 7) % (slider.end + 1);
-    else toggle.active = !toggle.active;
+    else toggle.active = toggle.active === 0 ? 1 : 0;
     out.push(await changed);
     await new Promise(r => setTimeout(r, gap));
   }

@@ -30,7 +30,7 @@ def test_link_restores_every_control_and_the_url_follows_live(page, server):
     assert column(page, "unscaled-weights-source", "weight") == pytest.approx(st.unscaled.probs.tolist(), abs=1e-12)
     assert column(page, "jacobian-source", "value") == pytest.approx(st.unscaled.jacobian.ravel().tolist(), abs=1e-12)
     page.wait_for_function("() => window.location.search.includes('seed=7')", timeout=10_000)
-    assert query(page) == {"d_k": "512", "scaled": "0", "temperature": "2.5", "seed": "7",
+    assert query(page) == {"d_k": "512", "rule": "none", "temperature": "2.5", "seed": "7",
                            "tab": "draw", "keys": "8", "align": "0"}
     page.locator(".noUi-handle").first.focus()
     page.keyboard.press("ArrowRight")                     # 512 -> 768
@@ -46,15 +46,15 @@ def test_a_bare_address_gets_the_full_state_and_keeps_other_parameters(page, ser
     still updates: the fields' source hangs on both Divs."""
     open_at(page, server, "?hide=text")
     page.wait_for_function("() => window.location.search.includes('seed=')", timeout=10_000)
-    assert query(page) == {"hide": "text", "d_k": "64", "scaled": "1", "temperature": "1",
+    assert query(page) == {"hide": "text", "d_k": "64", "rule": "sqrt", "temperature": "1",
                            "seed": "2288", "tab": "draw", "keys": "8", "align": "0"}
     assert page.evaluate("() => Bokeh.documents[0].get_model_by_name('location')") is None
     active = """() => { const div = Bokeh.documents[0].get_model_by_name('readout');
         const el = Bokeh.index.find_one(div).shadow_el.querySelector('[data-active]');
         return el.dataset.active; }"""
     assert page.evaluate(active) == "scaled"
-    page.locator(".bk-Switch").first.click()
-    page.wait_for_function("() => window.location.search.includes('scaled=0')", timeout=10_000)
+    page.get_by_role("button", name="unscaled", exact=True).click()
+    page.wait_for_function("() => window.location.search.includes('rule=none')", timeout=10_000)
     assert query(page)["hide"] == "text"
     # without the explanation the gradient readout still follows the controls
     assert page.evaluate(active) == "unscaled"

@@ -393,7 +393,7 @@ def test_the_page_works_through_nginx_with_its_websocket(deployment, browser):
         move_slider(page)                                   # 64 -> 80, over the websocket
         assert column(page, "jacobian-diagonal-marker", "width") == ["80"]
         before = column(page, "jacobian-source", "value")
-        page.locator(".bk-Switch").first.click()
+        page.get_by_role("button", name="unscaled", exact=True).click()
         wait_changed(page, "jacobian-source", "value", before)
         foreign = [u for u in page.requests if not u.startswith(("data:", "blob:"))
                    and urlparse(u).netloc != deployment.host]

@@ -403,7 +403,7 @@ def test_browser_smoke_against_the_container(hardened, page):
     wait_changed(page, "unscaled-weights-source", "weight", before)
     assert column(page, "jacobian-diagonal-marker", "width") == ["80"]
     before = column(page, "jacobian-source", "value")
-    page.locator(".bk-Switch").first.click()
+    page.get_by_role("button", name="unscaled", exact=True).click()
     wait_changed(page, "jacobian-source", "value", before)
     page.wait_for_timeout(300)
     assert page.console_errors == []

@@ -136,17 +136,17 @@ TEXT = """(names) => names.map((n) => {
   const view = Bokeh.index.find_one(window.__model(n));
   return view ? view.markup_el.textContent : null; })"""
 
-SET = """([dk, t, s, scaled]) => {
+SET = """([dk, t, s, rule]) => {
   const m = window.__model;
   m('d_k').value = dk; m('temperature').value = t; m('seed-index').value = s;
-  m('scaled').active = scaled;
+  m('rule').active = rule;
 }"""
 
 
-def show(page, seed, d_k, temperature, scaled):
+def show(page, seed, d_k, temperature, rule):
     seeds = export.seed_list(export.DEFAULT_SEEDS)
     page.evaluate(SET, [core.D_K_VALUES.index(d_k), core.TEMPERATURES.index(temperature),
-                        seeds.index(seed), scaled])
+                        seeds.index(seed), core.RULES.index(rule)])
     page.wait_for_function(
         "([d, s]) => JSON.stringify(window.__col('jacobian-diagonal-marker', 'width')) === "
         "JSON.stringify([d]) && window.__spans('explanation').d === d"
@@ -160,11 +160,12 @@ def col(page, name, column):
 
 
 CASES = [
-    (prose.FIG3_SEED, 64, 1.0, True),        # default: Fig. 3
-    (prose.FIG3_SEED, 4096, 1.0, False),     # wide head, unscaled
-    (prose.FIG3_SEED, 16, 0.1, True),        # sharp
-    (1, 256, 10.0, False),                   # flat, second seed
-    (3, 1, 1.0, True),                       # last seed, narrowest head
+    (prose.FIG3_SEED, 64, 1.0, "sqrt"),      # default: Fig. 3
+    (prose.FIG3_SEED, 4096, 1.0, "none"),    # wide head, unscaled
+    (prose.FIG3_SEED, 16, 0.1, "sqrt"),      # sharp
+    (1, 256, 10.0, "none"),                  # flat, second seed
+    (3, 1, 1.0, "sqrt"),                     # last seed, narrowest head
+    (2, 512, 0.5, "linear"),                 # the 1/d_k rule
 ]
 
 
@@ -172,11 +173,11 @@ CASES = [
 def test_offline_page_shows_core_values_exactly(offline_page):
     page = offline_page
     assert "√d_k" in page.title()
-    for seed, d_k, temperature, scaled in CASES:
-        show(page, seed, d_k, temperature, scaled)
+    for seed, d_k, temperature, rule in CASES:
+        show(page, seed, d_k, temperature, rule)
         st = core.compute_state(d_k, temperature, seed)
-        act = st.active(scaled)
-        case = (seed, d_k, temperature, scaled)
+        act = st.active(rule)
+        case = (seed, d_k, temperature, rule)
         for name, v in (("scaled-weights", st.scaled), ("unscaled-weights", st.unscaled)):
             assert col(page, f"{name}-source", "weight") == pytest.approx(v.probs.tolist(), abs=1e-12), case
             assert col(page, f"{name}-source", "logit") == pytest.approx(v.logits.tolist(), abs=1e-12), case
@@ -189,16 +190,16 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         assert col(page, "jacobian-source", "value") == pytest.approx(act.jacobian.ravel().tolist(), abs=1e-12), case
         # rebuilt in the browser from the weights and the diagonal: the same float64s
         assert col(page, "jacobian-source", "value") == act.jacobian.ravel().tolist(), case
-        assert col(page, "jacobian-diagonal-source", "value") == pytest.approx(st.sweep(scaled).ravel().tolist(), abs=1e-12), case
+        assert col(page, "jacobian-diagonal-source", "value") == pytest.approx(st.sweep(rule).ravel().tolist(), abs=1e-12), case
         assert col(page, "jacobian-diagonal-cells", "text") == [
             "<0.001" if x < 0.0005 else f"{x:.3f}" for x in act.diagonal]
         spans = page.evaluate("() => window.__spans('explanation')")
         assert spans["d"] == str(d_k)
-        assert spans["which"] == ("scaled" if scaled else "unscaled")
+        assert spans["which"] == prose.WHICH[rule]
         assert spans["max_w"] == weight_label(act)
         # the texts read word for word as the served page's for the same state
         fields = ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
-                                     scaled=scaled).text_fields()
+                               rule=rule).text_fields()
         shown = page.evaluate(TEXT, ["caption", "explanation", "readout"])
         assert shown[0] == prose.plain(prose.fill(prose.caption_html(export.OFFLINE_NOTE), fields))
         assert shown[1] == prose.plain(prose.fill(prose.EXPLANATION, fields))
@@ -206,12 +207,13 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         readout = page.evaluate("() => window.__spans('readout')")
         assert readout["s_max_w"] == weight_label(st.scaled)
         assert readout["u_max_w"] == weight_label(st.unscaled)
-        assert readout["__active"] == ("scaled" if scaled else "unscaled")
+        assert readout["__active"] == prose.WHICH[rule]
         outline = page.evaluate("""() => ['scaled-weights', 'unscaled-weights'].map(n => {
             const f = window.__model(n); return [f.outline_line_color, f.title.text]; })""")
-        on, off = (outline[0], outline[1]) if scaled else (outline[1], outline[0])
-        assert on[0] == "#1f2933" and on[1].endswith("◀ model uses this")
-        assert off[0] is None and not off[1].endswith("◀ model uses this")
+        outlined = {"sqrt": [True, False], "none": [False, True], "linear": [False, False]}[rule]
+        for (color, title), on in zip(outline, outlined):
+            assert (color == "#1f2933") == on and (color is None) != on, case
+            assert title.endswith("◀ model uses this") == on, case
     page.wait_for_timeout(300)
     assert page.console_errors == []
     assert [u for u in page.requests if not u.startswith("file://")] == []
@@ -254,21 +256,21 @@ def test_title_bar_and_formulas_span_the_page(offline_page):
 
 @pytest.mark.browser
 def test_every_column_in_the_browser_is_what_charts_update_sets(offline_page):
-    """The offline copy's JavaScript against the served page's Python, in Chromium: for 48
+    """The offline copy's JavaScript against the served page's Python, in Chromium: for 72
     settings every column of every data source, the text fields and the figures' titles and
     outlines are exactly what Charts.update sets for the same state (floats bit for bit)."""
     page = offline_page
     for seed in (prose.FIG3_SEED, 1):
         for d_k in (1, 4, 64, 4096):
             for temperature in (0.1, 1.0, 10.0):
-                for scaled in (True, False):
-                    show(page, seed, d_k, temperature, scaled)
+                for rule in core.RULES:
+                    show(page, seed, d_k, temperature, rule)
                     c = charts.Charts()
                     explorer = ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
-                                             scaled=scaled)
+                                             rule=rule)
                     fields = explorer.text_fields()
-                    c.update(explorer.result, scaled, fields)
-                    case = (seed, d_k, temperature, scaled)
+                    c.update(explorer.result, rule, fields)
+                    case = (seed, d_k, temperature, rule)
                     for source in c.sources:
                         for column, values in source.data.items():
                             if isinstance(values, np.ndarray):

@@ -16,9 +16,9 @@ from attention_scaling.text import FIG3_SEED, weight_label
 def _bound():
     state = ExplorerState()
     charts = Charts()
-    charts.update(state.result, state.scaled, state.text_fields())
-    state.param.watch(lambda *_: charts.update(state.result, state.scaled, state.text_fields()),
-                      ["result", "scaled"])
+    charts.update(state.result, state.rule, state.text_fields())
+    state.param.watch(lambda *_: charts.update(state.result, state.rule, state.text_fields()),
+                      ["result", "rule"])
     return state, charts
 
 
@@ -31,7 +31,7 @@ def _max_label(source) -> str:
     return labels[0]
 
 
-def _assert_matches(state, charts, d_k, t, seed, scaled):
+def _assert_matches(state, charts, d_k, t, seed, rule):
     expected = core.compute_state(d_k, t, seed)
     for source, var in ((charts.scaled_source, expected.scaled),
                         (charts.unscaled_source, expected.unscaled)):
@@ -41,29 +41,29 @@ def _assert_matches(state, charts, d_k, t, seed, scaled):
         assert source.data["key"] == KEY_LABELS
     assert _max_label(charts.scaled_source) == f"max weight {weight_label(expected.scaled)}"
     assert _max_label(charts.unscaled_source) == f"max weight {weight_label(expected.unscaled)}"
-    active = expected.active(scaled)
+    active = expected.active(rule)
     np.testing.assert_array_equal(charts.jacobian_source.data["value"], active.jacobian.ravel())
     cells = charts.jacobian_labels_source.data
     assert cells["key"] == KEY_LABELS          # printed on the diagonal cells only
     assert cells["text"] == ["<0.001" if x < 0.0005 else f"{x:.3f}" for x in active.diagonal]
     assert "0.000" not in cells["text"]
-    np.testing.assert_array_equal(charts.diagonal_source.data["value"], expected.sweep(scaled).ravel())
+    np.testing.assert_array_equal(charts.diagonal_source.data["value"], expected.sweep(rule).ravel())
     assert charts.marker_source.data["width"] == [str(d_k)]
 
 
 @pytest.mark.parametrize("change", [
     dict(d_k=4096), dict(d_k=1), dict(d_k=80), dict(temperature=0.1), dict(temperature=10.0),
-    dict(seed=5), dict(scaled=False), dict(d_k=128, scaled=False, temperature=2.5, seed=99),
+    dict(seed=5), dict(rule="none"), dict(rule="linear"), dict(d_k=128, rule="none", temperature=2.5, seed=99),
 ])
 def test_each_control_updates_chart_data_to_exactly_what_core_computes(change):
     state, charts = _bound()
     state.param.update(**change)
-    _assert_matches(state, charts, state.d_k, state.temperature, state.seed, state.scaled)
+    _assert_matches(state, charts, state.d_k, state.temperature, state.seed, state.rule)
 
 
 def test_default_is_fig3():
     state, charts = _bound()
-    assert (state.d_k, state.temperature, state.seed, state.scaled) == (64, 1.0, FIG3_SEED, True)
+    assert (state.d_k, state.temperature, state.seed, state.rule) == (64, 1.0, FIG3_SEED, "sqrt")
     assert _max_label(charts.scaled_source) == "max weight 27%"
     assert _max_label(charts.unscaled_source) == "max weight 80%"
     state.param.update(d_k=512, seed=3, temperature=0.5)
@@ -77,14 +77,14 @@ def test_resample_draws_a_new_seed_and_new_data():
     state.draw_new_seed()
     assert state.seed != FIG3_SEED
     assert list(charts.scaled_source.data["weight"]) != before
-    _assert_matches(state, charts, state.d_k, state.temperature, state.seed, state.scaled)
+    _assert_matches(state, charts, state.d_k, state.temperature, state.seed, state.rule)
 
 
 def test_scaling_toggle_switches_the_jacobian_not_the_bars():
     state, charts = _bound()
     bars = list(charts.unscaled_source.data["weight"])
     jac_on = list(charts.jacobian_source.data["value"])
-    state.scaled = False
+    state.rule = "none"
     assert list(charts.unscaled_source.data["weight"]) == bars
     assert list(charts.jacobian_source.data["value"]) != jac_on
     assert charts.unscaled_fig.outline_line_color is not None
@@ -155,7 +155,7 @@ def test_text_fields_are_shared_per_setting_but_handed_out_as_copies():
     fa = a.text_fields()
     fa["d"] = "tampered"
     assert b.text_fields()["d"] == "128" and a.text_fields()["d"] == "128"
-    b.scaled = False
+    b.rule = "none"
     assert b.text_fields()["which"] == "unscaled" and a.text_fields()["which"] == "scaled"
     assert b.text_fields()["max_w"] == weight_label(b.result.unscaled)
 

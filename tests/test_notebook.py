@@ -28,7 +28,7 @@ def test_example_notebook_executes_and_renders_the_explorer():
     from attention_scaling.state import ExplorerState
     from attention_scaling.text import weight_label
     # the notebook prints the page's own wording and numbers for the same state
-    f = ExplorerState(d_k=512, scaled=False).text_fields()
+    f = ExplorerState(d_k=512, rule="none").text_fields()
     assert f"max weight: scaled {f['s_max_w']}, unscaled {f['u_max_w']}" in printed
     assert f"‖∂p/∂q‖_F: scaled {f['s_grad']}, unscaled {f['u_grad']}" in printed
     assert f"typical draw (median of {f['mc_n']}): scaled {f['mc_s']}, unscaled {f['mc_u']}" in printed

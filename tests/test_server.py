@@ -251,7 +251,9 @@ def test_a_change_is_held_into_one_message():
 
 def test_controls_are_plain_bokeh_widgets_bound_to_the_state():
     ex = Explorer()
-    ex.scaled_switch.active = False
-    assert ex.state.scaled is False
-    ex.state.scaled = True
-    assert ex.scaled_switch.active is True
+    ex.rule_buttons.active = 0
+    assert ex.state.rule == "none"
+    ex.state.rule = "linear"
+    assert ex.rule_buttons.active == 2
+    ex.rule_buttons.active = 7              # not a rule (a forged message): put back
+    assert ex.rule_buttons.active == 2 and ex.state.rule == "linear"

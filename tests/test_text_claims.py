@@ -20,7 +20,8 @@ import pytest
 from attention_scaling import core, export
 from attention_scaling.charts import READOUT, jacobian_data
 from attention_scaling.state import ExplorerState
-from attention_scaling.text import EXPLANATION, FIG3_SEED, caption_html, fill, guide_html, plain
+from attention_scaling.text import (EXPLANATION, FIG3_SEED, WHICH, caption_html, fill, guide_html,
+                                    plain)
 
 
 # ---- independent numbers -------------------------------------------------------------------
@@ -77,15 +78,19 @@ def unscaled_medians(t):
 class Context:
     """One state and everything the conditions compare the text with."""
 
-    def __init__(self, seed, d_k, t, scaled):
-        self.seed, self.d, self.t, self.scaled = seed, d_k, t, scaled
+    def __init__(self, seed, d_k, t, rule):
+        self.seed, self.d, self.t = seed, d_k, t
+        self.rule = self.scaled = core.as_rule(rule)
         self.state = core.compute_state(d_k, t, seed)
-        self.active = self.state.active(scaled)
+        self.active = self.state.active(rule)
         self.typ = core.typical(d_k, t)
         q, self.keys = core.sample_qk(seed, d_k)
         self.raw = self.keys @ q                           # this test's own logits
-        self.p = {True: own_softmax(self.raw / math.sqrt(d_k), t), False: own_softmax(self.raw, t)}
-        self.fields = ExplorerState(d_k=d_k, temperature=t, seed=seed, scaled=scaled).text_fields()
+        self.p = {True: own_softmax(self.raw / math.sqrt(d_k), t), False: own_softmax(self.raw, t),
+                  "linear": own_softmax(self.raw / d_k, t)}
+        self.p["sqrt"], self.p["none"] = self.p[True], self.p[False]
+        self.fields = ExplorerState(d_k=d_k, temperature=t, seed=seed,
+                                    rule=self.rule).text_fields()
 
     def weight(self, scaled):
         p = self.p[scaled]
@@ -113,14 +118,13 @@ def _grad_words(m, c):
 def _query_gradient_is_jk(c):
     """The printed dp/dq norm is ||J K|| / (s T), with this test's own J from its own
     softmax, wherever that naive product is trustworthy (no weight within 1e-6 of 1)."""
-    for scaled in (True, False):
-        p = c.p[scaled]
+    for rule, s in (("sqrt", math.sqrt(c.d)), ("none", 1.0), ("linear", float(c.d))):
+        p = c.p[rule]
         if p.max() > 1 - 1e-6:
             continue
         jac = np.diag(p) - np.outer(p, p)
-        s = math.sqrt(c.d) if scaled else 1.0
         want = np.linalg.norm(jac @ c.keys) / (s * c.t)
-        if not math.isclose(c.state.active(scaled).query_gradient, want, rel_tol=1e-9):
+        if not math.isclose(c.state.active(rule).query_gradient, want, rel_tol=1e-9):
             return False
     return True
 
@@ -129,7 +133,7 @@ def _model_line(m, c):
     v = c.active
     w, rest = c.weight(c.scaled)
     eff = math.exp(-sum(x * math.log(x) for x in c.p[c.scaled] if x > 0))
-    return (m["which"] == ("scaled" if c.scaled else "unscaled")
+    return (m["which"] == WHICH[c.rule]
             and number_shows(m["diag"], v.max_diagonal)
             and number_shows(m["frob"], v.frobenius)
             and number_shows(m["fz"], v.frobenius / c.t)
@@ -236,31 +240,37 @@ CLAIMS: list[tuple[str, callable]] = [
      and number_shows(m["sc"], np.std(c.raw) / math.sqrt(c.d))),
     (r"Both charts also divide by the temperature T = (?P<t>\S+), which (?P<eff>flattens|sharpens) "
      r"the weights\.", _temperature_effect),
+    (r"At T = 1/√(?P<d>\d+) the scaled chart is the unscaled chart at T = 1: "
+     r"softmax\(q·k/\(√d_k·T\)\) = softmax\(q·k\)\.",
+     lambda m, c: int(m["d"]) == c.d and math.isclose(c.t * math.sqrt(c.d), 1.0)
+     and np.allclose(c.p[True], own_softmax(c.raw, 1.0), rtol=1e-12, atol=1e-300)
+     and np.allclose(c.state.scaled.probs, core.compute_state(c.d, 1.0, c.seed).unscaled.probs,
+                     rtol=1e-12, atol=1e-300)),
     (r"The softmax's own Jacobian J = ∂p/∂u \(the heat map, u = z/T\) has diagonal pi\(1 − pi\), "
      r"at most ¼ and vanishing as pi nears 0 or 1; with respect to the logits z it is J/T\.",
      lambda m, c: _heat_map_is_dp_du(c)),
-    (r"What reaches the query, and through it WQ, is ∂p/∂q = J K/\(s T\), with s = √dk scaled "
-     r"and 1 unscaled\.", lambda m, c: _query_gradient_is_jk(c)),
-    (r"The model here uses the (?P<which>scaled|unscaled) logits: largest p\(1 − p\) = "
+    (r"What reaches the query, and through it WQ, is ∂p/∂q = J K/\(s T\), with s = √dk scaled, "
+     r"1 unscaled and dk under ÷dk\.", lambda m, c: _query_gradient_is_jk(c)),
+    (r"The model here uses the (?P<which>scaled|unscaled|÷d_k) logits: largest p\(1 − p\) = "
      r"(?P<diag>\S+), ‖J‖F = (?P<frob>\S+) \(‖∂p/∂z‖F = (?P<fz>\S+)\), ‖∂p/∂q‖F = "
      r"(?P<grad>\S+); max weight (?P<w>\S+), spread over (?P<eff>\S+) effective (?P<keys>keys?)\.",
      _model_line),
     (r"‖∂p/∂q‖F is (?P<s>\S+) scaled and (?P<u>\S+) unscaled: (?P<rest>.+)", _grad_words),
     # readout
     (r"p\(1 − p\) peaks at ¼ when a weight is ½ and tends to 0 as it nears 0 or 1; the "
-     r"highlighted column is the variant the model uses\.",
-     lambda m, c: c.fields["which"] == ("scaled" if c.scaled else "unscaled")),
+     r"highlighted column is the rule the model uses\.",
+     lambda m, c: c.fields["which"] == WHICH[c.rule]),
     (r"J is the softmax's Jacobian with respect to its own input u = z/T, the same for any "
      r"logits that give the same weights; ∂p/∂q = J K/\(s T\) is what reaches the query "
-     r"\(s = √d_k scaled, 1 unscaled\), so it carries the 1/√d_k and the 1/T\.",
+     r"\(s = √d_k scaled, 1 unscaled, d_k under ÷d_k\), so it carries the 1/s and the 1/T\.",
      lambda m, c: np.allclose(core.softmax_jacobian(c.p[c.scaled]), c.active.jacobian,
                               rtol=1e-9, atol=1e-300) and _query_gradient_is_jk(c)),
     # guide
     (r"Drag dk to the right: the caption's unscaled median climbs towards 100%, while this one "
      r"draw's bars move in their own way\.", lambda m, c: _climbs(c)),
-    (r"Switch scaling off: the heat map, the explanation and the highlighted readout column "
-     r"follow the unscaled softmax; ‖∂p/∂q‖F is the gradient that reaches the query\.",
-     lambda m, c: ExplorerState(d_k=c.d, temperature=c.t, seed=c.seed, scaled=False)
+    (r"Set scaling to unscaled: the heat map, the explanation and the highlighted readout "
+     r"column follow the unscaled softmax; ‖∂p/∂q‖F is the gradient that reaches the query\.",
+     lambda m, c: ExplorerState(d_k=c.d, temperature=c.t, seed=c.seed, rule="none")
      .text_fields()["grad"] == c.fields["u_grad"]),
     (r"Lower T below 1: it sharpens both charts; at T = 1/√dk the scaled chart equals the "
      r"unscaled one at T = 1\.", lambda m, c: _lower_t(c)),
@@ -271,10 +281,11 @@ CLAIMS: list[tuple[str, callable]] = [
 _COMPILED = [(re.compile(pattern), condition) for pattern, condition in CLAIMS]
 
 #: Readout rows: label -> (scaled, unscaled) cell check.
-_ROW = re.compile(r"<tr[^>]*><th[^>]*>(.*?)</th><td class='s'>(.*?)</td><td class='u'>(.*?)</td></tr>")
+_ROW = re.compile(r"<tr[^>]*><th[^>]*>(.*?)</th><td class='s'>(.*?)</td><td class='u'>(.*?)</td>"
+                  r"<td class='l'>(.*?)</td></tr>")
 
 
-def _cells_ok(label: str, s: str, u: str, c: Context) -> bool:
+def _cells_ok(label: str, s: str, u: str, lin: str, c: Context) -> bool:
     label = plain(label)
     checks = {"max weight": lambda v, text, scaled: (
                   text.endswith(f" on k{int(np.argmax(c.p[scaled])) + 1}")
@@ -284,7 +295,8 @@ def _cells_ok(label: str, s: str, u: str, c: Context) -> bool:
               "‖J‖F = ‖∂p/∂u‖F": lambda v, text, scaled: number_shows(text, v.frobenius),
               "‖∂p/∂q‖F, to the query": lambda v, text, scaled: number_shows(text, v.query_gradient)}
     check = checks[label]
-    return (check(c.state.scaled, plain(s), True) and check(c.state.unscaled, plain(u), False))
+    return (check(c.state.scaled, plain(s), True) and check(c.state.unscaled, plain(u), False)
+            and check(c.state.linear, plain(lin), "linear"))
 
 
 def sentences(markup: str) -> list[str]:
@@ -309,8 +321,8 @@ def grid():
     for seed in export.seed_list(export.DEFAULT_SEEDS):
         for d_k in core.D_K_VALUES:
             for t in core.TEMPERATURES:
-                for scaled in (True, False):
-                    yield seed, d_k, t, scaled
+                for rule in core.RULES:
+                    yield seed, d_k, t, rule
 
 
 def test_every_sentence_in_every_state_of_the_export_grid_is_a_claim_that_holds():
@@ -328,10 +340,10 @@ def test_every_sentence_in_every_state_of_the_export_grid_is_a_claim_that_holds(
         body = fill(READOUT, c.fields).split("<tbody>")[1].split("</tbody>")[0]
         rows = _ROW.findall(body)
         assert len(rows) == 5 == body.count("<tr")
-        for label, s, u in rows:
-            assert _cells_ok(label, s, u, c), (key, plain(label), s, u)
+        for label, s, u, lin in rows:
+            assert _cells_ok(label, s, u, lin, c), (key, plain(label), s, u, lin)
         states += 1
-    assert states == 4200
+    assert states == 6300
     # every claim of the table is made somewhere on the grid (none is dead weight)
     assert set(seen) == {p for p, _ in CLAIMS}, set(p for p, _ in CLAIMS) - set(seen)
 

@@ -15,12 +15,12 @@ def q(**kw):
 def test_every_control_round_trips():
     for d_k in core.D_K_VALUES:
         for t in (core.TEMPERATURES[0], 1.0, core.TEMPERATURES[7], core.TEMPERATURES[-1]):
-            for scaled in (True, False):
-                st = ExplorerState(d_k=d_k, temperature=t, scaled=scaled, seed=12345)
+            for rule in core.RULES:
+                st = ExplorerState(d_k=d_k, temperature=t, rule=rule, seed=12345)
                 values, hidden, notices = parse_query(q(**to_query(st)))
                 assert notices == [] and hidden == set()
                 back = ExplorerState(**values)
-                for k in ("d_k", "temperature", "scaled", "seed"):
+                for k in ("d_k", "temperature", "rule", "seed"):
                     assert getattr(back, k) == getattr(st, k)
 
 

@@ -11,8 +11,8 @@ if (holder.__attn == null) {
   holder.__attn = P;
 }
 const P = holder.__attn, F = P.F, I = P.I, n = P.keys.length;
-const nd = P.d_k.length, nt = P.temperatures.length;
-const si = seed.value, di = dk.value, ti = temp.value, scaled = toggle.active;
+const nd = P.d_k.length, nt = P.temperatures.length, nr = P.rules.length;
+const si = seed.value, di = dk.value, ti = temp.value, v = rule.active;
 const assign = (src, obj) => {
   const old = src.data;
   if (old instanceof Map) {
@@ -24,14 +24,14 @@ const assign = (src, obj) => {
   }
 };
 const record = (v) => {
-  const rec = ((si * nd + di) * nt + ti) * 2 + v;
+  const rec = ((si * nd + di) * nt + ti) * nr + v;
   const f = F.subarray(rec * P.record_floats, (rec + 1) * P.record_floats);
   const i = I.subarray(rec * P.record_ints, (rec + 1) * P.record_ints);
   const jac = new Array(n * n);
   for (let a = 0; a < n; a++) {
     for (let b = 0; b < n; b++) jac[a * n + b] = a === b ? f[2 * n + a] : -(f[a] * f[b]);
   }
-  const off = P.logit_offset + ((si * nd + di) * 2 + v) * n;
+  const off = P.logit_offset + ((si * nd + di) * nr + v) * n;
   const [alpha, line] = P.styles[i[0]];
   const [top, align, text] = P.labels[i[1]];
   const weight = Array.from(f.subarray(0, n));
@@ -50,15 +50,16 @@ const record = (v) => {
     fields: fields,
   };
 };
-const s = record(0), u = record(1), act = scaled ? s : u, v = scaled ? 0 : 1;
-const m = nd * n, off = P.sweep_offset + ((si * nt + ti) * 2 + v) * m;
+const s = record(P.rules.indexOf('sqrt')), u = record(P.rules.indexOf('none'));
+const act = record(v);
+const m = nd * n, off = P.sweep_offset + ((si * nt + ti) * nr + v) * m;
 assign(src.scaled_bars, s.bars);
 assign(src.unscaled_bars, u.bars);
 assign(src.jacobian, act.jacobian);
 assign(src.labels, act.labels);
 assign(src.sweep, {value: Array.from(F.subarray(off, off + m))});
 assign(src.marker, {width: [String(P.d_k[di])]});
-const styling = P.styling[scaled ? 's' : 'u'];
+const styling = P.styling[P.rules[v]];
 for (const name in styling) {
   const fig = figs[name], st = styling[name];
   if (fig.title.text !== st.title) fig.title.text = st.title;

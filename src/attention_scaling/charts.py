@@ -29,6 +29,7 @@ from bokeh.models import (
     Switch,
     FixedTicker,
     BasicTickFormatter,
+    RadioButtonGroup,
     TabPanel,
     Tabs,
 )
@@ -44,6 +45,7 @@ from .text import (EXPLANATION, FORMULAS, RULE_LABELS, caption_html, fill, heade
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
 SCALED_COLOR = "#0072B2"     # blue
 UNSCALED_COLOR = "#D55E00"   # vermillion
+LINEAR_COLOR = "#009E73"     # bluish green
 MUTED_ALPHA = 0.55
 #: Diverging map for the Jacobian: blue < 0 < red, neutral at 0 (ColorBrewer RdBu).
 DIVERGING = interp_palette(RdBu11, 255)
@@ -198,9 +200,9 @@ def diagonal_label_data(v: core.Variant) -> dict:
     return dict(text=text, ink=ink)
 
 
-def sweep_data(state: core.State, scaled: bool) -> dict:
-    """Values of the key x width heatmap of p(1 - p) for the active variant, row-major."""
-    return dict(value=state.sweep(scaled).ravel())
+def sweep_data(state: core.State, rule) -> dict:
+    """Values of the key x width heatmap of p(1 - p) under the active rule, row-major."""
+    return dict(value=state.sweep(rule).ravel())
 
 
 #: The gradient readout: a table with {field} slots (see text.fill); the variant the model
@@ -210,24 +212,28 @@ READOUT = (
     "<div class='readout'><h3>How much gradient gets through</h3>"
     "<table data-active='@which'><thead><tr><th></th>"
     f"<th class='s' style='color:{SCALED_COLOR}'>scaled</th>"
-    f"<th class='u' style='color:{UNSCALED_COLOR}'>unscaled</th></tr></thead><tbody>"
+    f"<th class='u' style='color:{UNSCALED_COLOR}'>unscaled</th>"
+    f"<th class='l' style='color:{LINEAR_COLOR}'>÷d<sub>k</sub></th></tr></thead><tbody>"
     "<tr><th>max weight</th><td class='s'>{s_max_w} on {s_top}</td>"
-    "<td class='u'>{u_max_w} on {u_top}</td></tr>"
+    "<td class='u'>{u_max_w} on {u_top}</td><td class='l'>{l_max_w} on {l_top}</td></tr>"
     "<tr><th>effective keys e<sup>H</sup></th><td class='s'>{s_eff}</td>"
-    "<td class='u'>{u_eff}</td></tr>"
-    "<tr><th>largest p(1 − p)</th><td class='s'>{s_diag}</td><td class='u'>{u_diag}</td></tr>"
+    "<td class='u'>{u_eff}</td><td class='l'>{l_eff}</td></tr>"
+    "<tr><th>largest p(1 − p)</th><td class='s'>{s_diag}</td><td class='u'>{u_diag}</td>"
+    "<td class='l'>{l_diag}</td></tr>"
     "<tr><th title='the softmax Jacobian with respect to its own input u = z/T (the heat "
     "map)'>‖J‖<sub>F</sub> = ‖∂p/∂u‖<sub>F</sub></th><td class='s'>{s_frob}</td>"
-    "<td class='u'>{u_frob}</td></tr>"
-    "<tr class='to-query'><th title='∂p/∂q = J K / (s T), s = √d_k scaled, 1 unscaled: the "
-    "gradient that reaches the query and W_Q'>‖∂p/∂q‖<sub>F</sub>, to the query</th>"
-    "<td class='s'>{s_grad}</td><td class='u'>{u_grad}</td></tr>"
+    "<td class='u'>{u_frob}</td><td class='l'>{l_frob}</td></tr>"
+    "<tr class='to-query'><th title='∂p/∂q = J K / (s T), s = √d_k scaled, 1 unscaled, d_k "
+    "under ÷d_k: the gradient that reaches the query and W_Q'>‖∂p/∂q‖<sub>F</sub>, to the "
+    "query</th><td class='s'>{s_grad}</td><td class='u'>{u_grad}</td>"
+    "<td class='l'>{l_grad}</td></tr>"
     "</tbody></table>"
     "<p>p(1 − p) peaks at ¼ when a weight is ½ and tends to 0 as it nears 0 or 1; "
-    "the highlighted column is the variant the model uses. "
+    "the highlighted column is the rule the model uses. "
     "J is the softmax's Jacobian with respect to its own input u = z/T, the same for any "
     "logits that give the same weights; ∂p/∂q = J K/(s T) is what reaches the query "
-    "(s = √d_k scaled, 1 unscaled), so it carries the 1/√d_k and the 1/T.</p></div>"
+    "(s = √d_k scaled, 1 unscaled, d_k under ÷d_k), so it carries the 1/s and the 1/T.</p>"
+    "</div>"
 )
 
 
@@ -255,7 +261,7 @@ class Charts:
         self.jacobian_fig, self.jacobian_source, self.jacobian_labels_source = self._jacobian()
         self.diagonal_fig, self.diagonal_source, self.marker_source = self._diagonal()
         self._sweep_key = None
-        self._styled_for: bool | None = None   # the variant the titles and outlines show
+        self._styled_for: str | None = None   # the rule the titles and outlines show
 
     @property
     def texts(self) -> list[Div]:
@@ -348,38 +354,41 @@ class Charts:
         return fig, source, marker
 
     @without_property_validation   # the values are ours and known good; saves ~60% of the time
-    def update(self, state: core.State, scaled: bool, fields: dict[str, str] | None = None) -> None:
-        """Replace the sources' changing columns (and the active-variant styling) from ``state``;
-        ``fields`` (state.ExplorerState.text_fields) are the numbers of the text."""
+    def update(self, state: core.State, rule, fields: dict[str, str] | None = None) -> None:
+        """Replace the sources' changing columns (and the active-rule styling) from ``state``,
+        the model using ``rule`` (core.RULES, or scaled: True / False); ``fields``
+        (state.ExplorerState.text_fields) are the numbers of the text."""
+        rule = core.as_rule(rule)
         self.scaled_source.data.update(bar_data(state.scaled))
         self.unscaled_source.data.update(bar_data(state.unscaled))
-        active = state.active(scaled)
+        active = state.active(rule)
         self.jacobian_source.data.update(jacobian_data(active))
         self.jacobian_labels_source.data.update(diagonal_label_data(active))
-        # The sweep depends on seed, T and the variant, not on d_k: resend only when it changed.
-        sweep_key = (state.seed, state.temperature, scaled)
+        # The sweep depends on seed, T and the rule, not on d_k: resend only when it changed.
+        sweep_key = (state.seed, state.temperature, rule)
         if sweep_key != self._sweep_key:
-            self.diagonal_source.data.update(sweep_data(state, scaled))
+            self.diagonal_source.data.update(sweep_data(state, rule))
             self._sweep_key = sweep_key
         self.marker_source.data = dict(width=[str(state.d_k)])
-        if scaled != self._styled_for:
-            self._style_variant(scaled)
+        if rule != self._styled_for:
+            self._style_variant(rule)
         if fields:
             self._update_text(fields)
 
-    def _style_variant(self, scaled: bool) -> None:
-        """Titles and outlines that say which variant the model uses. Set only when the
-        variant changes: even setting an equal value costs Bokeh ~0.1 ms per property."""
-        variant = "scaled" if scaled else "unscaled"
+    def _style_variant(self, rule: str) -> None:
+        """Titles and outlines that say which rule the model uses (the ÷d_k logits have no
+        bar chart: neither is outlined). Set only when the rule changes: even setting an
+        equal value costs Bokeh ~0.1 ms per property."""
+        variant = {"sqrt": "scaled", "none": "unscaled", "linear": "÷d_k"}[rule]
         self.jacobian_fig.title.text = f"Softmax Jacobian ∂p_i/∂u_j, {variant} logits"
         self.diagonal_fig.title.text = (f"Jacobian diagonal p_i(1 − p_i) as the head widens, "
                                         f"{variant} logits (outlined: current d_k)")
-        for fig, on in ((self.scaled_fig, scaled), (self.unscaled_fig, not scaled)):
+        for fig, on in ((self.scaled_fig, rule == "sqrt"), (self.unscaled_fig, rule == "none")):
             fig.outline_line_color = "#1f2933" if on else None
             fig.outline_line_width = 3 if on else 1
             base = fig.title.text.removesuffix("  ◀ model uses this")
             fig.title.text = base + ("  ◀ model uses this" if on else "")
-        self._styled_for = scaled
+        self._styled_for = rule
 
     def _update_text(self, fields: dict[str, str]) -> None:
         if not self.explanation.text:   # first time: the whole HTML, numbers filled in
@@ -448,6 +457,15 @@ class View:
                                          control.values.index(values[control.name]),
                                          control.name)
                 shown = widget
+            elif control.kind == "option":
+                widget = RadioButtonGroup(
+                    labels=[control.show(v) for v in control.values], name=control.name,
+                    active=control.values.index(values[control.name]), margin=(5, 10),
+                    sizing_mode="stretch_width")
+                shown = column(Div(text=f"{control.label}", disable_math=True,
+                                   margin=(5, 10, 0, 10), stylesheets=css,
+                                   css_classes=["control-label"]), widget,
+                               sizing_mode="stretch_width")
             elif control.kind == "flag":
                 widget = Switch(active=values[control.name], name=control.name, margin=(8, 10))
                 hint = f"<br><small>{control.hint}</small>" if control.hint else ""
@@ -565,7 +583,7 @@ class View:
 
 #: A colour per scaling rule (Okabe-Ito), and a dash per rule so that no line is told from
 #: another by colour alone.
-RULE_COLORS = {"none": UNSCALED_COLOR, "sqrt": SCALED_COLOR, "linear": "#009E73"}
+RULE_COLORS = {"none": UNSCALED_COLOR, "sqrt": SCALED_COLOR, "linear": LINEAR_COLOR}
 RULE_DASH = {"none": "solid", "sqrt": "dashed", "linear": "dotdash"}
 RULE_MARKER = {"none": "circle", "sqrt": "square", "linear": "triangle"}
 
@@ -595,6 +613,9 @@ class Argument:
 
     def __init__(self) -> None:
         self._curves_shown = None
+        self._highlighted = None
+        #: The lines of each rule, thicker for the rule the model uses (:meth:`highlight`).
+        self.rule_lines: dict[str, list] = {r: [] for r in core.RULES}
         widths = [float(w) for w in core.D_K_VALUES]
         x_range = Range1d(0.8, 5200)
         # -- saturation curves: three panels over one source
@@ -622,9 +643,10 @@ class Argument:
                 color = RULE_COLORS[r]
                 fig.varea(x="d_k", y1=f"{metric}_q25_{r}", y2=f"{metric}_q75_{r}",
                           source=self.curves_source, fill_color=color, fill_alpha=0.15)
-                fig.line(x="d_k", y=f"{metric}_median_{r}", source=self.curves_source,
-                         line_color=color, line_width=2.5, line_dash=RULE_DASH[r],
-                         legend_label=RULE_LABELS[r])
+                self.rule_lines[r].append(fig.line(
+                    x="d_k", y=f"{metric}_median_{r}", source=self.curves_source,
+                    line_color=color, line_width=2.5, line_dash=RULE_DASH[r],
+                    legend_label=RULE_LABELS[r]))
             # the current width: a vertical line from the dots' own source (one message)
             fig.vspan(x="d_k", source=self.draw_source, line_color="#52606d",
                       line_dash="dotted", line_width=1.5)
@@ -684,9 +706,10 @@ class Argument:
                          min_width=240, tools="", x_axis_type="log",
                          y_axis_type="log" if y_log else "linear")
             for r in core.RULES:
-                fig.line(x="heads", y=f"{metric}_median_{r}", source=self.budget_source,
-                         line_color=RULE_COLORS[r], line_width=2.5, line_dash=RULE_DASH[r],
-                         legend_label=RULE_LABELS[r])
+                self.rule_lines[r].append(fig.line(
+                    x="heads", y=f"{metric}_median_{r}", source=self.budget_source,
+                    line_color=RULE_COLORS[r], line_width=2.5, line_dash=RULE_DASH[r],
+                    legend_label=RULE_LABELS[r]))
                 fig.scatter(x="heads", y=f"{metric}_median_{r}", source=self.budget_source,
                             marker=RULE_MARKER[r], size=8, fill_color=RULE_COLORS[r],
                             line_color="#1f2933")
@@ -762,6 +785,15 @@ class Argument:
             data.update({f"left_{rule}": edges[:-1].tolist(), f"right_{rule}": edges[1:].tolist(),
                          f"top_{rule}": np.asarray(dist[f"counts_{rule}"], float).tolist()})
         self.hist_source.data = data
+
+    def highlight(self, rule: str) -> None:
+        """Draw the lines of ``rule`` (the rule the model uses) thicker than the others."""
+        if rule == self._highlighted:
+            return
+        for r, lines in self.rule_lines.items():
+            for line in lines:
+                line.glyph.line_width = 4.5 if r == rule else 2.0
+        self._highlighted = rule
 
     def show_width(self, d_k: int) -> None:
         """Mark the current width on the spread-against-d_k chart."""

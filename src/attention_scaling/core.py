@@ -26,10 +26,12 @@ D_K_VALUES: tuple[int, ...] = (
     192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096,
 )
 
-#: Softmax temperatures on the T control: log-spaced from 0.1 to 10
-#: (ten steps per decade, rounded to two significant digits).
+#: Softmax temperatures on the T control: log-spaced from 0.1 to 10 (ten steps per decade,
+#: rounded to two significant digits), with 1/sqrt(64) = 0.125 in place of 0.13, so that
+#: the scaled chart at T = 1/sqrt(d_k) can be the unscaled one at T = 1 for d_k = 64 (as it
+#: is for 1, 4 and 16).
 TEMPERATURES: tuple[float, ...] = tuple(
-    float(f"{10 ** (k / 10):.2g}") for k in range(-10, 11)
+    0.125 if k == -9 else float(f"{10 ** (k / 10):.2g}") for k in range(-10, 11)
 )
 
 #: Number of keys the query attends over (k1..k8, as in Fig. 3).
@@ -38,6 +40,16 @@ N_KEYS = 8
 #: Scaling rules for the logits q . k, in the order shown: divide by 1 (none), by sqrt(d_k)
 #: (the Transformer's rule) or by d_k (muP's rule, Tensor Programs V).
 RULES: tuple[str, ...] = ("none", "sqrt", "linear")
+
+
+def as_rule(rule) -> str:
+    """A rule of :data:`RULES`; ``True`` and ``False`` (scaled or not) stand for "sqrt" and
+    "none"."""
+    if rule is True or rule is False:
+        return "sqrt" if rule else "none"
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    return rule
 
 
 def rule_divisor(rule: str, d_k: int) -> float:
@@ -313,23 +325,35 @@ class State:
     widths: tuple[int, ...]     # the d_k values of the diagonal sweep (columns)
     scaled_sweep: np.ndarray    # p(1-p), shape (n_keys, len(widths)), scaled logits
     unscaled_sweep: np.ndarray  # the same for unscaled logits
+    linear_sweep: np.ndarray    # the same for the logits divided by d_k
     linear: Variant             # the logits divided by d_k (rule "linear")
 
     def by_rule(self, rule: str) -> Variant:
         """The variant of a scaling rule of :data:`RULES`."""
         return {"none": self.unscaled, "sqrt": self.scaled, "linear": self.linear}[rule]
 
-    def active(self, scaled: bool) -> Variant:
-        return self.scaled if scaled else self.unscaled
+    def active(self, rule) -> Variant:
+        """The variant the model uses under ``rule`` (or scaled: True / False)."""
+        return self.by_rule(as_rule(rule))
 
-    def sweep(self, scaled: bool) -> np.ndarray:
-        return self.scaled_sweep if scaled else self.unscaled_sweep
+    def sweep(self, rule) -> np.ndarray:
+        """The p(1 - p) sweep under ``rule`` (or scaled: True / False)."""
+        return {"sqrt": self.scaled_sweep, "none": self.unscaled_sweep,
+                "linear": self.linear_sweep}[as_rule(rule)]
 
 
-@lru_cache(maxsize=256)
-def _sweep(seed: int, temperature: float, scaled: bool, widths: tuple[int, ...], n_keys: int) -> np.ndarray:
+def _rule_logits(query, keys, rule: str) -> np.ndarray:
+    """q . k under ``rule``, as the explorer computes it (attention_logits, or the raw
+    logits divided by d_k)."""
+    if rule == "linear":
+        return attention_logits(query, keys, scaled=False) / query.shape[0]
+    return attention_logits(query, keys, scaled=rule == "sqrt")
+
+
+@lru_cache(maxsize=384)
+def _sweep(seed: int, temperature: float, rule: str, widths: tuple[int, ...], n_keys: int) -> np.ndarray:
     cols = [
-        softmax(attention_logits(*sample_qk(seed, w, n_keys), scaled=scaled), temperature)
+        softmax(_rule_logits(*sample_qk(seed, w, n_keys), rule), temperature)
         for w in widths
     ]
     out = np.ascontiguousarray(jacobian_diagonal(np.stack(cols)).T)
@@ -340,17 +364,18 @@ def _sweep(seed: int, temperature: float, scaled: bool, widths: tuple[int, ...],
 def diagonal_sweep(
     seed: int,
     temperature: float = 1.0,
-    scaled: bool = True,
+    scaled=True,
     widths=D_K_VALUES,
     n_keys: int = N_KEYS,
 ) -> np.ndarray:
-    """p_i (1 - p_i) for every key (rows) at every width in ``widths`` (columns).
+    """p_i (1 - p_i) for every key (rows) at every width in ``widths`` (columns), under the
+    rule ``scaled`` (a rule of RULES, or True / False for "sqrt" / "none").
 
     Uses the nested draws of ``seed``, so column d is exactly the Jacobian
     diagonal the explorer shows at d_k = d. Read-only (cached per seed,
-    temperature and variant).
+    temperature and rule).
     """
-    return _sweep(int(seed), _check_temperature(temperature), bool(scaled),
+    return _sweep(int(seed), _check_temperature(temperature), as_rule(scaled),
                   tuple(int(w) for w in widths), int(n_keys))
 
 
@@ -377,7 +402,9 @@ def compute_state_uncached(
         widths=D_K_VALUES,
         scaled_sweep=diagonal_sweep(seed, temperature, True, D_K_VALUES, n_keys),
         unscaled_sweep=diagonal_sweep(seed, temperature, False, D_K_VALUES, n_keys),
-        linear=variant(raw / d_k, True, temperature, keys, divisor=float(d_k)),
+        linear_sweep=diagonal_sweep(seed, temperature, "linear", D_K_VALUES, n_keys),
+        linear=variant(_rule_logits(query, keys, "linear"), True, temperature, keys,
+                       divisor=float(d_k)),
     )
     for v in (state.scaled, state.unscaled, state.linear):
         for a in (v.logits, v.probs, v.jacobian, v.diagonal, v.query_rows):

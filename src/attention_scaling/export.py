@@ -1,6 +1,6 @@
 """The offline copy: one self-contained HTML file (``attention-scaling export OUT.html``).
 
-Every setting of the controls (seeds x widths x temperatures x both variants) is computed by
+Every setting of the controls (seeds x widths x temperatures x the three rules) is computed by
 :mod:`core` and turned into exactly the columns and texts the served page shows (the same
 ``charts.*_data`` functions and text fields), packed, and carried by the shared
 :class:`charts.View`, which one JavaScript program (assets/js/offline-select.js) points at the
@@ -8,7 +8,7 @@ chosen setting. No server, no network: every script and style is inside the file
 
 Packing: ``floats``, one float64 array of the exact values (per record the 8 weights, the 8
 gradients to the query and the Jacobian's diagonal, whose other entries -p_i p_j the browser
-rebuilds bit for bit; then the logits per seed, width and variant; then the p(1 - p) sweeps);
+rebuilds bit for bit; then the logits per seed, width and rule; then the p(1 - p) sweeps);
 ``ints``, per record indices into small tables of the distinct styles, labels and texts.
 """
 
@@ -86,13 +86,13 @@ def _jacobian(weights: list[float], diagonal: list[float]) -> np.ndarray:
 
 
 def _styling() -> dict:
-    """Titles and outlines of the figures for each variant, as Charts.update sets them."""
+    """Titles and outlines of the figures for each rule, as Charts.update sets them."""
     charts = Charts()
     out = {}
     state = core.compute_state(FIG3_D_K, 1.0, FIG3_SEED)
-    for scaled in (True, False):
-        charts.update(state, scaled)
-        out["s" if scaled else "u"] = {
+    for rule in core.RULES:
+        charts.update(state, rule)
+        out[rule] = {
             name: dict(title=fig.title.text, outline_line_color=fig.outline_line_color,
                        outline_line_width=fig.outline_line_width)
             for name, fig in charts.figures.items()
@@ -104,13 +104,14 @@ def build_payload(seeds: list[int]) -> dict:
     """Every state of the controls for ``seeds``, packed (see the module docstring)."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
     nd, nt = len(d_ks), len(temps)
-    n_rec = len(seeds) * nd * nt * 2
+    nr = len(core.RULES)
+    n_rec = len(seeds) * nd * nt * nr
     explorer = ExplorerState()
     fields_order = list(explorer.text_fields())
     n_ints = _INT_HEAD + _DIAG_TEXTS + len(fields_order)
     rec_floats = np.empty((n_rec, _RECORD_FLOATS))
-    logits = np.empty((len(seeds), nd, 2, N))
-    sweeps = np.empty((len(seeds), nt, 2, N * nd))
+    logits = np.empty((len(seeds), nd, nr, N))
+    sweeps = np.empty((len(seeds), nt, nr, N * nd))
     ints = np.empty((n_rec, n_ints), dtype=np.uint16)
     styles, labels, inks, strings = _Table(), _Table(), _Table(), _Table()
     for si, seed in enumerate(seeds):
@@ -119,9 +120,9 @@ def build_payload(seeds: list[int]) -> dict:
                 state = core.compute_state(d_k, temp, seed)
                 with param.edit_constant(explorer):
                     explorer.result = state
-                for var, scaled in enumerate((True, False)):
-                    v = state.active(scaled)
-                    rec = ((si * nd + di) * nt + ti) * 2 + var
+                for var, rule in enumerate(core.RULES):
+                    v = state.active(rule)
+                    rec = ((si * nd + di) * nt + ti) * nr + var
                     bars = bar_data(v)
                     jd = jacobian_data(v)
                     cells = diagonal_label_data(v)
@@ -134,9 +135,9 @@ def build_payload(seeds: list[int]) -> dict:
                     rec_floats[rec, 2 * N:] = bars["pq"]
                     logits[si, di, var] = bars["logit"]
                     if di == 0:
-                        sweeps[si, ti, var] = sweep_data(state, scaled)["value"]
+                        sweeps[si, ti, var] = sweep_data(state, rule)["value"]
                     text, align = max_label(v)
-                    explorer.scaled = scaled
+                    explorer.rule = rule
                     fields = explorer.text_fields()
                     ints[rec] = [
                         styles.add([bars["alpha"], bars["line"]]),
@@ -152,7 +153,7 @@ def build_payload(seeds: list[int]) -> dict:
         strings=strings.items, styling=_styling(),
         record_floats=_RECORD_FLOATS, record_ints=n_ints,
         logit_offset=rec_floats.size, sweep_offset=rec_floats.size + logits.size,
-        states=n_rec // 2, records=n_rec,
+        rules=list(core.RULES), states=n_rec // nr, records=n_rec,
         floats=_b64(floats, "<f8"), ints=_b64(ints.ravel(), "<u2"),
     )
 
@@ -160,27 +161,28 @@ def build_payload(seeds: list[int]) -> dict:
 def build_layout(payload: dict, seeds: list[int]):
     """The shared :class:`charts.View`, wired to ``payload`` by one JavaScript program."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
-    explorer = ExplorerState(d_k=FIG3_D_K, temperature=1.0, seed=seeds[0], scaled=True)
+    explorer = ExplorerState(d_k=FIG3_D_K, temperature=1.0, seed=seeds[0], rule="sqrt")
     view = View(
         values={c.name: getattr(explorer, c.name) for c in CONTROLS},
         subtitle="offline copy", caption_extra=OFFLINE_NOTE, buttons=("resample", "fig3"),
         argument=False,
         guide=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."))
     charts = view.charts
-    charts.update(explorer.result, True, explorer.text_fields())
+    charts.update(explorer.result, "sqrt", explorer.text_fields())
     view.show_seed(seeds[0])
-    dk, temp, toggle = (view.widgets[name] for name in ("d_k", "temperature", "scaled"))
+    dk, temp, rule = (view.widgets[name] for name in ("d_k", "temperature", "rule"))
     # The seed position lives in a hidden spinner so the one callback can watch it.
     seed = Spinner(low=0, high=len(seeds) - 1, step=1, value=0, visible=False, name="seed-index")
     view.sidebar.children.append(seed)
     view.buttons["resample"].js_on_event("button_click", CustomJS(
         args=dict(seed=seed, n=len(seeds)), code=script("offline-resample")))
     view.buttons["fig3"].js_on_event("button_click", CustomJS(
-        args=dict(seed=seed, dk=dk, temp=temp, toggle=toggle,
-                  positions=[d_ks.index(FIG3_D_K), temps.index(1.0)]), code=script("offline-fig3")))
+        args=dict(seed=seed, dk=dk, temp=temp, rule=rule,
+                  positions=[d_ks.index(FIG3_D_K), temps.index(1.0), core.RULES.index("sqrt")]),
+        code=script("offline-fig3")))
     select = CustomJS(
         args=dict(
-            holder=_PayloadHolder(payload), seed=seed, dk=dk, temp=temp, toggle=toggle,
+            holder=_PayloadHolder(payload), seed=seed, dk=dk, temp=temp, rule=rule,
             src=dict(scaled_bars=charts.scaled_source, unscaled_bars=charts.unscaled_source,
                      jacobian=charts.jacobian_source, labels=charts.jacobian_labels_source,
                      sweep=charts.diagonal_source, marker=charts.marker_source),
@@ -188,7 +190,7 @@ def build_layout(payload: dict, seeds: list[int]):
         ),
         code=script("offline-select"),
     )
-    for widget, prop in ((dk, "value"), (temp, "value"), (seed, "value"), (toggle, "active")):
+    for widget, prop in ((dk, "value"), (temp, "value"), (seed, "value"), (rule, "active")):
         widget.js_on_change(prop, select)
     return view.root
 

@@ -11,7 +11,7 @@ import urllib.parse
 from contextlib import contextmanager
 
 import panel as pn
-from bokeh.models import Button, CustomJS, Slider, Switch, Tabs
+from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Switch, Tabs
 
 from . import core
 from .charts import ASSETS, View, script
@@ -93,24 +93,25 @@ def bind_switch(switch: Switch, state, name: str) -> None:
     state.param.watch(to_browser, name)
 
 
-def bind_tabs(tabs: Tabs, state, name: str) -> None:
-    """Keep the shown tab and an option parameter of ``state`` (the tabs' keys, in order) in
-    sync both ways; an index that is not a tab's (a forged message) puts the tab back."""
+def bind_index(widget, state, name: str) -> None:
+    """Keep a widget's ``active`` index (tabs, radio buttons) and a Selector parameter of
+    ``state`` (its options in the widget's order) in sync both ways; an index that is not one
+    (a forged message) puts the widget back."""
     keys = list(state.param[name].objects)
 
     def from_browser(_attr, _old, new) -> None:
         position = _position(new, len(keys))
         if position is None:
-            tabs.active = keys.index(getattr(state, name))
+            widget.active = keys.index(getattr(state, name))
         elif keys[position] != getattr(state, name):
-            with held(tabs.document):
+            with held(widget.document):
                 setattr(state, name, keys[position])
 
     def to_browser(event) -> None:
-        if tabs.active != keys.index(event.new):
-            tabs.active = keys.index(event.new)
+        if widget.active != keys.index(event.new):
+            widget.active = keys.index(event.new)
 
-    tabs.on_change("active", from_browser)
+    widget.on_change("active", from_browser)
     state.param.watch(to_browser, name)
 
 
@@ -149,13 +150,13 @@ class Explorer(pn.viewable.Viewer):
                          presets=PRESETS_HTML)
         self.charts = self.view.charts
         for name, widget in self.view.widgets.items():
-            if isinstance(widget, Tabs):
-                bind_tabs(widget, s, name)
+            if isinstance(widget, (Tabs, RadioButtonGroup)):
+                bind_index(widget, s, name)
             else:
                 (bind_switch if isinstance(widget, Switch) else bind_slider)(widget, s, name)
         self.d_k_slider = self.view.widgets["d_k"]
         self.temperature_slider = self.view.widgets["temperature"]
-        self.scaled_switch = self.view.widgets["scaled"]
+        self.rule_buttons = self.view.widgets["rule"]
         buttons = self.view.buttons
         on_click(buttons["resample"], s.draw_new_seed)
         on_click(buttons["fig3"], s.reset_to_fig3)
@@ -164,7 +165,7 @@ class Explorer(pn.viewable.Viewer):
         buttons["copy"].js_on_event("button_click", CustomJS(
             args=dict(button=buttons["copy"]), code=script("copy-link")))
         self._refresh()
-        s.param.watch(self._refresh, ["result", "scaled", "keys", "align", "tab"])
+        s.param.watch(self._refresh, ["result", "rule", "keys", "align", "tab"])
         # the argument's tabs: built when one is first shown, then drawn when shown (a
         # change redraws only the visible one)
         self._shown: dict[str, tuple] = {}
@@ -175,7 +176,7 @@ class Explorer(pn.viewable.Viewer):
         r = self.state.result
         fields = self.state.text_fields()
         fields["query"] = urllib.parse.urlencode(to_query(self.state))   # for write-url.js
-        self.charts.update(r, self.state.scaled, fields)
+        self.charts.update(r, self.state.rule, fields)
         self.view.show_seed(r.seed)
         if hasattr(self, "_shown"):
             self._refresh_argument()
@@ -208,6 +209,7 @@ class Explorer(pn.viewable.Viewer):
         setting = self.argument_setting()
         d_k, t, seed, n, rho = setting
         a, texts = self.view.argument, self.view.section_texts
+        a.highlight(self.state.rule)
         if key == "variance":
             dist = core.logit_distribution(d_k)
             a.update_logits(dist)
@@ -305,7 +307,7 @@ def _load_extension_in_notebook() -> None:
 def create_page():
     """A fresh explorer page for one browser session, set up from the URL's query string.
 
-    Controls (d_k, scaled, temperature, seed) are read with state.parse_query (bad values are
+    Controls (state.CONTROLS) are read with state.parse_query (bad values are
     clamped or ignored, with a visible notice) and written back to the URL on every change.
     ``?embed=1`` or ``?hide=header,controls,text`` gives a bare layout for an iframe.
     """

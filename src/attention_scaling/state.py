@@ -13,7 +13,7 @@ from typing import Callable
 import param
 
 from . import core
-from .text import EXPLANATION, FIG3_D_K, FIG3_SEED, fill, text_fields
+from .text import EXPLANATION, FIG3_D_K, FIG3_SEED, RULE_LABELS, fill, text_fields
 
 MAX_SEED = 2**31 - 1
 
@@ -22,8 +22,9 @@ MAX_SEED = 2**31 - 1
 class Control:
     """One control. ``kind``: ``choice`` (one of ``values``, shown as a slider over their
     positions; a URL value between them takes the nearest on a log scale), ``flag`` (on/off),
-    ``count`` (a whole number from ``values[0]`` to ``values[1]``) or ``option`` (one of the
-    words ``values``; the tabs are its widget). ``show`` writes a value
+    ``count`` (a whole number from ``values[0]`` to ``values[1]``), ``option`` (one of the
+    words ``values``, shown as buttons labelled by ``show``) or ``tab`` (one of the words
+    ``values``; the tabs are its widget). ``show`` writes a value
     for the URL and the slider's label; ``positive`` refuses a URL value <= 0 instead of
     clamping it; ``hint`` is a line of small print under a switch's label; ``linear``: a URL
     value between two takes the nearest on a linear scale; ``group``: ``draw`` for the
@@ -48,16 +49,18 @@ CONTROLS = (
     Control("d_k", "choice", "d_k", "Head width d_k", FIG3_D_K,
             "Dimension of the query and key vectors (log-spaced, 1 to 4096).",
             values=tuple(core.D_K_VALUES)),
-    Control("scaled", "flag", "scaled", "Divide logits by √d_k", True,
-            "Which variant 'the model' uses: it drives the Jacobian heatmap and the gradient "
-            "readout.", hint="the variant the model uses"),
+    Control("rule", "option", "rule", "Scaling of the logits", "sqrt",
+            "What the logits q·k are divided by: nothing, √d_k (the Transformer's rule) or "
+            "d_k (μP's). The model uses this rule: it drives the Jacobian heat map, the "
+            "gradient readout and the highlighted curves.",
+            values=core.RULES, show=RULE_LABELS.get),
     Control("temperature", "choice", "temperature", "Temperature T", 1.0,
             "Softmax temperature: p = softmax(logits / T), applied to both charts.",
             values=tuple(core.TEMPERATURES), show=lambda v: f"{v:g}", positive=True),
     Control("seed", "count", "seed", "Random seed", FIG3_SEED,
             "Seed of the random query and keys (nested across widths).",
             values=(0, MAX_SEED)),
-    Control("tab", "option", "tab", "Section", "draw",
+    Control("tab", "tab", "tab", "Section", "draw",
             "The tab shown: the one draw, or a step of the argument over many draws.",
             values=("draw", "variance", "saturation", "gradient", "training", "budget")),
     Control("keys", "choice", "keys", "Number of keys n", core.N_KEYS,
@@ -80,7 +83,7 @@ def _parameter(c: Control) -> param.Parameter:
         return param.Selector(objects=list(c.values), **common)
     if c.kind == "flag":
         return param.Boolean(**common)
-    if c.kind == "option":
+    if c.kind in ("option", "tab"):
         return param.Selector(objects=list(c.values), **common)
     return param.Integer(bounds=c.values, **common)
 
@@ -118,17 +121,17 @@ class _State(param.Parameterized):
 
     def reset_to_fig3(self) -> None:
         """Restore the reference figure: every control at its default (d_k = 64, T = 1,
-        scaling on, seed 2288)."""
+        the 1/sqrt(d_k) rule, seed 2288, the one-draw tab)."""
         self.param.update({c.name: c.default for c in CONTROLS})
 
     @property
     def active(self) -> core.Variant:
-        return self.result.active(self.scaled)
+        return self.result.active(self.rule)
 
     def text_fields(self) -> dict[str, str]:
         """Every number (and variable word) of the texts, as shown (:func:`text.text_fields`)."""
         r = self.result
-        return text_fields(r.d_k, r.temperature, r.seed, bool(self.scaled))
+        return text_fields(r.d_k, r.temperature, r.seed, self.rule)
 
     def explanation(self) -> str:
         """The explanation as HTML, with the current numbers filled in."""
@@ -147,7 +150,10 @@ def to_query(state) -> dict[str, str]:
     out = {}
     for c in CONTROLS:
         value = getattr(state, c.name)
-        out[c.url_key] = ("1" if value else "0") if c.kind == "flag" else c.show(value)
+        if c.kind == "flag":
+            out[c.url_key] = "1" if value else "0"
+        else:
+            out[c.url_key] = value if c.kind in ("option", "tab") else c.show(value)
     return out
 
 
@@ -216,7 +222,7 @@ def parse_query(args) -> tuple[dict, set[str], list[str]]:
         raw = last(key)
         if raw is None:
             continue
-        if c.kind == "option":
+        if c.kind in ("option", "tab"):
             if raw in c.values:
                 values[c.name] = raw
             else:
@@ -247,6 +253,12 @@ def parse_query(args) -> tuple[dict, set[str], list[str]]:
                            f"using {c.show(near)}.")
         values[c.name] = near
 
+    # links from before the rule control: scaled=1 is the 1/sqrt(d_k) rule, scaled=0 none
+    if (on := flag("scaled")) is not None:
+        if "rule" in values:
+            notices.append("Ignored scaled: rule is given.")
+        else:
+            values["rule"] = "sqrt" if on else "none"
     if flag("embed"):
         hidden.add("header")
     raw = last("hide")
@@ -267,6 +279,8 @@ PRESETS = (
     ("112 / √64 = 14", {"tab": "variance"}),
     ("Temperature 0.5", {"temperature": 0.5}),
     ("Temperature 2", {"temperature": 2.0}),
+    ("Unscaled at d_k = 64, T = 1", {"rule": "none"}),
+    ("÷√d_k at T = 1/√64 = 0.125: the same bars", {"temperature": 0.125}),
     ("One head of 512 vs eight of 64", {"tab": "budget"}),
     ("Trained keys (ρ = 0.5): √d_k is not enough", {"tab": "saturation", "align": 0.5}),
 )

@@ -87,9 +87,9 @@ def guide_html(resample: str = "<b>Resample</b> draws a new q and new keys: one 
         "<div class='guide'><h4>Try this</h4><ol>"
         "<li>Drag <b>d<sub>k</sub></b> to the right: the caption's unscaled median climbs "
         "towards 100%, while this one draw's bars move in their own way.</li>"
-        "<li>Switch <b>scaling</b> off: the heat map, the explanation and the highlighted "
-        "readout column follow the unscaled softmax; ‖∂p/∂q‖<sub>F</sub> is the gradient "
-        "that reaches the query.</li>"
+        "<li>Set <b>scaling</b> to unscaled: the heat map, the explanation and the "
+        "highlighted readout column follow the unscaled softmax; ‖∂p/∂q‖<sub>F</sub> is the "
+        "gradient that reaches the query.</li>"
         "<li>Lower <b>T</b> below 1: it sharpens both charts; at T = 1/√d<sub>k</sub> the "
         "scaled chart equals the unscaled one at T = 1.</li>"
         f"<li>{resample}</li></ol></div>"
@@ -136,19 +136,26 @@ def header_html(subtitle: str = "") -> str:
             "</header>")
 
 
+#: What the explanation calls the logits the model uses, by rule.
+WHICH = {"sqrt": "scaled", "none": "unscaled", "linear": "÷d_k"}
+
+
 @lru_cache(maxsize=core.STATE_CACHE_SIZE)
-def _text_fields(d_k: int, temperature: float, seed: int, scaled: bool) -> dict[str, str]:
+def _text_fields(d_k: int, temperature: float, seed: int, rule: str) -> dict[str, str]:
     """ExplorerState.text_fields: a pure function of the controls, kept for the same recent
     settings as core.compute_state (whose cached state it reads); callers get a copy."""
     r = core.compute_state(d_k, temperature, seed)
     t = r.temperature
-    act = r.active(scaled)
-    s, u = r.scaled, r.unscaled
+    act = r.active(rule)
+    s, u, lin = r.scaled, r.unscaled, r.linear
     temp = ""
     if t != 1:
         effect = "flattens" if t > 1 else "sharpens"
         temp = (f" Both charts also divide by the temperature T = {_fmt(t)}, which {effect}"
                 " the weights.")
+        if r.d_k > 1 and t * math.sqrt(r.d_k) == 1:
+            temp += (f" At T = 1/√{r.d_k} the scaled chart is the unscaled chart at T = 1: "
+                     "softmax(q·k/(√d_k·T)) = softmax(q·k).")
     typ = core.typical(r.d_k, t)
     s_pct, u_pct = typ.percentile(True, s.rest), typ.percentile(False, u.rest)
     if r.d_k == 1:
@@ -163,7 +170,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, scaled: bool) -> dict[
         "raw_sd": _fmt(float(r.raw_logits.std())),
         "scaled_sd": _fmt(float(s.logits.std())),
         "temp": temp,
-        "which": "scaled" if scaled else "unscaled",
+        "which": WHICH[rule],
         "max_diag": _fmt(act.max_diagonal),
         "frob": _fmt(act.frobenius),
         "frob_z": _fmt(act.logit_frobenius),
@@ -171,12 +178,15 @@ def _text_fields(d_k: int, temperature: float, seed: int, scaled: bool) -> dict[
         "max_w": weight_label(act),
         "eff": eff,
         "keys": "key" if eff == "1" else "keys",
-        "s_max_w": weight_label(s), "u_max_w": weight_label(u),
-        "s_top": f"k{s.argmax + 1}", "u_top": f"k{u.argmax + 1}",
+        "s_max_w": weight_label(s), "u_max_w": weight_label(u), "l_max_w": weight_label(lin),
+        "s_top": f"k{s.argmax + 1}", "u_top": f"k{u.argmax + 1}", "l_top": f"k{lin.argmax + 1}",
         "s_eff": _fmt(s.effective_keys), "u_eff": _fmt(u.effective_keys),
+        "l_eff": _fmt(lin.effective_keys),
         "s_diag": _fmt(s.max_diagonal), "u_diag": _fmt(u.max_diagonal),
-        "s_frob": _fmt(s.frobenius), "u_frob": _fmt(u.frobenius),
+        "l_diag": _fmt(lin.max_diagonal),
+        "s_frob": _fmt(s.frobenius), "u_frob": _fmt(u.frobenius), "l_frob": _fmt(lin.frobenius),
         "s_grad": _fmt(s.query_gradient), "u_grad": _fmt(u.query_gradient),
+        "l_grad": _fmt(lin.query_gradient),
         "grad_cmp": grad,
         "mc_n": f"{typ.draws:,}",
         "mc_s": core.percent(typ.median[True], below_one=True),
@@ -188,10 +198,11 @@ def _text_fields(d_k: int, temperature: float, seed: int, scaled: bool) -> dict[
     }
 
 
-def text_fields(d_k: int, temperature: float, seed: int, scaled: bool) -> dict[str, str]:
+def text_fields(d_k: int, temperature: float, seed: int, rule) -> dict[str, str]:
     """Every number (and variable word) of the explanation, caption and readout, as shown,
-    for the state core computes at these settings (a copy: the caller may add to it)."""
-    return dict(_text_fields(d_k, temperature, seed, scaled))
+    for the state core computes at these settings, the model using ``rule`` (a rule of
+    core.RULES, or scaled: True / False); a copy: the caller may add to it."""
+    return dict(_text_fields(d_k, temperature, seed, core.as_rule(rule)))
 
 
 def notice_html(notices: list[str]) -> str:
@@ -244,7 +255,8 @@ EXPLANATION = (
     "vanishing as " + _PI + " nears 0 or 1; with respect to the logits <i>z</i> it is "
     "<i>J</i>/<i>T</i>. What reaches the query, and through it <i>W</i><sub><i>Q</i></sub>, "
     "is ∂<i>p</i>/∂<i>q</i> = <i>J K</i>/(<i>s T</i>), with <i>s</i> = √" + _DK
-    + " scaled and 1 unscaled. The model here uses the <b>{which}</b> logits: largest "
+    + " scaled, 1 unscaled and " + _DK + " under ÷d<sub>k</sub>. The model here uses the "
+    "<b>{which}</b> logits: largest "
     "<i>p</i>(1 − <i>p</i>) = {max_diag}, ‖<i>J</i>‖<sub>F</sub> = {frob} "
     "(‖∂<i>p</i>/∂<i>z</i>‖<sub>F</sub> = {frob_z}), ‖∂<i>p</i>/∂<i>q</i>‖<sub>F</sub> = "
     "{grad}; max weight {max_w}, spread over {eff} effective {keys}.</p>"

@@ -46,6 +46,9 @@ from .text import (EXPLANATION, FORMULAS, RULE_LABELS, caption_html, fill, heade
 SCALED_COLOR = "#0072B2"     # blue
 UNSCALED_COLOR = "#D55E00"   # vermillion
 LINEAR_COLOR = "#009E73"     # bluish green
+#: The same hues darkened for text, at WCAG AA contrast (>= 4.5:1) on white and on the
+#: readout's highlight.
+TEXT_COLORS = {"sqrt": "#0072B2", "none": "#B34700", "linear": "#00785A"}
 MUTED_ALPHA = 0.55
 #: Diverging map for the Jacobian: blue < 0 < red, neutral at 0 (ColorBrewer RdBu).
 DIVERGING = interp_palette(RdBu11, 255)
@@ -115,7 +118,7 @@ def _bars(name: str, title: str, color: str) -> tuple:
     )
     fig = figure(
         name=name, title=title, x_range=FactorRange(*KEY_LABELS), y_range=Range1d(0, 1.13),
-        height=330, sizing_mode="stretch_width", min_width=280, tools="",
+        height=330, sizing_mode="stretch_width", min_width=260, tools="",
     )
     bars = fig.vbar(x="key", top="weight", width=0.72, source=source, fill_color=color,
                     fill_alpha="alpha", line_color="#1f2933", line_width="line")
@@ -210,10 +213,10 @@ def sweep_data(state: core.State, rule) -> dict:
 #: plain attribute value, not a span).
 READOUT = (
     "<div class='readout'><h3>How much gradient gets through</h3>"
-    "<table data-active='@which'><thead><tr><th></th>"
-    f"<th class='s' style='color:{SCALED_COLOR}'>scaled</th>"
-    f"<th class='u' style='color:{UNSCALED_COLOR}'>unscaled</th>"
-    f"<th class='l' style='color:{LINEAR_COLOR}'>÷d<sub>k</sub></th></tr></thead><tbody>"
+    "<table data-active='@which'><thead><tr><th><span class='sr-only'>measure</span></th>"
+    f"<th class='s' style='color:{TEXT_COLORS['sqrt']}'>scaled</th>"
+    f"<th class='u' style='color:{TEXT_COLORS['none']}'>unscaled</th>"
+    f"<th class='l' style='color:{TEXT_COLORS['linear']}'>÷d<sub>k</sub></th></tr></thead><tbody>"
     "<tr><th>max weight</th><td class='s'>{s_max_w} on {s_top}</td>"
     "<td class='u'>{u_max_w} on {u_top}</td><td class='l'>{l_max_w} on {l_top}</td></tr>"
     "<tr><th>effective keys e<sup>H</sup></th><td class='s'>{s_eff}</td>"
@@ -237,6 +240,19 @@ READOUT = (
 )
 
 
+#: The bar charts as text for screen readers (assets/js/describe-bars.js fills it): visually
+#: hidden, read in page order right after the charts.
+BARS_TEXT = (
+    "<div class='sr-only'><p data-now></p>"
+    "<table><caption>The two bar charts as a table: each key's logit, attention weight and "
+    "p(1 − p), divided by √d<sub>k</sub> and raw</caption><thead><tr><th scope='col'>key</th>"
+    "<th scope='col'>logit ÷√d<sub>k</sub></th><th scope='col'>weight, scaled</th>"
+    "<th scope='col'>p(1 − p), scaled</th><th scope='col'>logit, raw</th>"
+    "<th scope='col'>weight, unscaled</th><th scope='col'>p(1 − p), unscaled</th></tr></thead>"
+    "<tbody data-bars></tbody></table><p aria-live='polite' data-summary></p></div>"
+)
+
+
 class Charts:
     """The explorer's four Bokeh figures and their data sources, created once."""
 
@@ -246,7 +262,7 @@ class Charts:
         #: fills the spans. ``caption_extra`` ends the caption (plain text).
         self.caption = Div(text="", sizing_mode="stretch_width", name="caption")
         self.explanation = Div(text="", sizing_mode="stretch_width", name="explanation")
-        self.readout = Div(text="", sizing_mode="stretch_width", name="readout")
+        self.readout = Div(text="", sizing_mode="stretch_width", name="readout", min_width=320)
         self._caption_html = caption_html(caption_extra)
         self.text_source = ColumnDataSource(data=dict(field=[], value=[]), name="text-source")
         # so that it is part of the document with any of the Divs (an embed may hide the text)
@@ -259,6 +275,15 @@ class Charts:
         self.unscaled_fig, self.unscaled_source = _bars(
             "unscaled-weights", "Unscaled: logits grow with d_k", UNSCALED_COLOR)
         self.jacobian_fig, self.jacobian_source, self.jacobian_labels_source = self._jacobian()
+        self.bars_text = Div(text=BARS_TEXT, name="bars-text", disable_math=True,
+                             sizing_mode="stretch_width", margin=0)
+        describe = CustomJS(args=dict(scaled=self.scaled_source, unscaled=self.unscaled_source,
+                                      div=self.bars_text), code=script("describe-bars"))
+        for source in (self.scaled_source, self.unscaled_source):
+            source.js_on_change("data", describe)
+        #: Browser programs to run once the document is shown (doc.js_on_event
+        #: "document_ready"): the bars' text.
+        self.ready = [describe]
         self.diagonal_fig, self.diagonal_source, self.marker_source = self._diagonal()
         self._sweep_key = None
         self._styled_for: str | None = None   # the rule the titles and outlines show
@@ -296,7 +321,8 @@ class Charts:
         fig = figure(
             name="jacobian", title="Softmax Jacobian ∂p_i/∂u_j",
             x_range=FactorRange(*KEY_LABELS), y_range=FactorRange(*reversed(KEY_LABELS)),
-            height=360, width=410, tools="", x_axis_location="above",
+            height=360, sizing_mode="stretch_width", min_width=300, max_width=460, tools="",
+            x_axis_location="above",
         )
         cells = fig.rect(x="col", y="row", width=1, height=1, source=source,
                          fill_color={"field": "value", "transform": mapper}, line_color=None)
@@ -332,7 +358,7 @@ class Charts:
         fig = figure(
             name="jacobian-diagonal", title="Jacobian diagonal p_i(1 − p_i) as the head widens",
             x_range=FactorRange(*widths), y_range=FactorRange(*reversed(KEY_LABELS)),
-            height=300, sizing_mode="stretch_width", min_width=480, tools="",
+            height=300, sizing_mode="stretch_width", min_width=300, tools="",
         )
         fig.rect(x="width", y="key", width=1, height=1, source=source,
                  fill_color={"field": "value", "transform": mapper}, line_color=None)
@@ -409,11 +435,56 @@ class Charts:
 FULL_WIDTH_CSS = ":host > .bk-clearfix { display: block !important; }"
 
 
-def position_slider(title: str, labels: list[str], position: int, name: str) -> Slider:
+def position_slider(title: str, labels: list[str], position: int, name: str,
+                    stylesheets=()) -> Slider:
     """A slider over positions 0 … len(labels) - 1 that shows ``labels[position]``."""
     return Slider(title=title, start=0, end=len(labels) - 1, step=1, value=position, name=name,
                   format=position_formatter(labels), sizing_mode="stretch_width",
-                  margin=(5, 10))
+                  margin=(5, 10), stylesheets=list(stylesheets))
+
+
+#: The page's grid: controls and notes in a 300 px column beside the charts, or, on a screen
+#: narrower than 900 px, the controls above the charts and the notes below them. Rows of
+#: charts wrap on narrow screens.
+LAYOUT_CSS = """
+:host { display: grid !important; grid-template-columns: 300px minmax(0, 1fr);
+        grid-template-rows: auto 1fr; grid-template-areas: "controls main" "notes main"; }
+:host > .app-sidebar { grid-area: controls; }
+:host > .app-main { grid-area: main; min-width: 0; }
+:host > .app-notes { grid-area: notes; }
+@media (max-width: 899px) {
+  :host { grid-template-columns: minmax(0, 1fr); grid-template-rows: auto;
+          grid-template-areas: "controls" "main" "notes"; }
+}
+"""
+#: The controls in two columns on a tablet, where they sit above the charts.
+SIDEBAR_CSS = """
+@media (min-width: 600px) and (max-width: 899px) {
+  :host { display: grid !important; grid-template-columns: 1fr 1fr; column-gap: 12px;
+          align-items: end; }
+}
+"""
+#: For the rows of charts: wrap onto the next line where the screen is too narrow for both.
+WRAP_CSS = ":host { flex-wrap: wrap !important; }"
+
+#: Bokeh's primary button at WCAG AA contrast (white on #1f5f99, 6.7:1), and a focus ring
+#: that shows on every control reached by keyboard.
+BUTTON_CSS = """
+.bk-btn-primary { background-color: #1f5f99; border-color: #1a4f80; }
+.bk-btn-primary:hover, .bk-btn-primary.bk-active { background-color: #1a4f80; }
+:focus-visible { outline: 3px solid #ffbf47 !important; outline-offset: 2px; }
+"""
+
+#: The tabs' titles wrap onto a second line on a narrow screen instead of running off it.
+TABS_CSS = (".bk-headers-wrapper { flex-wrap: wrap; } .bk-headers { flex-wrap: wrap; } "
+            ".bk-tab { white-space: nowrap; } "
+            ".bk-tab:focus-visible { outline: 3px solid #ffbf47; outline-offset: -3px; }")
+
+
+def wrapping_row(*children):
+    """A row of charts that wraps onto the next line where the screen is too narrow."""
+    return row(*children, sizing_mode="stretch_width",
+               stylesheets=[InlineStyleSheet(css=WRAP_CSS)])
 
 
 #: The explorer's tabs, in the order of the argument: (key, title).
@@ -448,6 +519,7 @@ class View:
             div.stylesheets = css
         #: The widget of each choice and flag control, by the control's name.
         self.widgets: dict = {}
+        self._controls_css = controls_css = [InlineStyleSheet(css=BUTTON_CSS)]
         rows, argument_rows = [], []
         for control in CONTROLS:
             if control.group == "argument" and not argument:
@@ -455,13 +527,13 @@ class View:
             if control.kind == "choice":
                 widget = position_slider(control.label, [control.show(v) for v in control.values],
                                          control.values.index(values[control.name]),
-                                         control.name)
+                                         control.name, controls_css)
                 shown = widget
             elif control.kind == "option":
                 widget = RadioButtonGroup(
                     labels=[control.show(v) for v in control.values], name=control.name,
                     active=control.values.index(values[control.name]), margin=(5, 10),
-                    sizing_mode="stretch_width")
+                    sizing_mode="stretch_width", stylesheets=controls_css)
                 shown = column(Div(text=f"{control.label}", disable_math=True,
                                    margin=(5, 10, 0, 10), stylesheets=css,
                                    css_classes=["control-label"]), widget,
@@ -487,24 +559,32 @@ class View:
                   "fig3": ("Reset to Fig. 3", "default"),
                   "copy": ("Copy link to this view", "default")}
         self.buttons = {key: Button(label=labels[key][0], button_type=labels[key][1],
-                                    name=key, sizing_mode="stretch_width", margin=(5, 10))
+                                    name=key, sizing_mode="stretch_width", margin=(5, 10),
+                                    stylesheets=controls_css)
                         for key in buttons}
         guide_div = Div(text=guide, name="guide", stylesheets=css, disable_math=True,
                         sizing_mode="stretch_width", margin=(5, 10))
+        #: The controls, and the notes under them (guide, presets): beside the charts on a
+        #: wide screen, above and below them on a narrow one (assets/style.css, LAYOUT_CSS).
         self.sidebar = column(
-            *rows, self.seed_div, *self.buttons.values(), *argument_rows, guide_div,
+            *rows, self.seed_div, *self.buttons.values(), *argument_rows,
+            sizing_mode="stretch_width", css_classes=["app-sidebar"],
+            stylesheets=[*css, InlineStyleSheet(css=SIDEBAR_CSS)], margin=0)
+        self.notes = column(
+            guide_div,
             *([Div(text=presets, name="presets", stylesheets=css, disable_math=True,
                    sizing_mode="stretch_width", margin=(5, 10))] if presets else []),
-            width=300, css_classes=["app-sidebar"], stylesheets=css, margin=0)
+            sizing_mode="stretch_width", css_classes=["app-notes"], stylesheets=css, margin=0)
         formulas = Div(text=FORMULAS, stylesheets=wide, disable_math=True,
                        sizing_mode="stretch_width")
         text = [] if "text" in hidden else [c.caption, formulas, c.explanation]
         notes = [Div(text=notice, stylesheets=css, disable_math=True, name="notice",
                      sizing_mode="stretch_width")] if notice else []
+        c.bars_text.stylesheets = css
         one_draw = column(
-            row(c.scaled_fig, c.unscaled_fig, sizing_mode="stretch_width"),
+            wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
             *text,
-            row(c.jacobian_fig, c.readout, sizing_mode="stretch_width"),
+            wrapping_row(c.jacobian_fig, c.readout),
             c.diagonal_fig, sizing_mode="stretch_width")
         #: The argument over many draws and through training, one tab per step in the
         #: order of the argument (:data:`TABS`): built by :meth:`build_argument` when first
@@ -515,6 +595,7 @@ class View:
         self.tabs = Tabs(tabs=[TabPanel(title=title, child=one_draw if key == "draw" else Div(
             text="<p class='status'>Drawing…</p>", stylesheets=css, disable_math=True))
             for key, title in TABS], sizing_mode="stretch_width", name="sections",
+            stylesheets=[InlineStyleSheet(css=TABS_CSS)],
             active=[key for key, _ in TABS].index(values.get("tab", "draw")) if argument else 0)
         if argument:
             self.widgets["tab"] = self.tabs
@@ -523,12 +604,29 @@ class View:
             sizing_mode="stretch_width", css_classes=["app-main"], stylesheets=css,
             margin=(10, 12))
         body = row(*([] if "controls" in hidden else [self.sidebar]), self.main,
-                   sizing_mode="stretch_width", margin=0)
+                   *([] if "controls" in hidden else [self.notes]),
+                   sizing_mode="stretch_width", margin=0, css_classes=["app-body"],
+                   stylesheets=[InlineStyleSheet(css=LAYOUT_CSS)])
         header = [] if "header" in hidden else [
             Div(text=header_html(subtitle), stylesheets=wide, disable_math=True,
                 sizing_mode="stretch_width", margin=0)]
         #: The page: title bar over the controls (left) and the charts and text.
         self.root = column(*header, body, sizing_mode="stretch_width", margin=0)
+        sliders = [[w, [c.show(v) for v in c.values]] for c in CONTROLS
+                   if c.kind == "choice" and (w := self.widgets.get(c.name)) is not None]
+        a11y = CustomJS(args=dict(
+            sliders=sliders, tabs=self.tabs if argument else None,
+            regions=[[self.main, "main", "Charts and explanation"],
+                     *([[self.sidebar, "region", "Controls"], [self.notes, "region", "Guide"]]
+                       if "controls" not in hidden else [])]), code=script("a11y"))
+        for widget, _labels in sliders:
+            widget.js_on_change("value", a11y)
+        if argument:
+            self.tabs.js_on_change("active", a11y)
+            self.tabs.js_on_change("tabs", a11y)
+        #: Browser programs to run once the document is shown (doc.js_on_event
+        #: "document_ready"): names and keys for the controls, the bars' text.
+        self.ready = [a11y, *c.ready]
 
     def build_argument(self, wire=None) -> bool:
         """Build the argument's figures, texts and Train button and put them in their tabs;
@@ -543,6 +641,7 @@ class View:
                      sizing_mode="stretch_width", margin=(5, 10), css_classes=["section-text"])
             for key, _title in TABS[1:]}
         self.train_button = Button(label="Train", button_type="primary", name="train",
+                                   stylesheets=self._controls_css,
                                    width=160, margin=(5, 10))
         self.training_status = Div(text="", name="training-status", stylesheets=css,
                                    disable_math=True, margin=(10, 10))
@@ -552,7 +651,7 @@ class View:
                           sizing_mode="stretch_width")
 
         f = a.figures
-        wide_row = functools.partial(row, sizing_mode="stretch_width")
+        wide_row = wrapping_row
         children = {
             "variance": section("variance", wide_row(f["logit-histogram"],
                                                      f["logit-histogram-scaled"]),

@@ -159,6 +159,11 @@ def build_payload(seeds: list[int]) -> dict:
 
 
 def build_layout(payload: dict, seeds: list[int]):
+    """The offline page's layout: :func:`build_view`'s root."""
+    return build_view(payload, seeds).root
+
+
+def build_view(payload: dict, seeds: list[int]) -> View:
     """The shared :class:`charts.View`, wired to ``payload`` by one JavaScript program."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
     explorer = ExplorerState(d_k=FIG3_D_K, temperature=1.0, seed=seeds[0], rule="sqrt")
@@ -192,7 +197,7 @@ def build_layout(payload: dict, seeds: list[int]):
     )
     for widget, prop in ((dk, "value"), (temp, "value"), (seed, "value"), (rule, "active")):
         widget.js_on_change(prop, select)
-    return view.root
+    return view
 
 
 def _PayloadHolder(payload: dict) -> Div:
@@ -209,7 +214,9 @@ def export(out, n_seeds: int = DEFAULT_SEEDS) -> dict:
     out = Path(out)
     payload = build_payload(seeds)
     doc = Document()
-    doc.add_root(build_layout(payload, seeds))
+    view = build_view(payload, seeds)
+    doc.add_root(view.root)
+    doc.js_on_event("document_ready", *view.ready)
     text = file_html(doc, INLINE, title=TITLE)
     data = text.encode("utf-8")
     if len(data) > MAX_BYTES:

@@ -294,7 +294,7 @@ class Explorer(pn.viewable.Viewer):
                          code=script("read-fields", "write-url"))
         self.charts.text_source.js_on_change("data", write)
         if doc is not None:
-            doc.js_on_event("document_ready", write)
+            doc.js_on_event("document_ready", write, *self.view.ready)
 
 
 def _load_extension_in_notebook() -> None:

@@ -1,0 +1,57 @@
+// Names and keys for what BokehJS draws without them (WCAG 2.2: name, role, value; keyboard):
+// each slider handle gets its slider's title as its name and the value it shows as
+// aria-valuetext; the tabs become a tablist that Tab reaches and the arrow keys, Home and End
+// move through; the main column and the sidebar become landmarks. Run on document_ready and
+// again whenever a slider or the tabs change (the tabs' headers are drawn anew then).
+const apply = () => {
+  let missing = false;
+  for (const [slider, labels] of sliders) {
+    const view = Bokeh.index.find_one(slider);
+    if (view == null) { missing = true; continue; }
+    for (const handle of view.shadow_el.querySelectorAll('[role="slider"]')) {
+      handle.setAttribute('aria-label', slider.title);
+      handle.setAttribute('aria-valuetext', labels[slider.value] ?? String(slider.value));
+    }
+  }
+  for (const [model, role, name] of regions) {
+    const view = Bokeh.index.find_one(model);
+    if (view == null) { missing = true; continue; }
+    view.el.setAttribute('role', role);
+    view.el.setAttribute('aria-label', name);
+  }
+  const tv = tabs == null ? null : Bokeh.index.find_one(tabs);
+  if (tabs != null && tv == null) missing = true;
+  if (tv != null) {
+    const heads = [...tv.shadow_el.querySelectorAll('.bk-tab')];
+    if (heads.length) {
+      const list = heads[0].parentElement;
+      list.setAttribute('role', 'tablist');
+      list.setAttribute('aria-label', 'Sections of the explorer');
+    }
+    // keep the keyboard on the tabs when a key changed them, even where they were drawn anew
+    const hadFocus = heads.some((h) => h === tv.shadow_el.activeElement)
+                     || Date.now() - (tabs.__keyed || 0) < 3000;
+    heads.forEach((head, i) => {
+      const on = i === tabs.active;
+      head.setAttribute('role', 'tab');
+      head.setAttribute('aria-selected', String(on));
+      head.tabIndex = on ? 0 : -1;
+      if (on && hadFocus) head.focus();
+      if (head.__keys) return;
+      head.__keys = true;
+      head.addEventListener('keydown', (event) => {
+        const n = heads.length;
+        const to = {ArrowRight: (i + 1) % n, ArrowLeft: (i + n - 1) % n, Home: 0, End: n - 1,
+                    Enter: i, ' ': i}[event.key];
+        if (to === undefined) return;
+        event.preventDefault();
+        tabs.__keyed = Date.now();
+        tabs.active = to;
+      });
+    });
+  }
+  window.__a11yTries = (window.__a11yTries || 0) + 1;
+  if (missing && window.__a11yTries < 100) setTimeout(apply, 100);
+};
+setTimeout(apply, 0);
+setTimeout(apply, 150);

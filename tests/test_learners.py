@@ -1,0 +1,179 @@
+"""For every learner, in Chromium against the served page: no sideways scrolling from a phone
+to a wide screen (with screenshots kept in assets/screenshots/), an iframe of 360 px, axe-core's
+rules, names and keys for the controls, and the charts as text for screen readers."""
+
+from pathlib import Path
+
+import pytest
+from conftest import INIT, column, open_app
+
+from attention_scaling import core
+
+pytestmark = pytest.mark.browser
+
+SHOTS = Path(__file__).resolve().parents[1] / "assets" / "screenshots"
+WIDTHS = (375, 768, 1280, 1920)
+
+
+def _open(browser, server, width, search="", height=900, **context):
+    ctx = browser.new_context(viewport={"width": width, "height": height}, **context)
+    page = ctx.new_page()
+    page.console_errors = []
+    page.on("pageerror", lambda e: page.console_errors.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+    url = server.url
+    server.url = url + search
+    try:
+        open_app(page, server)
+    finally:
+        server.url = url
+    page.wait_for_timeout(800)
+    return ctx, page
+
+
+def sideways(page):
+    """How far the page scrolls sideways (0: not at all)."""
+    return page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_sideways_scroll_at_any_width(browser, server, width):
+    ctx, page = _open(browser, server, width)
+    try:
+        assert sideways(page) <= 0, width
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"explorer-{width}.png"), full_page=width >= 1280)
+        # controls above the charts on a narrow screen, beside them on a wide one
+        boxes = page.evaluate("""() => ['d_k', 'scaled-weights'].map((n) => {
+            const b = Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name(n)).el
+                      .getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })""")
+        slider, chart = boxes
+        if width < 900:
+            assert slider[3] <= chart[1], (slider, chart)
+        else:
+            assert slider[2] <= chart[0], (slider, chart)
+        page.locator(".bk-tab", has_text="2 Saturation").click()
+        page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
+                               "'saturation-curves'); return m && Bokeh.index.find_one(m); }",
+                               timeout=15_000)
+        page.wait_for_timeout(500)
+        assert sideways(page) <= 0, width
+        assert page.console_errors == []
+    finally:
+        ctx.close()
+
+
+def test_embedded_in_a_360px_iframe_nothing_scrolls_sideways(browser, server):
+    ctx = browser.new_context(viewport={"width": 400, "height": 900})
+    try:
+        page = ctx.new_page()
+        page.goto(server.url + "liveness")          # the iframe's parent on the same host
+        page.set_content(f"<iframe src='{server.url}?embed=1' width='360' height='800' "
+                         "style='border:0' title='explorer'></iframe>")
+        frame = page.frame_locator("iframe")
+        frame.locator(".noUi-handle").first.wait_for(timeout=30_000)
+        inner = page.frames[1]
+        inner.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
+                                "Bokeh.documents[0].get_model_by_name('scaled-weights')")
+        inner.wait_for_timeout(800)
+        assert inner.evaluate("() => document.documentElement.scrollWidth") <= 360
+        assert inner.evaluate("() => document.getElementById('header') === null")
+    finally:
+        ctx.close()
+
+
+def serious(page):
+    from axe_playwright_python.sync_playwright import Axe
+    found = Axe().run(page).response["violations"]
+    return [(v["id"], v["impact"], [n["target"][-1] for n in v["nodes"]][:3])
+            for v in found if v["impact"] in ("serious", "critical")]
+
+
+@pytest.mark.parametrize("search", ["", "?embed=1", "?tab=saturation", "?tab=training"])
+def test_axe_finds_no_serious_or_critical_violation(browser, server, search):
+    ctx, page = _open(browser, server, 1280, search)
+    try:
+        if "tab=" in search:
+            page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('train')",
+                                   timeout=15_000)
+            page.wait_for_timeout(800)
+        assert serious(page) == []
+    finally:
+        ctx.close()
+
+
+def test_every_control_has_a_name_and_works_by_keyboard(page, server):
+    open_app(page, server)
+    page.wait_for_timeout(500)
+    handles = page.locator("[role='slider']")
+    names = [handles.nth(i).get_attribute("aria-label") for i in range(handles.count())]
+    assert names == ["Head width d_k", "Temperature T", "Number of keys n",
+                     "Trained alignment ρ"]
+    first = handles.first
+    assert first.get_attribute("aria-valuetext") == "64"
+    first.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => document.querySelector('*') && true")
+    page.wait_for_timeout(400)
+    assert first.get_attribute("aria-valuetext") == "80"
+    assert page.get_by_role("button", name="unscaled", exact=True).count() == 1
+    # the tabs: a tablist reached with Tab, moved through with the arrow keys
+    tabs = page.get_by_role("tab")
+    assert tabs.count() == 6 and tabs.first.get_attribute("aria-selected") == "true"
+    tabs.first.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('sections').active === 1")
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('logit-histogram')",
+                           timeout=15_000)
+    page.wait_for_timeout(300)
+    selected = page.locator("[role='tab'][aria-selected='true']")
+    assert selected.inner_text() == "1 Variance"
+    page.keyboard.press("End")
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('sections').active === 5")
+    assert "tab=budget" in page.url
+    assert page.console_errors == []
+
+
+def test_the_charts_are_text_too_and_changes_are_announced_once_still(page, server):
+    open_app(page, server)
+    st = core.compute_state(64, 1.0, 2288)
+    now = "[data-now]"
+    page.wait_for_function(f"() => document.querySelector('*') !== null")
+    page.locator(now).wait_for(state="attached")
+    text = page.locator(now).text_content()
+    assert text == "Scaled: max weight 27% on k6; unscaled: max weight 80% on k6."
+    rows = page.locator("[data-bars] tr")
+    assert rows.count() == 8
+    for i in range(8):
+        cells = [rows.nth(i).locator("th, td").nth(j).text_content() for j in range(7)]
+        assert cells[0] == f"k{i + 1}"
+        assert float(cells[1]) == pytest.approx(st.scaled.logits[i], abs=5e-4)
+        assert float(cells[4]) == pytest.approx(st.unscaled.logits[i], abs=5e-4)
+        for cell, w in ((cells[2], st.scaled.probs[i]), (cells[5], st.unscaled.probs[i])):
+            if cell.startswith("<"):
+                assert w < 0.0005
+            elif cell.startswith(">"):
+                assert w >= 0.9995
+            else:
+                assert float(cell.rstrip("%")) == pytest.approx(100 * w, abs=0.05)
+        assert float(cells[3]) == pytest.approx(st.scaled.diagonal[i], rel=1e-3)
+        assert float(cells[6]) == pytest.approx(st.unscaled.diagonal[i], rel=1e-3)
+    live = page.locator("[aria-live='polite'][data-summary]")
+    page.wait_for_function("() => true")
+    handle = page.locator("[role='slider']").first
+    handle.focus()
+    for _ in range(4):                                 # a quick drag: 64 -> 192
+        page.keyboard.press("ArrowRight")
+        page.wait_for_timeout(150)
+        assert live.text_content() in ("", text)       # not announced mid-drag
+    wide = core.compute_state(192, 1.0, 2288)
+    from attention_scaling.text import weight_label
+    expected = (f"Scaled: max weight {weight_label(wide.scaled)} on k{wide.scaled.argmax + 1}; "
+                f"unscaled: max weight {weight_label(wide.unscaled)} on "
+                f"k{wide.unscaled.argmax + 1}.")
+    page.wait_for_function("(e) => { for (const d of Bokeh.documents) { const v = Bokeh.index"
+                           ".find_one(d.get_model_by_name('bars-text')); const el = v && v.shadow_el"
+                           ".querySelector('[data-summary]'); if (el) return el.textContent === e; }"
+                           " return false; }", arg=expected, timeout=5_000)
+    assert column(page, "scaled-weights-source", "weight") == pytest.approx(
+        wide.scaled.probs.tolist(), abs=1e-12)

@@ -237,6 +237,16 @@ def open_app(page, server):
     page.wait_for_selector(".noUi-handle", timeout=30_000)
 
 
+def open_at(page, server, search: str) -> None:
+    """open_app with ``search`` appended to the page's address."""
+    server_url = server.url
+    server.url = server_url + search
+    try:
+        open_app(page, server)
+    finally:
+        server.url = server_url
+
+
 def assert_plots_drawn(page):
     """All four named plots are in the document and drawn with a real size."""
     names = page.evaluate("""(names) => names.filter(n =>

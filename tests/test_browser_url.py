@@ -5,23 +5,13 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from attention_scaling import core
-from conftest import column, open_app
+from conftest import column, open_at
 
 pytestmark = pytest.mark.browser
 
 
 def query(page):
     return {k: v[-1] for k, v in parse_qs(urlparse(page.url).query).items()}
-
-
-def open_at(page, server, search: str) -> None:
-    """open_app with ``search`` appended to the page's address."""
-    server_url = server.url
-    server.url = server_url + search
-    try:
-        open_app(page, server)
-    finally:
-        server.url = server_url
 
 
 def test_link_restores_every_control_and_the_url_follows_live(page, server):

@@ -286,3 +286,24 @@ def test_every_column_in_the_browser_is_what_charts_update_sets(offline_page):
                                             list(c.figures))
                     assert styling == [[f.title.text, f.outline_line_color, f.outline_line_width]
                                        for f in c.figures.values()], case
+
+
+@pytest.mark.browser
+def test_the_offline_copy_downloads_and_passes_axe(offline_page):
+    import csv
+    import io
+    from pathlib import Path
+
+    from axe_playwright_python.sync_playwright import Axe
+    page = offline_page
+    show(page, 1, 512, 0.5, "linear")
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download CSV").click()
+    assert info.value.suggested_filename == "attention-dk512-T0.5-seed1-linear.csv"
+    rows = list(csv.DictReader(io.StringIO(Path(info.value.path()).read_text())))
+    st = core.compute_state(512, 0.5, 1)
+    assert [float(r["weight_unscaled"]) for r in rows] == st.unscaled.probs.tolist()
+    assert [float(r["p_1_minus_p_scaled"]) for r in rows] == st.scaled.diagonal.tolist()
+    found = Axe().run(page).response["violations"]
+    assert [(v["id"], v["impact"]) for v in found if v["impact"] in ("serious", "critical")] == []
+    assert page.console_errors == []

@@ -5,7 +5,7 @@ rules, names and keys for the controls, and the charts as text for screen reader
 from pathlib import Path
 
 import pytest
-from conftest import INIT, column, open_app
+from conftest import column, open_app, open_at
 
 from attention_scaling import core
 
@@ -21,12 +21,7 @@ def _open(browser, server, width, search="", height=900, **context):
     page.console_errors = []
     page.on("pageerror", lambda e: page.console_errors.append(str(e)))
     page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
-    url = server.url
-    server.url = url + search
-    try:
-        open_app(page, server)
-    finally:
-        server.url = url
+    open_at(page, server, search)
     page.wait_for_timeout(800)
     return ctx, page
 
@@ -138,7 +133,7 @@ def test_the_charts_are_text_too_and_changes_are_announced_once_still(page, serv
     open_app(page, server)
     st = core.compute_state(64, 1.0, 2288)
     now = "[data-now]"
-    page.wait_for_function(f"() => document.querySelector('*') !== null")
+    page.wait_for_function("() => document.querySelector('*') !== null")
     page.locator(now).wait_for(state="attached")
     text = page.locator(now).text_content()
     assert text == "Scaled: max weight 27% on k6; unscaled: max weight 80% on k6."
@@ -177,3 +172,108 @@ def test_the_charts_are_text_too_and_changes_are_announced_once_still(page, serv
                            " return false; }", arg=expected, timeout=5_000)
     assert column(page, "scaled-weights-source", "weight") == pytest.approx(
         wide.scaled.probs.tolist(), abs=1e-12)
+
+
+def _download(page, name):
+    with page.expect_download() as info:
+        page.get_by_role("button", name=name).click()
+    download = info.value
+    return download.suggested_filename, Path(download.path()).read_bytes()
+
+
+def test_the_view_downloads_as_png_svg_and_csv_named_after_the_state(page, server):
+    import csv
+    import io
+    import struct
+    import xml.etree.ElementTree as ET
+    open_at(page, server, "?d_k=128&rule=none&temperature=2&seed=7")
+    st = core.compute_state(128, 2.0, 7)
+    name, data = _download(page, "Download CSV")
+    assert name == "attention-dk128-T2-seed7-none.csv"
+    rows = list(csv.DictReader(io.StringIO(data.decode())))
+    assert [r["key"] for r in rows] == [f"k{i + 1}" for i in range(8)]
+    for i, r in enumerate(rows):
+        for v, side in ((st.scaled, "scaled"), (st.unscaled, "unscaled")):
+            assert float(r[f"weight_{side}"]) == v.probs[i]
+            assert float(r[f"logit_{side}"]) == v.logits[i]
+            assert float(r[f"p_1_minus_p_{side}"]) == v.diagonal[i]
+            assert float(r[f"grad_to_query_{side}"]) == v.query_rows[i]
+    name, data = _download(page, "Download SVG")
+    assert name == "attention-dk128-T2-seed7-none.svg"
+    svg = ET.fromstring(data)
+    ns = "{http://www.w3.org/2000/svg}"
+    charts = svg.findall(f"{ns}g")
+    assert [g.get("data-title") for g in charts] == ["Scaled by 1/√d_k", "Unscaled"]
+    for g, v in zip(charts, (st.scaled, st.unscaled)):
+        bars = g.findall(f"{ns}rect")
+        assert [float(b.get("data-weight")) for b in bars] == v.probs.tolist()
+        heights = [float(b.get("height")) for b in bars]
+        k = heights[0] / v.probs[0]
+        assert heights == pytest.approx([k * p for p in v.probs], rel=1e-9)
+    name, data = _download(page, "Download PNG")
+    assert name == "attention-dk128-T2-seed7-none.png"
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (1800, 800)
+    shown = page.evaluate("""async (b64) => { const img = new Image(); img.src = b64;
+        await img.decode(); return [img.naturalWidth, img.naturalHeight]; }""",
+        "data:image/png;base64," + __import__("base64").b64encode(data).decode())
+    assert shown == [1800, 800]
+    assert page.console_errors == []
+
+
+def _plot_pixel(page, name="scaled-weights"):
+    """The colour the plot's canvas has near its top left corner, inside the frame."""
+    return page.evaluate("""(n) => { const v = Bokeh.index.find_one(Bokeh.documents[0]
+        .get_model_by_name(n)); const c = v.canvas_view.primary.canvas;
+        const ctx = c.getContext('2d'); const r = window.devicePixelRatio || 1;
+        const f = v.frame.bbox; return Array.from(ctx.getImageData(
+          Math.round((f.left + 4) * r), Math.round((f.top + 4) * r), 1, 1).data).slice(0, 3); }""",
+                         name)
+
+
+def test_dark_mode_follows_the_system_and_the_toggle_and_passes_axe(browser, server):
+    ctx, page = _open(browser, server, 1280, color_scheme="dark")
+    try:
+        page.wait_for_timeout(500)
+        assert max(_plot_pixel(page)) < 60                 # drawn dark by Bokeh, no filter
+        assert page.evaluate("() => getComputedStyle(document.documentElement).filter") == "none"
+        assert serious(page) == []
+        page.get_by_role("button", name="light", exact=True).click()
+        page.wait_for_url("**theme=light**")
+        page.wait_for_timeout(500)
+        assert min(_plot_pixel(page)) > 240
+        assert serious(page) == []
+    finally:
+        ctx.close()
+    ctx, page = _open(browser, server, 1280, "?theme=dark")   # a light system, dark asked for
+    try:
+        page.wait_for_timeout(500)
+        assert max(_plot_pixel(page)) < 60
+        assert page.get_by_role("button", name="dark", exact=True).get_attribute("class") \
+            .count("bk-active") == 1
+    finally:
+        ctx.close()
+
+
+def test_print_leaves_out_the_controls_and_reduced_motion_animates_nothing(browser, server):
+    ctx, page = _open(browser, server, 1280, reduced_motion="reduce")
+    try:
+        page.emulate_media(media="print")
+        shown = page.evaluate("""() => ['d_k', 'guide', 'download-csv', 'scaled-weights']
+            .map((n) => { const v = Bokeh.index.find_one(Bokeh.documents[0]
+              .get_model_by_name(n)); let e = v.el; while (e) { if (getComputedStyle(e)
+              .display === 'none') return false; e = e.parentNode && e.parentNode.host
+              ? e.parentNode.host : e.parentElement; } return true; })""")
+        assert shown == [False, False, False, True]
+        pdf = page.pdf(format="A4")
+        assert pdf[:5] == b"%PDF-" and len(pdf) > 10_000
+        page.emulate_media(media="screen")
+        moving = page.evaluate("""() => { const out = []; const walk = (root) => {
+            for (const e of root.querySelectorAll('*')) { if (e.shadowRoot) walk(e.shadowRoot);
+              const s = getComputedStyle(e); if (s.animationName !== 'none' ||
+                parseFloat(s.transitionDuration) > 0) out.push(e.className); } };
+            walk(document); return out; }""")
+        assert moving == []
+    finally:
+        ctx.close()

@@ -8,12 +8,11 @@ const f = {};
 fcol('field').forEach((k, i) => { f[k] = fcol('value')[i]; });
 const name = 'attention-dk' + f.d + '-T' + f.t + '-seed' + f.seed + '-' + f.rule + '.' + kind;
 const save = (blob) => {
-  const a = document.createElement('a');
+  const a = document.createElement('a');       // never in the page: nothing to announce
   a.href = URL.createObjectURL(blob);
   a.download = name;
-  document.body.appendChild(a);
   a.click();
-  setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
+  setTimeout(() => URL.revokeObjectURL(a.href), 1000);
 };
 const charts = [[scaled, 'Scaled by 1/√d_k', colors[0]], [unscaled, 'Unscaled', colors[1]]];
 if (kind === 'csv') {

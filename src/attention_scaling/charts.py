@@ -46,10 +46,9 @@ from .text import (EXPLANATION, FORMULAS, RULE_LABELS, caption_html, fill, heade
 SCALED_COLOR = "#0072B2"     # blue
 UNSCALED_COLOR = "#D55E00"   # vermillion
 LINEAR_COLOR = "#009E73"     # bluish green
-#: The same hues darkened for text, at WCAG AA contrast (>= 4.5:1) on white and on the
-#: readout's highlight.
-TEXT_COLORS = {"sqrt": "#0072B2", "none": "#B34700", "linear": "#00785A"}
 MUTED_ALPHA = 0.55
+#: Opacity of the light pill behind the "max weight" label (none behind the empty ones).
+LABEL_ALPHA = 0.85
 #: Diverging map for the Jacobian: blue < 0 < red, neutral at 0 (ColorBrewer RdBu).
 DIVERGING = interp_palette(RdBu11, 255)
 #: Sequential map for p(1 - p): black ("cold", no gradient) to yellow ("warm").
@@ -113,7 +112,8 @@ def _bars(name: str, title: str, color: str) -> tuple:
     # bar): one data change per chart and update, not two
     source = ColumnDataSource(
         data=dict(key=KEY_LABELS, logit=zeros, weight=zeros, pq=zeros, gq=zeros,
-                  alpha=zeros + MUTED_ALPHA, line=zeros, label=[""] * n, align=["center"] * n),
+                  alpha=zeros + MUTED_ALPHA, line=zeros, label=[""] * n, align=["center"] * n,
+                  label_alpha=zeros),
         name=f"{name}-source",
     )
     fig = figure(
@@ -122,9 +122,11 @@ def _bars(name: str, title: str, color: str) -> tuple:
     )
     bars = fig.vbar(x="key", top="weight", width=0.72, source=source, fill_color=color,
                     fill_alpha="alpha", line_color="#1f2933", line_width="line")
+    # dark on a light pill: readable over the light and the dark theme's backgrounds
     fig.text(x="key", y="weight", text="label", source=source, text_align="align",
              text_baseline="bottom", y_offset=-6, text_font=value(FONT), text_font_size="14px",
-             text_font_style="bold", text_color="#1f2933")
+             text_font_style="bold", text_color="#1f2933", background_fill_color="#ffffff",
+             background_fill_alpha="label_alpha", padding=2)
     fig.add_tools(HoverTool(renderers=[bars], tooltips=[
         ("key", "@key"), ("logit", "@logit{0.000}"), ("weight", "@weight{custom}"),
         ("p(1 − p)", "@pq{custom}"), ("‖∂p_i/∂q‖ (to the query)", "@gq{custom}"),
@@ -150,7 +152,7 @@ def _bars(name: str, title: str, color: str) -> tuple:
 def bar_data(v: core.Variant) -> dict:
     """Changing columns of one bar chart: logits, weights, p(1-p), the gradient ||dp_i/dq||
     that reaches the query, highlight of the max and its "max weight 27%" label (``label``
-    is empty on every other bar)."""
+    is empty on every other bar, ``label_alpha`` 0 there)."""
     top = np.arange(len(v.probs)) == v.argmax
     text, align = max_label(v)
     n = len(v.probs)
@@ -163,6 +165,7 @@ def bar_data(v: core.Variant) -> dict:
         line=np.where(top, 2.0, 0.0).tolist(),
         label=["" if i != v.argmax else text for i in range(n)],
         align=["center" if i != v.argmax else align for i in range(n)],
+        label_alpha=[LABEL_ALPHA if i == v.argmax else 0.0 for i in range(n)],
     )
 
 
@@ -214,9 +217,8 @@ def sweep_data(state: core.State, rule) -> dict:
 READOUT = (
     "<div class='readout'><h3>How much gradient gets through</h3>"
     "<table data-active='@which'><thead><tr><th><span class='sr-only'>measure</span></th>"
-    f"<th class='s' style='color:{TEXT_COLORS['sqrt']}'>scaled</th>"
-    f"<th class='u' style='color:{TEXT_COLORS['none']}'>unscaled</th>"
-    f"<th class='l' style='color:{TEXT_COLORS['linear']}'>÷d<sub>k</sub></th></tr></thead><tbody>"
+    "<th class='s'>scaled</th><th class='u'>unscaled</th>"
+    "<th class='l'>÷d<sub>k</sub></th></tr></thead><tbody>"
     "<tr><th>max weight</th><td class='s'>{s_max_w} on {s_top}</td>"
     "<td class='u'>{u_max_w} on {u_top}</td><td class='l'>{l_max_w} on {l_top}</td></tr>"
     "<tr><th>effective keys e<sup>H</sup></th><td class='s'>{s_eff}</td>"
@@ -456,6 +458,10 @@ LAYOUT_CSS = """
   :host { grid-template-columns: minmax(0, 1fr); grid-template-rows: auto;
           grid-template-areas: "controls" "main" "notes"; }
 }
+@media print {
+  :host { grid-template-columns: minmax(0, 1fr); grid-template-areas: "main"; }
+  :host > .app-sidebar, :host > .app-notes { display: none !important; }
+}
 """
 #: The controls in two columns on a tablet, where they sit above the charts.
 SIDEBAR_CSS = """
@@ -464,19 +470,32 @@ SIDEBAR_CSS = """
           align-items: end; }
 }
 """
+#: Parts a printed page leaves out (with the controls): the download buttons.
+NO_PRINT_CSS = " @media print { :host { display: none !important; } }"
 #: For the rows of charts: wrap onto the next line where the screen is too narrow for both.
 WRAP_CSS = ":host { flex-wrap: wrap !important; }"
 
 #: Bokeh's primary button at WCAG AA contrast (white on #1f5f99, 6.7:1), and a focus ring
 #: that shows on every control reached by keyboard.
 BUTTON_CSS = """
+:host { --color: var(--as-theme-ink, #18191D); --background-color: var(--as-theme-panel, #fff);
+        --border-color: var(--as-theme-line, #BBBBBD); --hover-color: var(--as-theme-card, #F9F9F9);
+        --surface-background-color: var(--as-theme-card, #EBEBEB);
+        --inactive-bg: var(--as-theme-card, #EBEBEB); --active-bg: var(--as-theme-highlight, #C3DBEB);
+        color: var(--color); }
+.bk-btn-default { color: var(--color); background-color: var(--background-color);
+                  border-color: var(--border-color); }
+.bk-btn-default:hover, .bk-btn-default.bk-active { background-color: var(--active-bg); }
 .bk-btn-primary { background-color: #1f5f99; border-color: #1a4f80; }
 .bk-btn-primary:hover, .bk-btn-primary.bk-active { background-color: #1a4f80; }
 :focus-visible { outline: 3px solid #ffbf47 !important; outline-offset: 2px; }
 """
 
 #: The tabs' titles wrap onto a second line on a narrow screen instead of running off it.
-TABS_CSS = (".bk-headers-wrapper { flex-wrap: wrap; } .bk-headers { flex-wrap: wrap; } "
+TABS_CSS = (":host { --color: var(--as-theme-ink, #18191D); color: var(--color); "
+            "--background-color: var(--as-theme-panel, #fff); } "
+            ".bk-tab { color: var(--color); } "
+            ".bk-headers-wrapper { flex-wrap: wrap; } .bk-headers { flex-wrap: wrap; } "
             ".bk-tab { white-space: nowrap; } "
             ".bk-tab:focus-visible { outline: 3px solid #ffbf47; outline-offset: -3px; }")
 
@@ -570,8 +589,16 @@ class View:
             *rows, self.seed_div, *self.buttons.values(), *argument_rows,
             sizing_mode="stretch_width", css_classes=["app-sidebar"],
             stylesheets=[*css, InlineStyleSheet(css=SIDEBAR_CSS)], margin=0)
+        #: Light, dark or the system's choice (assets/js/theme.js; URL key theme).
+        self.theme_buttons = RadioButtonGroup(labels=["auto", "light", "dark"], active=0,
+                                              name="theme", margin=(5, 10, 10, 10),
+                                              stylesheets=controls_css)
+        theme = CustomJS(args=dict(buttons=self.theme_buttons), code=script("theme"))
+        self.theme_buttons.js_on_change("active", theme)
         self.notes = column(
-            guide_div,
+            guide_div, Div(text="Theme", disable_math=True, margin=(5, 10, 0, 10),
+                           stylesheets=css, css_classes=["control-label"]),
+            self.theme_buttons,
             *([Div(text=presets, name="presets", stylesheets=css, disable_math=True,
                    sizing_mode="stretch_width", margin=(5, 10))] if presets else []),
             sizing_mode="stretch_width", css_classes=["app-notes"], stylesheets=css, margin=0)
@@ -581,8 +608,20 @@ class View:
         notes = [Div(text=notice, stylesheets=css, disable_math=True, name="notice",
                      sizing_mode="stretch_width")] if notice else []
         c.bars_text.stylesheets = css
+        #: The one-draw view to take away: PNG, SVG and CSV (assets/js/download.js).
+        self.downloads = {kind: Button(label=f"Download {kind.upper()}", name=f"download-{kind}",
+                                       margin=(5, 10), width=140, stylesheets=controls_css)
+                          for kind in ("png", "svg", "csv")}
+        downloads = row(*self.downloads.values(), css_classes=["no-print"],
+                        stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
+        for kind, button in self.downloads.items():
+            button.js_on_event("button_click", CustomJS(args=dict(
+                kind=kind, scaled=c.scaled_source, unscaled=c.unscaled_source,
+                text_source=c.text_source, colors=[SCALED_COLOR, UNSCALED_COLOR]),
+                code=script("download")))
         one_draw = column(
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
+            downloads,
             *text,
             wrapping_row(c.jacobian_fig, c.readout),
             c.diagonal_fig, sizing_mode="stretch_width")
@@ -626,7 +665,7 @@ class View:
             self.tabs.js_on_change("tabs", a11y)
         #: Browser programs to run once the document is shown (doc.js_on_event
         #: "document_ready"): names and keys for the controls, the bars' text.
-        self.ready = [a11y, *c.ready]
+        self.ready = [theme, a11y, *c.ready]
 
     def build_argument(self, wire=None) -> bool:
         """Build the argument's figures, texts and Train button and put them in their tabs;

@@ -27,8 +27,8 @@ from bokeh.models import CustomJS, Div, Spinner
 from bokeh.resources import INLINE
 
 from . import core
-from .charts import (KEY_LABELS, Charts, View, bar_data, diagonal_label_data, jacobian_data,
-                     max_label, script, sweep_data)
+from .charts import (KEY_LABELS, LABEL_ALPHA, Charts, View, bar_data, diagonal_label_data,
+                     jacobian_data, max_label, script, sweep_data)
 from .state import CONTROLS, ExplorerState
 from .text import FIG3_D_K, FIG3_SEED, TITLE, guide_html
 
@@ -153,7 +153,7 @@ def build_payload(seeds: list[int]) -> dict:
         strings=strings.items, styling=_styling(),
         record_floats=_RECORD_FLOATS, record_ints=n_ints,
         logit_offset=rec_floats.size, sweep_offset=rec_floats.size + logits.size,
-        rules=list(core.RULES), states=n_rec // nr, records=n_rec,
+        rules=list(core.RULES), states=n_rec // nr, records=n_rec, label_alpha=LABEL_ALPHA,
         floats=_b64(floats, "<f8"), ints=_b64(ints.ravel(), "<u2"),
     )
 

@@ -166,6 +166,8 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str) -> dict[str
     return {
         "d": str(r.d_k),
         "t": _fmt(t),
+        "seed": str(r.seed),
+        "rule": rule,
         "root": _fmt(math.sqrt(r.d_k)),
         "raw_sd": _fmt(float(r.raw_logits.std())),
         "scaled_sd": _fmt(float(s.logits.std())),

@@ -1,0 +1,46 @@
+// Light and dark: the page follows prefers-color-scheme unless the address says theme=light
+// or theme=dark (the theme buttons `buttons`, 0 auto, 1 light, 2 dark, write it there). The
+// dark theme is a set of CSS variables on the document, inherited by every pane: the page's
+// own (--as-theme-*) and Bokeh's overrides of the charts' visual properties (--bk-*), so the
+// figures are drawn dark by Bokeh itself, not filtered.
+const DARK = `color-scheme: dark;
+  --as-theme-ink: #e4e7eb; --as-theme-muted: #bcc6d0; --as-theme-line: #3e4c59;
+  --as-theme-panel: #1a2027; --as-theme-card: #11161b; --as-theme-highlight: #4a3a12;
+  --as-theme-code: #2a333d; --as-theme-link: #8cc8ff;
+  --as-theme-text-s: #56B4E9; --as-theme-text-u: #F08A4B; --as-theme-text-l: #3FD0A0;
+  --bk-background-fill-color: #1a2027; --bk-border-fill-color: #1a2027;
+  --bk-text-color: #e4e7eb; --bk-axis-label-text-color: #bcc6d0;
+  --bk-major-label-text-color: #bcc6d0; --bk-axis-line-color: #7b8794;
+  --bk-major-tick-line-color: #7b8794; --bk-grid-line-color: #323f4b;
+  --bk-label-text-color: #e4e7eb;
+  background: #11161b;`;
+if (!document.getElementById('as-theme')) {
+  const style = document.createElement('style');
+  style.id = 'as-theme';
+  style.textContent = '@media (prefers-color-scheme: dark) { :root:not([data-theme="light"]) {'
+    + DARK + '} }\n:root[data-theme="dark"] {' + DARK + '}\n'
+    + ':root[data-theme="light"] { color-scheme: light; }\n'
+    + '@media print { @page { size: auto; margin: 12mm; } :root { color-scheme: light; } }';
+  document.head.appendChild(style);
+}
+const themes = ['auto', 'light', 'dark'];
+const url = new URL(window.location.href);
+let want = url.searchParams.get('theme');
+if (cb_obj != null && cb_obj.active !== undefined && cb_obj === buttons) want = themes[buttons.active];
+if (!themes.includes(want)) want = 'auto';
+if (want === 'auto') delete document.documentElement.dataset.theme;
+else document.documentElement.dataset.theme = want;
+if (buttons.active !== themes.indexOf(want)) buttons.active = themes.indexOf(want);
+if (want === 'auto') url.searchParams.delete('theme'); else url.searchParams.set('theme', want);
+if (url.href !== window.location.href && window.location.protocol !== 'file:') {
+  window.history.replaceState(window.history.state, '', url.href);
+}
+// the charts read those variables when they paint: paint them again now
+for (const doc of Bokeh.documents) {
+  for (const model of doc.all_models) {
+    if (model.type === 'Plot' || model.type === 'Figure') {
+      const view = Bokeh.index.find_one(model);
+      if (view != null) view.request_paint();
+    }
+  }
+}

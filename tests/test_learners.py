@@ -277,3 +277,38 @@ def test_print_leaves_out_the_controls_and_reduced_motion_animates_nothing(brows
         assert moving == []
     finally:
         ctx.close()
+
+
+def _lab(hex_color):
+    """sRGB hex to CIELAB L* (D65), the test's own conversion."""
+    rgb = [int(hex_color[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    y = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    return 116 * (y ** (1 / 3) if y > 216 / 24389 else (24389 / 27 * y + 16) / 116) - 16
+
+
+def test_the_jacobian_map_is_perceptually_uniform():
+    from attention_scaling.charts import DIVERGING, SEQUENTIAL
+    for palette in (DIVERGING[:128], DIVERGING[127:][::-1], SEQUENTIAL):
+        lightness = [_lab(c) for c in palette]
+        steps = [b - a for a, b in zip(lightness, lightness[1:])]
+        assert all(s > 0 for s in steps)                  # lighter all the way, no bands
+        mean = (lightness[-1] - lightness[0]) / len(steps)
+        assert max(abs(s - mean) for s in steps) < 0.6 * mean + 0.35
+
+
+def test_the_heat_maps_are_text_too(page, server):
+    open_app(page, server)
+    st = core.compute_state(64, 1.0, 2288)
+    page.locator("[data-diagonal]").wait_for(state="attached")
+    page.wait_for_function("() => document.querySelector('[data-sweep] tr') !== null || true")
+    text = page.locator("[data-diagonal]").text_content()
+    assert text.startswith("Jacobian diagonal p(1 − p) at this width: k1 0.165, k2 0.161")
+    rows = page.locator("[data-sweep] tr")
+    assert rows.count() == len(core.D_K_VALUES)
+    sweep = st.sweep("sqrt")
+    for j, d in enumerate(core.D_K_VALUES):
+        cells = [rows.nth(j).locator("th, td").nth(k).text_content() for k in range(3)]
+        assert cells[0] == str(d) + (" (current)" if d == 64 else "")
+        i = int(sweep[:, j].argmax())
+        assert float(cells[1]) == pytest.approx(sweep[i, j], rel=1e-3) and cells[2] == f"k{i + 1}"

@@ -33,7 +33,7 @@ from bokeh.models import (
     TabPanel,
     Tabs,
 )
-from bokeh.palettes import Inferno256, RdBu11, interp_palette
+from bokeh.palettes import Inferno256
 from bokeh.core.properties import value, without_property_validation
 from bokeh.plotting import figure
 
@@ -49,8 +49,32 @@ LINEAR_COLOR = "#009E73"     # bluish green
 MUTED_ALPHA = 0.55
 #: Opacity of the light pill behind the "max weight" label (none behind the empty ones).
 LABEL_ALPHA = 0.85
-#: Diverging map for the Jacobian: blue < 0 < red, neutral at 0 (ColorBrewer RdBu).
-DIVERGING = interp_palette(RdBu11, 255)
+def lab_to_hex(lab: np.ndarray) -> list[str]:
+    """CIELAB (D65) colours, rows of (L*, a*, b*), as sRGB hex strings (clipped to the gamut)."""
+    lab = np.asarray(lab, dtype=float)
+    fy = (lab[:, 0] + 16) / 116
+    f = np.stack([fy + lab[:, 1] / 500, fy, fy - lab[:, 2] / 200], axis=1)
+    xyz = np.where(f > 6 / 29, f ** 3, 3 * (6 / 29) ** 2 * (f - 4 / 29)) * [0.95047, 1.0, 1.08883]
+    rgb = xyz @ np.array([[3.2406, -0.9689, 0.0557], [-1.5372, 1.8758, -0.2040],
+                          [-0.4986, 0.0415, 1.0570]])
+    rgb = np.clip(rgb, 0, 1)
+    rgb = np.where(rgb <= 0.0031308, 12.92 * rgb, 1.055 * rgb ** (1 / 2.4) - 0.055)
+    return ["#%02x%02x%02x" % tuple(row) for row in np.round(255 * rgb).astype(int)]
+
+
+def diverging_palette(n: int = 255, low=(38.0, 18.0, -62.0), high=(38.0, 58.0, 44.0),
+                      mid=(97.0, 0.0, 0.0)) -> list[str]:
+    """A perceptually uniform diverging map: straight lines in CIELAB from ``low`` to the
+    near-white ``mid`` and on to ``high``, so lightness (and chroma) change evenly with the
+    value on both sides, blue below 0 and red above."""
+    t = np.linspace(-1, 1, n)[:, None]
+    lab = np.where(t < 0, np.array(mid) + (-t) * (np.array(low) - mid),
+                   np.array(mid) + t * (np.array(high) - mid))
+    return lab_to_hex(lab)
+
+
+#: Diverging map for the Jacobian: blue < 0 < red, near-white at 0, lightness linear in |J|.
+DIVERGING = diverging_palette()
 #: Sequential map for p(1 - p): black ("cold", no gradient) to yellow ("warm").
 SEQUENTIAL = Inferno256
 
@@ -255,6 +279,16 @@ BARS_TEXT = (
 )
 
 
+#: The heat maps as text for screen readers (assets/js/describe-heatmaps.js fills it).
+HEATMAPS_TEXT = (
+    "<div class='sr-only'><p data-diagonal></p>"
+    "<table><caption>The largest p(1 − p) at every head width, as the heat map of the "
+    "diagonal shows it</caption><thead><tr><th scope='col'>d<sub>k</sub></th>"
+    "<th scope='col'>largest p(1 − p)</th><th scope='col'>on key</th></tr></thead>"
+    "<tbody data-sweep></tbody></table></div>"
+)
+
+
 class Charts:
     """The explorer's four Bokeh figures and their data sources, created once."""
 
@@ -283,10 +317,18 @@ class Charts:
                                       div=self.bars_text), code=script("describe-bars"))
         for source in (self.scaled_source, self.unscaled_source):
             source.js_on_change("data", describe)
-        #: Browser programs to run once the document is shown (doc.js_on_event
-        #: "document_ready"): the bars' text.
-        self.ready = [describe]
         self.diagonal_fig, self.diagonal_source, self.marker_source = self._diagonal()
+        self.heatmaps_text = Div(text=HEATMAPS_TEXT, name="heatmaps-text", disable_math=True,
+                                 sizing_mode="stretch_width", margin=0)
+        heatmaps = CustomJS(args=dict(cells=self.jacobian_labels_source,
+                                      sweep=self.diagonal_source, marker=self.marker_source,
+                                      widths=[str(w) for w in core.D_K_VALUES],
+                                      div=self.heatmaps_text), code=script("describe-heatmaps"))
+        for source in (self.jacobian_labels_source, self.diagonal_source, self.marker_source):
+            source.js_on_change("data", heatmaps)
+        #: Browser programs to run once the document is shown (doc.js_on_event
+        #: "document_ready"): the charts' text.
+        self.ready = [describe, heatmaps]
         self._sweep_key = None
         self._styled_for: str | None = None   # the rule the titles and outlines show
 
@@ -608,6 +650,7 @@ class View:
         notes = [Div(text=notice, stylesheets=css, disable_math=True, name="notice",
                      sizing_mode="stretch_width")] if notice else []
         c.bars_text.stylesheets = css
+        c.heatmaps_text.stylesheets = css
         #: The one-draw view to take away: PNG, SVG and CSV (assets/js/download.js).
         self.downloads = {kind: Button(label=f"Download {kind.upper()}", name=f"download-{kind}",
                                        margin=(5, 10), width=140, stylesheets=controls_css)
@@ -624,7 +667,7 @@ class View:
             downloads,
             *text,
             wrapping_row(c.jacobian_fig, c.readout),
-            c.diagonal_fig, sizing_mode="stretch_width")
+            c.diagonal_fig, c.heatmaps_text, sizing_mode="stretch_width")
         #: The argument over many draws and through training, one tab per step in the
         #: order of the argument (:data:`TABS`): built by :meth:`build_argument` when first
         #: asked for, so that a page whose reader stays on the first tab costs a quarter of

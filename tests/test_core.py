@@ -399,8 +399,8 @@ def test_typical_reference_numbers_and_is_seeded_and_cached():
 
 
 def test_unscaled_median_climbs_with_width_at_every_temperature():
-    """What the guide says ("the unscaled median climbs towards 100%"): never falls as d_k
-    grows, and is over 90% at the widest head, at every T."""
+    """What the guide says ("the unscaled median max weight climbs"): never falls as d_k
+    grows at any T, and with 8 keys it is over 90% at the widest head."""
     for t in core.TEMPERATURES:
         medians = [core.typical(d, t).median[False] for d in core.D_K_VALUES]
         assert all(b >= a for a, b in zip(medians, medians[1:])), t

@@ -125,7 +125,7 @@ def test_every_control_has_a_name_and_works_by_keyboard(page, server):
     assert selected.inner_text() == "1 Variance"
     page.keyboard.press("End")
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('sections').active === 5")
-    assert "tab=budget" in page.url
+    page.wait_for_url("**tab=budget**")
     assert page.console_errors == []
 
 

@@ -31,34 +31,40 @@ def _max_label(source) -> str:
     return labels[0]
 
 
-def _assert_matches(state, charts, d_k, t, seed, rule):
-    expected = core.compute_state(d_k, t, seed)
+def _assert_matches(state, charts, d_k, t, seed, rule, n=8):
+    expected = core.compute_state(d_k, t, seed, n)
+    labels = [f"k{i + 1}" for i in range(n)]
     for source, var in ((charts.scaled_source, expected.scaled),
                         (charts.unscaled_source, expected.unscaled)):
         np.testing.assert_array_equal(source.data["weight"], var.probs)
         np.testing.assert_array_equal(source.data["logit"], var.logits)
         np.testing.assert_array_equal(source.data["pq"], var.diagonal)
-        assert source.data["key"] == KEY_LABELS
+        assert source.data["key"] == labels
     assert _max_label(charts.scaled_source) == f"max weight {weight_label(expected.scaled)}"
     assert _max_label(charts.unscaled_source) == f"max weight {weight_label(expected.unscaled)}"
     active = expected.active(rule)
     np.testing.assert_array_equal(charts.jacobian_source.data["value"], active.jacobian.ravel())
     cells = charts.jacobian_labels_source.data
-    assert cells["key"] == KEY_LABELS          # printed on the diagonal cells only
+    assert cells["key"] == labels              # printed on the diagonal cells only
     assert cells["text"] == ["<0.001" if x < 0.0005 else f"{x:.3f}" for x in active.diagonal]
     assert "0.000" not in cells["text"]
     np.testing.assert_array_equal(charts.diagonal_source.data["value"], expected.sweep(rule).ravel())
     assert charts.marker_source.data["width"] == [str(d_k)]
+    assert charts.marker_source.data["h"] == [n + 0.2]
+    assert list(charts.scaled_fig.x_range.factors) == labels
+    assert list(charts.jacobian_fig.y_range.factors) == labels[::-1]
 
 
 @pytest.mark.parametrize("change", [
     dict(d_k=4096), dict(d_k=1), dict(d_k=80), dict(temperature=0.1), dict(temperature=10.0),
     dict(seed=5), dict(rule="none"), dict(rule="linear"), dict(d_k=128, rule="none", temperature=2.5, seed=99),
+    dict(keys=3), dict(keys=64, d_k=512, rule="linear"), dict(keys=2, d_k=1),
 ])
 def test_each_control_updates_chart_data_to_exactly_what_core_computes(change):
     state, charts = _bound()
     state.param.update(**change)
-    _assert_matches(state, charts, state.d_k, state.temperature, state.seed, state.rule)
+    _assert_matches(state, charts, state.d_k, state.temperature, state.seed, state.rule,
+                    state.keys)
 
 
 def test_default_is_fig3():

@@ -20,7 +20,7 @@ import pytest
 from attention_scaling import core, export
 from attention_scaling.charts import READOUT, jacobian_data
 from attention_scaling.state import ExplorerState
-from attention_scaling.text import (EXPLANATION, FIG3_SEED, WHICH, caption_html, fill, guide_html,
+from attention_scaling.text import (EXPLANATION, FIG3_SEED, NUMBER_WORDS, WHICH, caption_html, fill, guide_html,
                                     plain)
 
 
@@ -71,26 +71,26 @@ def ordinal_ok(phrase: str, pct: float) -> bool:
 
 
 @cache
-def unscaled_medians(t):
-    return [core.typical(d, t).median[False] for d in core.D_K_VALUES]
+def unscaled_medians(t, n=8):
+    return [core.typical(d, t, n).median[False] for d in core.D_K_VALUES]
 
 
 class Context:
     """One state and everything the conditions compare the text with."""
 
-    def __init__(self, seed, d_k, t, rule):
-        self.seed, self.d, self.t = seed, d_k, t
+    def __init__(self, seed, d_k, t, rule, n=8):
+        self.seed, self.d, self.t, self.n = seed, d_k, t, n
         self.rule = self.scaled = core.as_rule(rule)
-        self.state = core.compute_state(d_k, t, seed)
+        self.state = core.compute_state(d_k, t, seed, n)
         self.active = self.state.active(rule)
-        self.typ = core.typical(d_k, t)
-        q, self.keys = core.sample_qk(seed, d_k)
+        self.typ = core.typical(d_k, t, n)
+        q, self.keys = core.sample_qk(seed, d_k, n)
         self.raw = self.keys @ q                           # this test's own logits
         self.p = {True: own_softmax(self.raw / math.sqrt(d_k), t), False: own_softmax(self.raw, t),
                   "linear": own_softmax(self.raw / d_k, t)}
         self.p["sqrt"], self.p["none"] = self.p[True], self.p[False]
-        self.fields = ExplorerState(d_k=d_k, temperature=t, seed=seed,
-                                    rule=self.rule).text_fields()
+        self.fields = ExplorerState(d_k=d_k, temperature=t, seed=seed, rule=self.rule,
+                                    keys=n).text_fields()
 
     def weight(self, scaled):
         p = self.p[scaled]
@@ -182,13 +182,13 @@ def _fig3_draw(_m, c):
 
 
 def _nested(c):
-    q, k = core.sample_qk(c.seed, core.MAX_D_K)
+    q, k = core.sample_qk(c.seed, core.MAX_D_K, c.n)
     return np.array_equal(c.keys, k[:, :c.d]) and np.array_equal(c.raw, c.keys @ q[:c.d])
 
 
 def _climbs(c):
-    medians = unscaled_medians(c.t)
-    return all(b >= a for a, b in zip(medians, medians[1:])) and medians[-1] > 0.9
+    medians = unscaled_medians(c.t, c.n)
+    return all(b >= a for a, b in zip(medians, medians[1:])) and medians[-1] > medians[0]
 
 
 def _mild(c):
@@ -198,14 +198,16 @@ def _mild(c):
 #: claim (a sentence, as a regular expression matched in full) -> condition(match, context).
 CLAIMS: list[tuple[str, callable]] = [
     # caption
-    (r"Both charts show the same eight query–key dot products of one random draw: divided by "
-     r"√dk on the left, raw on the right\.",
-     lambda m, c: len(c.raw) == 8 and np.allclose(c.state.scaled.logits * math.sqrt(c.d), c.raw)
+    (r"Both charts show the same (?P<n>\w+) query–key dot products of one random draw: divided "
+     r"by √dk on the left, raw on the right\.",
+     lambda m, c: m["n"] == NUMBER_WORDS.get(len(c.raw), str(len(c.raw))) == c.fields["n_words"]
+     and np.allclose(c.state.scaled.logits * math.sqrt(c.d), c.raw)
      and np.allclose(c.state.unscaled.logits, c.raw)),
     (r"Over many draws q·k has variance dk, so the raw logits grow like √dk and, as the head "
      r"widens, the unscaled softmax puts more and more weight on one key; the scaled logits "
      r"keep unit variance at every width\.",
-     lambda m, c: all(b >= a for a, b in zip(unscaled_medians(c.t), unscaled_medians(c.t)[1:]))),
+     lambda m, c: all(b >= a for a, b in zip(unscaled_medians(c.t, c.n),
+                                             unscaled_medians(c.t, c.n)[1:]))),
     (r"Over (?P<n>[\d,]+) random draws at dk = (?P<d>\d+), T = (?P<t>\S+) the median max weight "
      r"is (?P<ms>\S+) scaled and (?P<mu>\S+) unscaled: a typical draw puts (?P<mu2>\S+) of the "
      r"weight on one key unscaled\.",
@@ -233,10 +235,11 @@ CLAIMS: list[tuple[str, callable]] = [
      r"±(?P<r>\S+), and dividing by √(?P<d3>\d+) = (?P<r2>\S+) restores unit variance\.",
      lambda m, c: int(m["d"]) == int(m["d2"]) == int(m["d3"]) == c.d
      and number_shows(m["r"], math.sqrt(c.d)) and m["r"] == m["r2"]),
-    (r"This draw's eight logits have standard deviation (?P<raw>\S+) raw and (?P<sc>\S+) scaled: "
-     r"one query against eight keys, a small sample whose spread varies from draw to draw "
-     r"around those typical values\.",
-     lambda m, c: number_shows(m["raw"], np.std(c.raw))
+    (r"This draw's (?P<n>\w+) logits have standard deviation (?P<raw>\S+) raw and (?P<sc>\S+) "
+     r"scaled: one query against (?P<n2>\w+) keys, a small sample whose spread varies from "
+     r"draw to draw around those typical values\.",
+     lambda m, c: m["n"] == m["n2"] == NUMBER_WORDS.get(len(c.raw), str(len(c.raw)))
+     and number_shows(m["raw"], np.std(c.raw))
      and number_shows(m["sc"], np.std(c.raw) / math.sqrt(c.d))),
     (r"Both charts also divide by the temperature T = (?P<t>\S+), which (?P<eff>flattens|sharpens) "
      r"the weights\.", _temperature_effect),
@@ -266,17 +269,17 @@ CLAIMS: list[tuple[str, callable]] = [
      lambda m, c: np.allclose(core.softmax_jacobian(c.p[c.scaled]), c.active.jacobian,
                               rtol=1e-9, atol=1e-300) and _query_gradient_is_jk(c)),
     # guide
-    (r"Drag dk to the right: the caption's unscaled median climbs towards 100%, while this one "
+    (r"Drag dk to the right: the caption's unscaled median max weight climbs, while this one "
      r"draw's bars move in their own way\.", lambda m, c: _climbs(c)),
     (r"Set scaling to unscaled: the heat map, the explanation and the highlighted readout "
      r"column follow the unscaled softmax; ‖∂p/∂q‖F is the gradient that reaches the query\.",
-     lambda m, c: ExplorerState(d_k=c.d, temperature=c.t, seed=c.seed, rule="none")
+     lambda m, c: ExplorerState(d_k=c.d, temperature=c.t, seed=c.seed, rule="none", keys=c.n)
      .text_fields()["grad"] == c.fields["u_grad"]),
     (r"Lower T below 1: it sharpens both charts; at T = 1/√dk the scaled chart equals the "
      r"unscaled one at T = 1\.", lambda m, c: _lower_t(c)),
     (r"Resample draws a new q and new keys: one more sample, where the caption's medians "
      r"describe all of them\.",
-     lambda m, c: not np.array_equal(core.sample_qk(c.seed + 1, c.d)[1], c.keys)),
+     lambda m, c: not np.array_equal(core.sample_qk(c.seed + 1, c.d, c.n)[1], c.keys)),
 ]
 _COMPILED = [(re.compile(pattern), condition) for pattern, condition in CLAIMS]
 
@@ -325,27 +328,42 @@ def grid():
                     yield seed, d_k, t, rule
 
 
+def _check_state(key, c, seen):
+    for sentence in texts(c):
+        matches = [(p, cond) for p, cond in _COMPILED if p.fullmatch(sentence)]
+        assert matches, f"{key}: no claim in CLAIMS for: {sentence!r}"
+        assert len(matches) == 1, (key, sentence)
+        pattern, condition = matches[0]
+        assert condition(pattern.fullmatch(sentence), c), f"{key}: false here: {sentence!r}"
+        seen[pattern.pattern] = seen.get(pattern.pattern, 0) + 1
+    body = fill(READOUT, c.fields).split("<tbody>")[1].split("</tbody>")[0]
+    rows = _ROW.findall(body)
+    assert len(rows) == 5 == body.count("<tr")
+    for label, s, u, lin in rows:
+        assert _cells_ok(label, s, u, lin, c), (key, plain(label), s, u, lin)
+
+
 def test_every_sentence_in_every_state_of_the_export_grid_is_a_claim_that_holds():
     seen: dict[str, int] = {}
     states = 0
     for key in grid():
-        c = Context(*key)
-        for sentence in texts(c):
-            matches = [(p, cond) for p, cond in _COMPILED if p.fullmatch(sentence)]
-            assert matches, f"{key}: no claim in CLAIMS for: {sentence!r}"
-            assert len(matches) == 1, (key, sentence)
-            pattern, condition = matches[0]
-            assert condition(pattern.fullmatch(sentence), c), f"{key}: false here: {sentence!r}"
-            seen[pattern.pattern] = seen.get(pattern.pattern, 0) + 1
-        body = fill(READOUT, c.fields).split("<tbody>")[1].split("</tbody>")[0]
-        rows = _ROW.findall(body)
-        assert len(rows) == 5 == body.count("<tr")
-        for label, s, u, lin in rows:
-            assert _cells_ok(label, s, u, lin, c), (key, plain(label), s, u, lin)
+        _check_state(key, Context(*key), seen)
         states += 1
     assert states == 6300
     # every claim of the table is made somewhere on the grid (none is dead weight)
     assert set(seen) == {p for p, _ in CLAIMS}, set(p for p, _ in CLAIMS) - set(seen)
+
+
+@pytest.mark.parametrize("n", [2, 3, 12, 64])
+def test_the_sentences_hold_for_other_numbers_of_keys(n):
+    seen: dict[str, int] = {}
+    for seed in (FIG3_SEED, 1):
+        for d_k in (1, 16, 64, 512, 4096):
+            for t in (0.1, 1.0, 10.0):
+                for rule in core.RULES:
+                    key = (seed, d_k, t, rule, n)
+                    _check_state(key, Context(*key), seen)
+    assert not any("picked because it matches the reference figure" in p for p in seen)
 
 
 def test_a_false_sentence_is_caught():
@@ -402,10 +420,11 @@ OFFLINE_CLAIMS = [
      lambda m, payload: int(m["n"]) == len(payload["seeds"]) > 0),
     (r"It has the one-draw view only: the tabs over many draws and the training run are in "
      r"the served explorer\.",
-     lambda m, layout: not {"sections", "saturation-curves", "training-loss", "train"}
+     lambda m, layout: not {"sections", "saturation-curves", "training-loss", "train", "keys",
+                            "align"}
      & {x.name for x in layout.references()}),
-    (r"This offline copy holds every setting of its controls, precomputed\.",
-     lambda m, payload: payload["states"] == len(payload["seeds"]) * len(core.D_K_VALUES)
+    (r"This offline copy holds every setting of its controls, precomputed, with eight keys\.",
+     lambda m, payload: len(payload["keys"]) == 8 and payload["states"] == len(payload["seeds"]) * len(core.D_K_VALUES)
      * len(core.TEMPERATURES) == len(set(map(tuple, _settings(payload))))),
 ]
 

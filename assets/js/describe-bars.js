@@ -3,7 +3,9 @@
 // under both variants, rewritten on every change, and a one-sentence summary announced
 // politely once the controls have been still for 0.7 s (not on every step of a drag).
 const view = Bokeh.index.find_one(div);
-if (view != null) {
+const rows = (src) => { const d = src.data; return (d instanceof Map ? d.get('key') : d.key).length; };
+// both charts hold the same keys again once a change of their number has reached both
+if (view != null && rows(scaled) === rows(unscaled)) {
   const col = (src, k) => { const d = src.data; return Array.from(d instanceof Map ? d.get(k) : d[k]); };
   // a softmax weight is never 0 or 1, even where float64 rounds it there
   const pct = (w) => w >= 0.9995 ? '>99.9%' : w < 0.0005 ? '<0.1%' : (100 * w).toFixed(1) + '%';

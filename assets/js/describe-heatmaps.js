@@ -12,7 +12,7 @@ if (view != null) {
   }
   const values = col(sweep, 'value'), m = widths.length, here = col(marker, 'width')[0];
   const body = view.shadow_el.querySelector('[data-sweep]');
-  if (body != null) {
+  if (body != null && values.length === keys.length * m) {
     const rows = [];
     for (let j = 0; j < m; j++) {
       let best = 0;

@@ -199,7 +199,7 @@ def max_label(v: core.Variant) -> tuple[str, str]:
     # keep the label inside the plot when the highlighted bar is near an edge: centred over
     # the second bar, "max weight 27%" sticks out of a chart squeezed to ~230 px (a 900 px
     # window); it reads from the bar towards the middle instead
-    n = len(KEY_LABELS)
+    n = len(v.probs)
     align = "left" if top <= 1 else "right" if top >= n - 2 else "center"
     return f"max weight {weight_label(v)}", align
 
@@ -330,6 +330,7 @@ class Charts:
         #: "document_ready"): the charts' text.
         self.ready = [describe, heatmaps]
         self._sweep_key = None
+        self._n = len(KEY_LABELS)               # the number of keys the charts show
         self._styled_for: str | None = None   # the rule the titles and outlines show
 
     @property
@@ -372,7 +373,7 @@ class Charts:
                          fill_color={"field": "value", "transform": mapper}, line_color=None)
         fig.rect(x="key", y="key", width=1, height=1, source=diagonal, fill_alpha=0,
                  line_color=INK, line_width=1.5)
-        fig.text(x="key", y="key", text="text", source=diagonal, text_align="center",
+        self._cell_text = fig.text(x="key", y="key", text="text", source=diagonal, text_align="center",
                  text_baseline="middle", text_font=value(FONT), text_font_size="11px",
                  text_color="ink")
         fig.add_tools(HoverTool(renderers=[cells], tooltips=[
@@ -396,8 +397,8 @@ class Charts:
             key=[KEY_LABELS[i] for i in range(n) for _ in range(m)],
             width=[widths[j] for _ in range(n) for j in range(m)],
             value=np.zeros(n * m)), name="jacobian-diagonal-source")
-        marker = ColumnDataSource(data=dict(width=[str(core.D_K_VALUES[0])]),
-                                  name="jacobian-diagonal-marker")
+        marker = ColumnDataSource(data=dict(width=[str(core.D_K_VALUES[0])], y=[n / 2],
+                                            h=[n + 0.2]), name="jacobian-diagonal-marker")
         mapper = LinearColorMapper(palette=SEQUENTIAL, low=0, high=core.JACOBIAN_BOUND)
         fig = figure(
             name="jacobian-diagonal", title="Jacobian diagonal p_i(1 − p_i) as the head widens",
@@ -406,7 +407,7 @@ class Charts:
         )
         fig.rect(x="width", y="key", width=1, height=1, source=source,
                  fill_color={"field": "value", "transform": mapper}, line_color=None)
-        fig.rect(x="width", y=4.0, width=1, height=8.2, source=marker, fill_alpha=0,
+        fig.rect(x="width", y="y", width=1, height="h", source=marker, fill_alpha=0,
                  line_color="#00b3ff", line_width=3)
         fig.add_tools(HoverTool(tooltips=[
             ("key", "@key"), ("d_k", "@width"), ("p(1 − p)", "@value{custom}")],
@@ -429,6 +430,7 @@ class Charts:
         the model using ``rule`` (core.RULES, or scaled: True / False); ``fields``
         (state.ExplorerState.text_fields) are the numbers of the text."""
         rule = core.as_rule(rule)
+        self._resize(len(state.scaled.probs))
         self.scaled_source.data.update(bar_data(state.scaled))
         self.unscaled_source.data.update(bar_data(state.unscaled))
         active = state.active(rule)
@@ -439,11 +441,45 @@ class Charts:
         if sweep_key != self._sweep_key:
             self.diagonal_source.data.update(sweep_data(state, rule))
             self._sweep_key = sweep_key
-        self.marker_source.data = dict(width=[str(state.d_k)])
+        self.marker_source.data = dict(width=[str(state.d_k)], y=[self._n / 2],
+                                       h=[self._n + 0.2])
         if rule != self._styled_for:
             self._style_variant(rule)
         if fields:
             self._update_text(fields)
+
+    def _resize(self, n: int) -> None:
+        """Give the charts ``n`` keys (k1 … kn): their sources' fixed columns and their
+        ranges' factors. Nothing is sent when the number of keys is the one shown."""
+        if n == self._n:
+            return
+        labels = [f"k{i + 1}" for i in range(n)]
+        zeros = [0.0] * n
+        for source, fig in ((self.scaled_source, self.scaled_fig),
+                            (self.unscaled_source, self.unscaled_fig)):
+            source.data = dict(key=labels, logit=zeros, weight=zeros, pq=zeros, gq=zeros,
+                               alpha=[MUTED_ALPHA] * n, line=zeros, label=[""] * n,
+                               align=["center"] * n, label_alpha=zeros)
+            fig.x_range.factors = labels
+        self.jacobian_source.data = dict(row=[a for a in labels for _ in labels],
+                                         col=[b for _ in labels for b in labels],
+                                         value=[0.0] * (n * n))
+        self.jacobian_labels_source.data = dict(key=labels, text=[""] * n, ink=[INK] * n)
+        self.jacobian_fig.x_range.factors = labels
+        self.jacobian_fig.y_range.factors = labels[::-1]
+        widths = [str(w) for w in core.D_K_VALUES]
+        self.diagonal_source.data = dict(key=[a for a in labels for _ in widths],
+                                         width=[w for _ in labels for w in widths],
+                                         value=np.zeros(n * len(widths)))
+        self.diagonal_fig.y_range.factors = labels[::-1]
+        self.marker_source.data = dict(width=list(self.marker_source.data["width"]),
+                                       y=[n / 2], h=[n + 0.2])
+        crowded = n > 16         # key labels upright, cells too small for their numbers
+        for fig in (self.scaled_fig, self.unscaled_fig, self.jacobian_fig):
+            fig.xaxis.major_label_orientation = "vertical" if crowded else "horizontal"
+        self._cell_text.visible = not crowded
+        self._sweep_key = None
+        self._n = n
 
     def _style_variant(self, rule: str) -> None:
         """Titles and outlines that say which rule the model uses (the ÷d_k logits have no
@@ -565,13 +601,13 @@ class View:
     ``hidden`` leaves parts out (``state.VIEW_PARTS``), ``notice`` is HTML shown above the
     charts, ``buttons`` names the buttons the runtime wires (``resample``, ``fig3``, ``copy``);
     ``argument=False`` leaves out the tabs of the argument (the offline copy); ``presets``
-    is HTML shown under the guide.
+    is HTML shown under the guide; ``controls`` names the controls to show (all by default).
     """
 
     def __init__(self, *, values: dict, subtitle: str = "", guide: str = "",
                  caption_extra: str = "", hidden=frozenset(), notice: str = "",
                  buttons=("resample", "fig3", "copy"), argument: bool = True,
-                 presets: str = "") -> None:
+                 presets: str = "", controls=None) -> None:
         css = [InlineStyleSheet(css=page_css())]
         wide = [*css, InlineStyleSheet(css=FULL_WIDTH_CSS)]
         self.charts = c = Charts(caption_extra=caption_extra)
@@ -583,7 +619,8 @@ class View:
         self._controls_css = controls_css = [InlineStyleSheet(css=BUTTON_CSS)]
         rows, argument_rows = [], []
         for control in CONTROLS:
-            if control.group == "argument" and not argument:
+            if (control.group == "argument" and not argument) or (
+                    controls is not None and control.name not in controls):
                 continue
             if control.kind == "choice":
                 widget = position_slider(control.label, [control.show(v) for v in control.values],
@@ -610,9 +647,9 @@ class View:
             self.widgets[control.name] = widget
         if argument_rows:
             argument_rows.insert(0, Div(
-                text="<h4 class='group'>Over many draws</h4><small>These two set the tabs "
-                     "Variance to Heads; the one-draw tab keeps Fig. 3's eight independent "
-                     "keys.</small>", stylesheets=css, disable_math=True, margin=(12, 10, 0, 10),
+                text="<h4 class='group'>Over many draws</h4><small>The alignment sets the "
+                     "tabs Variance to Heads; the one-draw tab keeps its keys independent of "
+                     "the query.</small>", stylesheets=css, disable_math=True, margin=(12, 10, 0, 10),
                 sizing_mode="stretch_width"))
         self.seed_div = Div(text="", stylesheets=css, disable_math=True, name="seed",
                             margin=(4, 10))

@@ -42,10 +42,13 @@ _RECORD_FLOATS = 3 * N                     # weights, ||dp_i/dq||, Jacobian diag
 _INT_HEAD = 3                              # style, label, ink
 _DIAG_TEXTS = N
 
+#: The controls the offline copy holds every setting of (eight keys, as in Fig. 3).
+OFFLINE_CONTROLS = ("d_k", "rule", "temperature", "seed")
+
 #: The offline copy's last sentence of the caption.
-OFFLINE_NOTE = ("This offline copy holds every setting of its controls, precomputed. It has "
-                "the one-draw view only: the tabs over many draws and the training run are in "
-                "the served explorer.")
+OFFLINE_NOTE = ("This offline copy holds every setting of its controls, precomputed, with "
+                "eight keys. It has the one-draw view only: the tabs over many draws and the "
+                "training run are in the served explorer.")
 
 
 def seed_list(n: int) -> list[int]:
@@ -170,7 +173,7 @@ def build_view(payload: dict, seeds: list[int]) -> View:
     view = View(
         values={c.name: getattr(explorer, c.name) for c in CONTROLS},
         subtitle="offline copy", caption_extra=OFFLINE_NOTE, buttons=("resample", "fig3"),
-        argument=False,
+        argument=False, controls=OFFLINE_CONTROLS,
         guide=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."))
     charts = view.charts
     charts.update(explorer.result, "sqrt", explorer.text_fields())

@@ -64,8 +64,8 @@ CONTROLS = (
             "The tab shown: the one draw, or a step of the argument over many draws.",
             values=("draw", "variance", "saturation", "gradient", "training", "budget")),
     Control("keys", "choice", "keys", "Number of keys n", core.N_KEYS,
-            "How many keys the query attends over in the argument's tabs.",
-            values=core.KEY_COUNTS, group="argument"),
+            "How many keys the query attends over, in every view.",
+            values=core.KEY_COUNTS),
     Control("align", "choice", "align", "Trained alignment ρ", 0.0,
             "Correlation of the first key with the query (k1 = ρq + √(1−ρ²)ε), as training "
             "makes a query and the key it should match.",
@@ -99,10 +99,10 @@ class _State(param.Parameterized):
     def __init__(self, **params):
         super().__init__(**params)
         self._recompute()
-        self.param.watch(self._recompute, ["d_k", "temperature", "seed"])
+        self.param.watch(self._recompute, ["d_k", "temperature", "seed", "keys"])
 
     def _recompute(self, *_events) -> None:
-        state = core.compute_state(self.d_k, self.temperature, self.seed)
+        state = core.compute_state(self.d_k, self.temperature, self.seed, self.keys)
         # what param.edit_constant(self) does, for the one parameter it concerns: it would
         # unlock and relock every parameter, a third of the cost of a change outside Bokeh
         result = self.param["result"]
@@ -131,7 +131,7 @@ class _State(param.Parameterized):
     def text_fields(self) -> dict[str, str]:
         """Every number (and variable word) of the texts, as shown (:func:`text.text_fields`)."""
         r = self.result
-        return text_fields(r.d_k, r.temperature, r.seed, self.rule)
+        return text_fields(r.d_k, r.temperature, r.seed, self.rule, len(r.raw_logits))
 
     def explanation(self) -> str:
         """The explanation as HTML, with the current numbers filled in."""

@@ -39,7 +39,7 @@ RULE_LABELS = {"none": "unscaled", "sqrt": "÷√d_k", "linear": "÷d_k"}
 #: :func:`fill`); :func:`caption_html` wraps it and may end it with a sentence of the page's
 #: own (the offline copy's).
 CAPTION = (
-    "Both charts show the same eight query–key dot products of one random draw: divided by "
+    "Both charts show the same {n_words} query–key dot products of one random draw: divided by "
     "√d<sub>k</sub> on the left, raw on the right. Over many draws <i>q</i>·<i>k</i> has "
     "variance d<sub>k</sub>, so the raw logits grow like √d<sub>k</sub> and, as the head "
     "widens, the unscaled softmax puts more and more weight on one key; the scaled logits keep "
@@ -85,8 +85,8 @@ def guide_html(resample: str = "<b>Resample</b> draws a new q and new keys: one 
     """The "Try this" steps beside the controls; ``resample`` is the last step's wording."""
     return (
         "<div class='guide'><h4>Try this</h4><ol>"
-        "<li>Drag <b>d<sub>k</sub></b> to the right: the caption's unscaled median climbs "
-        "towards 100%, while this one draw's bars move in their own way.</li>"
+        "<li>Drag <b>d<sub>k</sub></b> to the right: the caption's unscaled median max "
+        "weight climbs, while this one draw's bars move in their own way.</li>"
         "<li>Set <b>scaling</b> to unscaled: the heat map, the explanation and the "
         "highlighted readout column follow the unscaled softmax; ‖∂p/∂q‖<sub>F</sub> is the "
         "gradient that reaches the query.</li>"
@@ -140,11 +140,16 @@ def header_html(subtitle: str = "") -> str:
 WHICH = {"sqrt": "scaled", "none": "unscaled", "linear": "÷d_k"}
 
 
+#: Numbers of keys in words, as the texts say them ("the same eight dot products").
+NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 6: "six", 8: "eight", 12: "twelve"}
+
+
 @lru_cache(maxsize=core.STATE_CACHE_SIZE)
-def _text_fields(d_k: int, temperature: float, seed: int, rule: str) -> dict[str, str]:
+def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
+                 n_keys: int = core.N_KEYS) -> dict[str, str]:
     """ExplorerState.text_fields: a pure function of the controls, kept for the same recent
     settings as core.compute_state (whose cached state it reads); callers get a copy."""
-    r = core.compute_state(d_k, temperature, seed)
+    r = core.compute_state(d_k, temperature, seed, n_keys)
     t = r.temperature
     act = r.active(rule)
     s, u, lin = r.scaled, r.unscaled, r.linear
@@ -156,7 +161,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str) -> dict[str
         if r.d_k > 1 and t * math.sqrt(r.d_k) == 1:
             temp += (f" At T = 1/√{r.d_k} the scaled chart is the unscaled chart at T = 1: "
                      "softmax(q·k/(√d_k·T)) = softmax(q·k).")
-    typ = core.typical(r.d_k, t)
+    typ = core.typical(r.d_k, t, n_keys)
     s_pct, u_pct = typ.percentile(True, s.rest), typ.percentile(False, u.rest)
     if r.d_k == 1:
         grad = GRAD_SAME
@@ -165,6 +170,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str) -> dict[str
     eff = _fmt(act.effective_keys)
     return {
         "d": str(r.d_k),
+        "n_words": NUMBER_WORDS.get(n_keys, str(n_keys)),
         "t": _fmt(t),
         "seed": str(r.seed),
         "rule": rule,
@@ -196,15 +202,17 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str) -> dict[str
         "s_pct": percentile_phrase(s_pct), "u_pct": percentile_phrase(u_pct),
         "mild": (MILD if u_pct < 100 / 3 and u.max_weight < typ.median[False]
                  else EXTREME if u_pct > 200 / 3 and u.max_weight > typ.median[False] else ""),
-        "fig3": fig3_note() if r.seed == FIG3_SEED else "",
+        "fig3": fig3_note() if r.seed == FIG3_SEED and n_keys == core.N_KEYS else "",
     }
 
 
-def text_fields(d_k: int, temperature: float, seed: int, rule) -> dict[str, str]:
+def text_fields(d_k: int, temperature: float, seed: int, rule,
+                n_keys: int = core.N_KEYS) -> dict[str, str]:
     """Every number (and variable word) of the explanation, caption and readout, as shown,
-    for the state core computes at these settings, the model using ``rule`` (a rule of
-    core.RULES, or scaled: True / False); a copy: the caller may add to it."""
-    return dict(_text_fields(d_k, temperature, seed, core.as_rule(rule)))
+    for the state core computes at these settings (``n_keys`` keys), the model using
+    ``rule`` (a rule of core.RULES, or scaled: True / False); a copy: the caller may add to
+    it."""
+    return dict(_text_fields(d_k, temperature, seed, core.as_rule(rule), int(n_keys)))
 
 
 def notice_html(notices: list[str]) -> str:
@@ -248,9 +256,9 @@ _PI = "<i>p</i><sub><i>i</i></sub>"
 EXPLANATION = (
     "<p>With independent unit-variance components, <i>q</i>·<i>k</i> is a sum of "
     + _DK + " = {d} terms of variance 1: over draws its variance is {d}, typical logits are "
-    "about ±{root}, and dividing by √{d} = {root} restores unit variance. This draw's eight "
+    "about ±{root}, and dividing by √{d} = {root} restores unit variance. This draw's {n_words} "
     "logits have standard deviation {raw_sd} raw and {scaled_sd} scaled: one query against "
-    "eight keys, a small sample whose spread varies from draw to draw around those typical "
+    "{n_words} keys, a small sample whose spread varies from draw to draw around those typical "
     "values.{temp}</p>"
     "<p>The softmax's own Jacobian <i>J</i> = ∂<i>p</i>/∂<i>u</i> (the heat map, "
     "<i>u</i> = <i>z</i>/<i>T</i>) has diagonal " + _PI + "(1 − " + _PI + "), at most ¼ and "

@@ -231,6 +231,24 @@ def bench_core(n: int) -> dict:
         core.compute_state(64, 1.0, 2288)
         hit.append((time.perf_counter() - t) * 1e6)
     out["state from the cache (compute_state)"] = summary(hit, "µs")
+    # the argument's Monte Carlo, each setting new (the cache emptied before each run)
+    for n_keys, runs in ((8, max(5, n // 20)), (64, 3)):
+        times = []
+        for i in range(runs):
+            core._saturation_curves.cache_clear()
+            t = time.perf_counter()
+            core.saturation_curves(core.TEMPERATURES[i % len(core.TEMPERATURES)], n_keys,
+                                   core.ALIGNMENTS[i % len(core.ALIGNMENTS)])
+            times.append((time.perf_counter() - t) * 1e3)
+        out[f"new saturation curves, {n_keys} keys (2,000 draws x 25 widths x 3 rules)"] = \
+            summary(times, "ms")
+    train = []
+    for i in range(max(3, n // 50)):
+        t = time.perf_counter()
+        for rule in core.RULES:
+            core.train(64, rule, 2288 + i, steps=300)
+        train.append((time.perf_counter() - t) * 1e3)
+    out["training run: 300 steps x 3 rules at d_k = 64"] = summary(train, "ms")
     return out
 
 

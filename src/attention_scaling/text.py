@@ -125,7 +125,7 @@ FORMULAS = "<div class='formulas'>" + "".join(f"<math display='block'><mrow>{f}<
     "<mfrac><mrow><mo>∂</mo><mi>p</mi></mrow><mrow><mo>∂</mo><mi>q</mi></mrow></mfrac>"
     "<mo>=</mo><mfrac><mrow><mi>J</mi><mi>K</mi></mrow><mrow><mi>s</mi><mi>T</mi></mrow></mfrac>"
     "<mo>,</mo><mspace width='0.5em'/><mi>s</mi><mo>=</mo><msqrt>" + _mi('d', 'k') + "</msqrt>"
-    "<mtext>&#xA0;or&#xA0;</mtext><mn>1</mn>",
+    "<mo>,</mo><mtext>&#xA0;</mtext><mn>1</mn><mtext>&#xA0;or&#xA0;</mtext>" + _mi('d', 'k'),
 )) + "</div>"
 
 

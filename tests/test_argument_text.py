@@ -38,7 +38,7 @@ def _rendered(html, d_k, t, n, rho):
 def test_saturation_sentences_hold_in_every_setting(d_k, t, n, rho):
     curves, draw, text = _rendered(saturation_html, d_k, t, n, rho)
     i = core.D_K_VALUES.index(d_k)
-    med = [core.percent(curves[f"max_weight_median_{r}"][i]) for r in core.RULES]
+    med = [core.percent(curves[f"max_weight_median_{r}"][i], below_one=True) for r in core.RULES]
     assert (f"the median max weight is {med[0]} unscaled, {med[1]} ÷√dk and {med[2]} ÷dk."
             in text)
     this = [core.percent(draw[r].max_weight, below_one=draw[r].rest > 0) for r in core.RULES]
@@ -47,11 +47,13 @@ def test_saturation_sentences_hold_in_every_setting(d_k, t, n, rho):
     if rho:
         # the aligned logit rho |q|^2 has mean rho d_k exactly (E|q|^2 = d_k)
         j = core.D_K_VALUES.index(64)
-        assert (f"is {core.percent(curves['max_weight_median_sqrt'][j])} at dk = 64 and "
-                f"{core.percent(curves['max_weight_median_sqrt'][-1])} at 4096" in text)
+        pc = lambda x: core.percent(x, below_one=True)          # noqa: E731
+        assert (f"is {pc(curves['max_weight_median_sqrt'][j])} at dk = 64 and "
+                f"{pc(curves['max_weight_median_sqrt'][-1])} at 4096" in text)
     else:
         s = curves["max_weight_median_sqrt"]
-        assert f"stays between {core.percent(min(s))} and {core.percent(max(s))}" in text
+        pc = lambda x: core.percent(x, below_one=True)          # noqa: E731
+        assert f"stays between {pc(min(s))} and {pc(max(s))}" in text
         lin = curves["max_weight_median_linear"]
         assert f"flattens toward the even {_fmt(100 / n)}%" in text
         # "flattens toward uniform as the head widens": it ends nearer 1/n than it starts
@@ -62,33 +64,50 @@ def test_saturation_sentences_hold_in_every_setting(d_k, t, n, rho):
 def test_gradient_sentences_hold_in_every_setting(d_k, t, n, rho):
     curves, draw, text = _rendered(gradient_html, d_k, t, n, rho)
     i = core.D_K_VALUES.index(d_k)
+    shown = lambda x: "<1e-300" if x < 1e-300 else _fmt(x)   # noqa: E731
     for r in core.RULES:
-        assert _fmt(float(curves[f"grad_q_median_{r}"][i])) in text
-        assert _fmt(draw[r].query_gradient) in text
+        assert shown(float(curves[f"grad_q_median_{r}"][i])) in text
+        assert shown(draw[r].query_gradient) in text
     none, sqrt = curves["grad_q_median_none"], curves["grad_q_median_sqrt"]
-    m = re.search(r"Up to dk = (\d+) more reaches the query unscaled .*from dk = (\d+) on "
-                  r"the unscaled median is below", text)
-    if m:
-        lo, hi = core.D_K_VALUES.index(int(m[1])), core.D_K_VALUES.index(int(m[2]))
-        assert hi == lo + 1 and none[lo] >= sqrt[lo]
-        assert all(none[k] < sqrt[k] for k in range(hi, len(none)))
-    elif "below the ÷√dk one at every width" in text:
-        assert all(a < b for a, b in zip(none, sqrt))
+    assert none[0] == pytest.approx(sqrt[0], rel=1e-12)        # d_k = 1: the same rule
+    after = re.search(r"from dk = (\d+) on the unscaled median is below", text) or \
+        re.search(r"Below dk = (\d+) the two medians cross; from there on the unscaled median "
+                  r"is below", text)
+    if after:
+        k = core.D_K_VALUES.index(int(after[1]))
+        assert k >= 1 and all(none[j] < sqrt[j] for j in range(k, len(none)))
+        assert k == 1 or not none[k - 1] < sqrt[k - 1]
+        if m := re.search(r"From dk = 2 to (\d+) more reaches the query unscaled", text):
+            assert core.D_K_VALUES.index(int(m[1])) == k - 1
+            assert all(none[j] >= sqrt[j] for j in range(1, k))
+        if text.count("At dk = 1 the two coincide"):
+            assert k == 1
     else:
         assert "is not below the ÷√dk one at the widest heads" in text and none[-1] >= sqrt[-1]
+    assert "Up to dk = 1 " not in text
 
 
 @pytest.mark.parametrize("width,t,n,rho", [(512, 1.0, 8, 0.0), (64, 0.1, 2, 0.5),
-                                           (4096, 10.0, 64, 1.0)])
+                                           (4096, 10.0, 64, 1.0), (512, 1.0, 64, 0.5)])
 def test_budget_sentence_compares_one_head_with_eight(width, t, n, rho):
     budget = core.head_budget(width, t, n, rho)
     text = plain(budget_html(budget, width, t, n, rho))
+    pc = lambda x: core.percent(x, below_one=True)              # noqa: E731
+    grad = lambda x: "<1e-300" if x < 1e-300 else _fmt(float(x))   # noqa: E731
     j = list(budget["heads"]).index(8)
     assert (f"one head of {width} has a median max weight of "
-            f"{core.percent(budget['max_weight_median_none'][0])}") in text
-    assert (f"8 heads of {width // 8} have {core.percent(budget['max_weight_median_none'][j])} "
-            f"and {_fmt(float(budget['grad_q_median_none'][j]))} each") in text
-    assert f"({width // 8} instead of {width})" in text
+            f"{pc(budget['max_weight_median_none'][0])}") in text
+    assert (f"8 heads of {width // 8} have {pc(budget['max_weight_median_none'][j])} "
+            f"and {grad(budget['grad_q_median_none'][j])} each") in text
+    assert "100%" not in text
+    if rho:
+        assert (f"the unaligned logits have variance {width // 8} instead of {width}, the "
+                f"aligned one mean {_fmt(rho * width / 8)} instead of {_fmt(rho * width)}") in text
+    else:
+        assert f"their logits have variance {width // 8} instead of {width}" in text
+    assert (f"÷√dk: {pc(budget['max_weight_median_sqrt'][0])} for one head of {width}, "
+            f"{pc(budget['max_weight_median_sqrt'][j])} for each of 8 heads of {width // 8}"
+            in text)
 
 
 def test_training_sentence_is_the_runs_own_numbers():

@@ -269,8 +269,8 @@ CLAIMS: list[tuple[str, callable]] = [
      lambda m, c: np.allclose(core.softmax_jacobian(c.p[c.scaled]), c.active.jacobian,
                               rtol=1e-9, atol=1e-300) and _query_gradient_is_jk(c)),
     # guide
-    (r"Drag dk to the right: the caption's unscaled median max weight climbs, while this one "
-     r"draw's bars move in their own way\.", lambda m, c: _climbs(c)),
+    (r"Move dk: as the head widens, the caption's unscaled median max weight climbs, while this "
+     r"one draw's bars move in their own way\.", lambda m, c: _climbs(c)),
     (r"Set scaling to unscaled: the heat map, the explanation and the highlighted readout "
      r"column follow the unscaled softmax; ‖∂p/∂q‖F is the gradient that reaches the query\.",
      lambda m, c: ExplorerState(d_k=c.d, temperature=c.t, seed=c.seed, rule="none", keys=c.n)

@@ -19,7 +19,9 @@ if (view != null) {
       for (let i = 1; i < keys.length; i++) if (values[i * m + j] > values[best * m + j]) best = i;
       rows.push('<tr' + (widths[j] === here ? ' aria-current="true"' : '') + '><th scope="row">'
         + widths[j] + (widths[j] === here ? ' (current)' : '') + '</th><td>'
-        + values[best * m + j].toExponential(3) + '</td><td>' + keys[best] + '</td></tr>');
+        + values[best * m + j].toExponential(3) + '</td><td>'
+        // with two keys p1(1 - p1) = p2(1 - p2): there is no single key
+        + (keys.length === 2 ? 'k1 and k2 (equal)' : keys[best]) + '</td></tr>');
     }
     body.innerHTML = rows.join('');
   }

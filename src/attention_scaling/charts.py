@@ -474,9 +474,12 @@ class Charts:
         self.diagonal_fig.y_range.factors = labels[::-1]
         self.marker_source.data = dict(width=list(self.marker_source.data["width"]),
                                        y=[n / 2], h=[n + 0.2])
-        crowded = n > 16         # key labels upright, cells too small for their numbers
-        for fig in (self.scaled_fig, self.unscaled_fig, self.jacobian_fig):
-            fig.xaxis.major_label_orientation = "vertical" if crowded else "horizontal"
+        crowded = n > 16         # every 8th key labelled, cells too small for their numbers
+        shown = {k for i, k in enumerate(labels) if not crowded or i == 0 or (i + 1) % 8 == 0}
+        hidden_labels = {k: "" for k in labels if k not in shown}
+        for axis in (self.scaled_fig.xaxis, self.unscaled_fig.xaxis, self.jacobian_fig.xaxis,
+                     self.jacobian_fig.yaxis, self.diagonal_fig.yaxis):
+            axis.major_label_overrides = hidden_labels
         self._cell_text.visible = not crowded
         self._sweep_key = None
         self._n = n
@@ -648,8 +651,8 @@ class View:
         if argument_rows:
             argument_rows.insert(0, Div(
                 text="<h4 class='group'>Over many draws</h4><small>The alignment sets the "
-                     "tabs Variance to Heads; the one-draw tab keeps its keys independent of "
-                     "the query.</small>", stylesheets=css, disable_math=True, margin=(12, 10, 0, 10),
+                     "Saturation, Gradient and Heads tabs; the One draw, Variance and Training "
+                     "tabs keep the keys independent of the query.</small>", stylesheets=css, disable_math=True, margin=(12, 10, 0, 10),
                 sizing_mode="stretch_width"))
         self.seed_div = Div(text="", stylesheets=css, disable_math=True, name="seed",
                             margin=(4, 10))
@@ -823,6 +826,10 @@ def _log_figure(name: str, title: str, x_label: str, y_label: str, *, y_log=Fals
 WIDTH_TICKS = [1, 4, 16, 64, 256, 1024, 4096]
 
 
+#: The lowest gradient the log-scale charts draw (the texts print "<1e-300" there).
+GRAD_FLOOR = 1e-300
+
+
 class Argument:
     """The charts of the argument over many draws and through training, built once: the
     logit histogram and its spread against d_k, the saturation curves, the head budget and
@@ -986,14 +993,17 @@ class Argument:
         """The saturation curves (core.saturation_curves) and where this draw (rule ->
         Variant, core.draw_metrics) sits on them, at width ``d_k``."""
         if self._curves_shown is not curves:
-            self.curves_source.data = {k: np.asarray(v).tolist() for k, v in curves.items()}
+            # a log axis cannot draw 0: gradients below float64's range sit at its floor
+            self.curves_source.data = {
+                k: (np.maximum(v, GRAD_FLOOR) if k.startswith("grad_q") else np.asarray(v))
+                .tolist() for k, v in curves.items()}
             self._curves_shown = curves
         variants = [draw[r] for r in core.RULES]
         self.draw_source.data.update(
             d_k=[float(d_k)] * 3,
             max_weight=[v.max_weight for v in variants],
             eff_keys=[v.effective_keys for v in variants],
-            grad_q=[max(v.query_gradient, 1e-300) for v in variants])
+            grad_q=[max(v.query_gradient, GRAD_FLOOR) for v in variants])
 
     def update_logits(self, dist: dict) -> None:
         """The histograms of q·k, raw and divided by sqrt(d_k) (core.logit_distribution)."""
@@ -1023,7 +1033,9 @@ class Argument:
                                     sqrt_d_k=np.sqrt(np.asarray(curve["d_k"], float)).tolist())
 
     def update_budget(self, budget: dict) -> None:
-        self.budget_source.data = {k: np.asarray(v, float).tolist() for k, v in budget.items()}
+        self.budget_source.data = {
+            k: (np.maximum(v, GRAD_FLOOR) if k.startswith("grad_q") else np.asarray(v, float))
+            .tolist() for k, v in budget.items()}
 
     def show_training(self, run_by_rule: dict) -> None:
         """The training runs so far (one per rule, core.start_training), replacing what is

@@ -84,8 +84,8 @@ def guide_html(resample: str = "<b>Resample</b> draws a new q and new keys: one 
                "sample, where the caption's medians describe all of them.") -> str:
     """The "Try this" steps beside the controls; ``resample`` is the last step's wording."""
     return (
-        "<div class='guide'><h4>Try this</h4><ol>"
-        "<li>Drag <b>d<sub>k</sub></b> to the right: the caption's unscaled median max "
+        "<div class='guide'><h4>Try this on the One draw tab</h4><ol>"
+        "<li>Move <b>d<sub>k</sub></b>: as the head widens, the caption's unscaled median max "
         "weight climbs, while this one draw's bars move in their own way.</li>"
         "<li>Set <b>scaling</b> to unscaled: the heat map, the explanation and the "
         "highlighted readout column follow the unscaled softmax; ‖∂p/∂q‖<sub>F</sub> is the "
@@ -325,6 +325,17 @@ def _factor(x: float) -> str:
     return f"{mantissa} × 10<sup>{int(exponent)}</sup> times"
 
 
+def _grad(x: float) -> str:
+    """A gradient norm as printed: three digits, "<1e-300" below what the charts can draw
+    (the curves keep their medians as powers of ten, which underflow there)."""
+    return "&lt;1e-300" if x < 1e-300 else _fmt(x)
+
+
+def _median_weight(x: float) -> str:
+    """A median max weight: a softmax weight is below 1 even where float64 rounds it to 1."""
+    return core.percent(x, below_one=True)
+
+
 def _draw_weight(v: core.Variant) -> str:
     return core.percent(v.max_weight, below_one=v.rest > 0)
 
@@ -354,26 +365,26 @@ def saturation_html(d_k: int, temperature: float, n_keys: int, align: float, cur
     sqrt_all = [float(x) for x in curves["max_weight_median_sqrt"]]
     this = {r: _draw_weight(v) for r, v in draw.items()}
     head = (f"<p>Over {draws:,} random draws at {_setting(d_k, temperature, n_keys, align)}, "
-            f"the median max weight is {_rules(med)}. This draw (the dots): "
+            f"the median max weight is {_rules(med, _median_weight)}. This draw (the dots): "
             f"{_rules(this, str)}.</p>")
     if not align:
         tail = (
             f"<p>From d<sub>k</sub> = 1 to 4096 the unscaled median goes from "
-            f"{core.percent(first['none'])} to {core.percent(last['none'])}, while ÷√d<sub>k</sub> "
-            f"keeps unit variance and stays between {core.percent(min(sqrt_all))} and "
-            f"{core.percent(max(sqrt_all))}. ÷d<sub>k</sub> leaves the logits a standard "
+            f"{_median_weight(first['none'])} to {_median_weight(last['none'])}, while ÷√d<sub>k</sub> "
+            f"keeps unit variance and stays between {_median_weight(min(sqrt_all))} and "
+            f"{_median_weight(max(sqrt_all))}. ÷d<sub>k</sub> leaves the logits a standard "
             f"deviation of 1/√d<sub>k</sub>, so the softmax flattens toward the even "
             f"{_fmt(100 / n_keys)}% as the head widens: its median goes from "
-            f"{core.percent(first['linear'])} to {core.percent(last['linear'])}.</p>")
+            f"{_median_weight(first['linear'])} to {_median_weight(last['linear'])}.</p>")
     else:
         j = core.D_K_VALUES.index(64)
         tail = (
             f"<p>With ρ = {align:g} the aligned logit ρ|q|² has mean ρ·d<sub>k</sub>: "
             f"÷√d<sub>k</sub> lets it grow like ρ√d<sub>k</sub>, and its median max weight is "
-            f"{core.percent(sqrt_all[j])} at d<sub>k</sub> = 64 and "
-            f"{core.percent(sqrt_all[-1])} at 4096; ÷d<sub>k</sub> keeps it of order ρ, "
-            f"{core.percent(curves['max_weight_median_linear'][j])} and "
-            f"{core.percent(last['linear'])}. That is why μP (Tensor Programs V) scales "
+            f"{_median_weight(sqrt_all[j])} at d<sub>k</sub> = 64 and "
+            f"{_median_weight(sqrt_all[-1])} at 4096; ÷d<sub>k</sub> keeps it of order ρ, "
+            f"{_median_weight(curves['max_weight_median_linear'][j])} and "
+            f"{_median_weight(last['linear'])}. That is why μP (Tensor Programs V) scales "
             f"attention logits by 1/d<sub>k</sub>.</p>")
     return head + tail
 
@@ -389,19 +400,26 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
     this = {r: v.query_gradient for r, v in draw.items()}
     text = (f"<p>‖∂<i>p</i>/∂<i>q</i>‖<sub>F</sub>, the gradient that reaches the query and "
             f"through it <i>W</i><sub><i>Q</i></sub>: over {draws:,} draws at "
-            f"{_setting(d_k, temperature, n_keys, align)} its median is {_rules(med, _fmt)} "
-            f"(this draw: {_rules(this, _fmt)}).</p>")
-    below = [k for k in range(len(none)) if all(none[j] < sqrt[j] for j in range(k, len(none)))]
-    if below and below[0] > 0:
-        w = core.D_K_VALUES[below[0]]
-        ratio = sqrt[-1] / none[-1] if none[-1] > 0 else math.inf
-        text += (f"<p>Up to d<sub>k</sub> = {core.D_K_VALUES[below[0] - 1]} more reaches the "
-                 f"query unscaled (its logits are merely larger); from d<sub>k</sub> = {w} on "
-                 f"the unscaled median is below the ÷√d<sub>k</sub> one, and at 4096 it is "
-                 f"{_factor(ratio)} smaller: the softmax saturates and p(1 − p) dies.</p>")
-    elif below:
-        text += ("<p>At this setting the unscaled median is below the ÷√d<sub>k</sub> one at "
-                 "every width.</p>")
+            f"{_setting(d_k, temperature, n_keys, align)}, its median is {_rules(med, _grad)} "
+            f"(this draw: {_rules(this, _grad)}).</p>")
+    # at d_k = 1 the rules coincide (sqrt(1) = 1): the comparison starts at d_k = 2
+    below = [k for k in range(1, len(none))
+             if all(none[j] < sqrt[j] for j in range(k, len(none)))]
+    start = core.D_K_VALUES[1]
+    if below:
+        k, ratio = below[0], (sqrt[-1] / none[-1] if none[-1] > 0 else math.inf)
+        if k == 1:
+            head = (f"At d<sub>k</sub> = 1 the two coincide (√1 = 1); from d<sub>k</sub> = "
+                    f"{start} on")
+        elif all(none[j] >= sqrt[j] for j in range(1, k)):
+            head = (f"From d<sub>k</sub> = {start} to {core.D_K_VALUES[k - 1]} more reaches "
+                    f"the query unscaled (its logits are merely larger); from d<sub>k</sub> = "
+                    f"{core.D_K_VALUES[k]} on")
+        else:
+            head = (f"Below d<sub>k</sub> = {core.D_K_VALUES[k]} the two medians cross; from "
+                    f"there on")
+        text += (f"<p>{head} the unscaled median is below the ÷√d<sub>k</sub> one, and at 4096 "
+                 f"it is {_factor(ratio)} smaller: the softmax saturates and p(1 − p) dies.</p>")
     else:
         text += ("<p>At this setting the unscaled median is not below the ÷√d<sub>k</sub> one "
                  "at the widest heads.</p>")
@@ -456,15 +474,19 @@ def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align
     j = heads.index(h)
     mw = {r: budget[f"max_weight_median_{r}"] for r in core.RULES}
     gq = {r: budget[f"grad_q_median_{r}"] for r in core.RULES}
+    narrow = width // h
     aligned = f", the first key aligned by ρ = {align:g}" if align else ""
+    why = (f"the unaligned logits have variance {narrow} instead of {width}, the aligned one "
+           f"mean {_fmt(align * narrow)} instead of {_fmt(align * width)}" if align else
+           f"their logits have variance {narrow} instead of {width}")
     return (
         f"<p>A model width of {width} split into h heads of d<sub>k</sub> = {width}/h "
         f"(T = {_fmt(temperature)}, {n_keys} keys{aligned}). Unscaled, one head of {width} "
-        f"has a median max weight of {core.percent(mw['none'][0])} and a median gradient to "
-        f"the query of {_fmt(float(gq['none'][0]))}; {h} heads of {width // h} have "
-        f"{core.percent(mw['none'][j])} and {_fmt(float(gq['none'][j]))} each: narrower "
-        f"heads have lower-variance logits ({width // h} instead of {width}). ÷√d<sub>k</sub> "
-        f"gives {core.percent(mw['sqrt'][0])} and {core.percent(mw['sqrt'][j])}.</p>")
+        f"has a median max weight of {_median_weight(mw['none'][0])} and a median gradient to "
+        f"the query of {_grad(float(gq['none'][0]))}; {h} heads of {narrow} have "
+        f"{_median_weight(mw['none'][j])} and {_grad(float(gq['none'][j]))} each: {why}. "
+        f"÷√d<sub>k</sub>: {_median_weight(mw['sqrt'][0])} for one head of {width}, "
+        f"{_median_weight(mw['sqrt'][j])} for each of {h} heads of {narrow}.</p>")
 
 
 #: The rules' names in the page's HTML.

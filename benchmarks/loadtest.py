@@ -302,7 +302,8 @@ class Session:
         self.reader_task = self.driver_task = None
         self.ready_ok = asyncio.Event()
         self.ready_id = None
-        self.t_request = self.t_ready = None     # page requested / document_ready answered
+        # page requested / page received / document received / document_ready answered
+        self.t_request = self.t_page = self.t_doc = self.t_ready = None
         self.stale = 0   # updates still owed for changes given up at the end of a phase
 
     # -- framing
@@ -348,7 +349,7 @@ class Session:
         if resp.code != 200:
             rec.error(f"http {resp.code}", str(resp.error))
             return False
-        t_get = now()
+        t_get = self.t_page = now()
         body = resp.body.decode("utf-8", "replace")
         m = TOKEN_RE.search(body)
         if not m:
@@ -383,6 +384,7 @@ class Session:
                     rec.error("disconnect while opening")
                     return await self._abort()
                 if reply[0]["msgtype"] == "PULL-DOC-REPLY":
+                    self.t_doc = now()
                     break
                 if reply[0]["msgtype"] == "ERROR":
                     rec.error("ERROR message", reply[1])
@@ -902,6 +904,11 @@ class LoadTest:
             "by_arrival_tenth_p50_ms": tenths,
             "overtaken_share": round(overtaken / pairs, 3) if pairs else None,
             "time_to_first_chart_ms_in_arrival_order": ttfc,
+            # per session, in arrival order: [requested, page received, document received,
+            # ready] in s from the start of the burst (None: did not happen)
+            "timeline_s": [[None if t is None else round(t - t0, 3)
+                            for t in (s.t_request, s.t_page, s.t_doc, s.t_ready)]
+                           for s in sessions],
             "errors": dict(rec.errors), "cpu": cpu,
             "server_cpu_ms_per_session": round(1000 * cpu["server_cpu_s"] / len(served))
             if cpu.get("server_cpu_s") and served else None}}

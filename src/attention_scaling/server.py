@@ -10,7 +10,10 @@ transform, a Tornado handler and a :class:`logging.Filter`.
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import gc
+import html
 import logging
 import re
 import time
@@ -89,9 +92,172 @@ class Limits:
         return cls.max_sessions * WEBSOCKETS_PER_SESSION
 
 
+# ---- a class arriving at once: first come, first served ---------------------------------
+#: Sessions one process opens at a time (page built and sent, then its websocket connected and
+#: the document pulled); later visitors wait in arrival order. Every session in the opening
+#: competes for the one event loop: with all of a class admitted at once, the first student's
+#: websocket waits behind every later student's page (issue 20: 100 at once, all ~13 s).
+DEFAULT_OPENING_AT_ONCE = 4
+#: A page sent holds its place in the opening until its websocket pulled the document, or this
+#: long (a browser that never connects, or is slow to load the scripts).
+OPENING_HOLD_S = 5.0
+#: The longest a visitor waits in line; then the page says the server is busy and reloads.
+LINE_WAIT_MAX_S = 300.0
+
+
+class OpeningLine:
+    """First come, first served: at most ``at_once`` sessions opening, the rest waiting in
+    arrival order. A place is taken when a page request is admitted, held by its session
+    (``hold``) once the page is sent, and given to the next in line when that session's
+    websocket has pulled the document (``done``), after OPENING_HOLD_S, or at once when the
+    request failed or its visitor left the line."""
+
+    def __init__(self, at_once: int = DEFAULT_OPENING_AT_ONCE) -> None:
+        self.at_once = at_once
+        self.busy = 0
+        self.waiting: collections.deque = collections.deque()
+        self.held: dict[str, asyncio.TimerHandle] = {}
+
+    def ahead(self) -> int:
+        """Visitors before one arriving now: opening and waiting."""
+        return self.busy + sum(1 for f in self.waiting if not f.done())
+
+    async def enter(self, timeout: float, holder=None) -> bool:
+        """Wait for a place in arrival order: True once given one, False after ``timeout`` s
+        or when the wait was cancelled (``holder._place.cancel()``: the visitor left). An
+        ``at_once`` of 0 means no line."""
+        if self.at_once <= 0 or (self.busy < self.at_once
+                                 and not any(not f.done() for f in self.waiting)):
+            self.busy += 1
+            return True
+        place = asyncio.get_running_loop().create_future()
+        self.waiting.append(place)
+        if holder is not None:
+            holder._place = place
+        try:
+            await asyncio.wait_for(asyncio.shield(place), timeout)
+        except asyncio.TimeoutError:
+            pass
+        except asyncio.CancelledError:
+            if not place.cancelled():           # the request itself was cancelled
+                if place.done():
+                    self.release()
+                place.cancel()
+                raise
+        if place.done() and not place.cancelled():
+            return True
+        place.cancel()
+        return False
+
+    def release(self) -> None:
+        self.busy = max(0, self.busy - 1)
+        while self.waiting and self.busy < max(1, self.at_once):
+            place = self.waiting.popleft()
+            if not place.done():
+                self.busy += 1
+                place.set_result(True)
+
+    def hold(self, session_id: str, seconds: float = OPENING_HOLD_S) -> None:
+        """The page of ``session_id`` was sent: its place is held until ``done`` or
+        ``seconds``."""
+        loop = asyncio.get_running_loop()
+        self.held[session_id] = loop.call_later(seconds, self.done, session_id)
+
+    def done(self, session_id: str) -> None:
+        timer = self.held.pop(session_id, None)
+        if timer is not None:
+            timer.cancel()
+            self.release()
+
+
+LINE = OpeningLine()
+
+CONNECTING_CSS = """#as-connecting{font:17px/1.5 system-ui,"Segoe UI",Arial,sans-serif;
+color:#1d2433;padding:16px 24px}#as-connecting h1{font-size:1.4em;margin:0 0 .3em}
+#as-connecting p{margin:0;color:#4a5568}#as-connecting .dot{display:inline-block;width:.6em;
+height:.6em;border-radius:50%;background:#3b6fd4;margin-right:.5em;animation:as-pulse 1s
+ease-in-out infinite alternate}@keyframes as-pulse{from{opacity:.25}to{opacity:1}}
+@media (prefers-reduced-motion:reduce){#as-connecting .dot{animation:none}}"""
+
+# Removes the notice once BokehJS has drawn the document (it is drawn only once the
+# websocket delivered it); after a minute it says the server is still busy.
+CONNECTING_JS = """(function(){var t0=Date.now(),timer=setInterval(function(){
+var box=document.getElementById('as-connecting');if(!box){clearInterval(timer);return;}
+var ph=document.querySelector('div[data-root-id]');
+if(window.Bokeh&&Bokeh.documents&&Bokeh.documents.length&&(!ph||ph.childElementCount||
+ph.shadowRoot)){clearInterval(timer);box.remove();return;}
+if(Date.now()-t0>60000){var m=document.getElementById('as-connecting-text');
+if(m)m.textContent='Still connecting: the server is busy opening the explorer for the '+
+'class. This page keeps trying.';}},100);})();"""
+
+
+class ConnectingPage:
+    """The first bytes of every page, sent before the session is built: the title and a
+    "connecting" notice (also in embed mode), then the page Panel renders, whose document
+    head is moved into the body (styles and scripts work there) and whose scripts are only
+    the bundles the document uses."""
+
+    title = "Explorer"
+    icon_href = ""
+
+    @classmethod
+    def head(cls, ahead: int) -> str:
+        title = html.escape(cls.title)
+        icon = f'<link rel="icon" href="{html.escape(cls.icon_href)}">' if cls.icon_href else ""
+        wait = (f" {ahead} visitor{'s' if ahead != 1 else ''} before you." if ahead else "")
+        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+                f"<title>{title}</title>{icon}<style>{CONNECTING_CSS}</style></head><body>"
+                f'<div id="as-connecting" role="status" aria-live="polite"><h1>{title}</h1>'
+                f'<p><span class="dot"></span><span id="as-connecting-text">Connecting to the '
+                f"server…{wait}</span></p></div><script>{CONNECTING_JS}</script>\n")
+
+    BUSY = ("<p>The server is too busy to open the explorer now; this page tries again in "
+            "a few seconds.</p><script>setTimeout(function(){location.reload()},"
+            "5000+Math.random()*10000)</script></body></html>")
+
+    _HEAD_PARTS = re.compile(
+        r'<!DOCTYPE html>|<html[^>]*>|</?head>|<body[^>]*>|<meta charset="[^"]*">'
+        r'|<title>.*?</title>|<link rel="(?:apple-touch-icon|icon)"[^>]*>', re.I | re.S)
+
+    @classmethod
+    def body(cls, page: str, unused: set[str]) -> str:
+        """Panel's page without its document head's own tags, nor the scripts of ``unused``
+        bundles (their file names without .min.js)."""
+        page = cls._HEAD_PARTS.sub("", page)
+        for name in unused:
+            page = re.sub(rf'<script[^>]*src="[^"]*/{re.escape(name)}\.min\.js[^"]*"[^>]*>'
+                          r"</script>\s*", "", page)
+        if "es-module-shims" in unused:
+            page = re.sub(r'<script type="esms-options">[^<]*</script>\s*', "", page)
+        return page
+
+
+def unused_bundles(doc) -> set[str]:
+    """The scripts that ``doc`` has no model of: bokeh-gl without a WebGL plot,
+    es-module-shims without an ES-module component. (bokeh-tables stays: Panel's own bundle
+    imports it when it loads.)"""
+    from bokeh.models import Plot
+    from panel.models.esm import ReactiveESM
+    unused = {"bokeh-gl", "es-module-shims"}
+    for model in doc.models:
+        if isinstance(model, Plot) and model.output_backend == "webgl":
+            unused.discard("bokeh-gl")
+        elif isinstance(model, ReactiveESM):
+            unused.discard("es-module-shims")
+    return unused
+
+
 class CappedDocHandler(DocHandler):
-    """Panel's page handler, refusing a new session once the process holds its cap: the
-    visitor gets a short 503 page and no session is built."""
+    """Panel's page handler, refusing a new session once the process holds its cap (the
+    visitor gets a short 503 page and no session is built), and opening sessions first come,
+    first served (:class:`OpeningLine`), the page's title and a "connecting" notice sent
+    before the visitor's turn."""
+
+    _place = None              # this visitor's place in line while it waits
+    _session = None
+    _streaming = False
+    _left = False              # the visitor closed the connection
 
     async def get(self, *args, **kwargs):
         open_now = _open_sessions(self.application)
@@ -104,11 +270,50 @@ class CappedDocHandler(DocHandler):
             self.set_header("Content-Type", "text/html; charset=UTF-8")
             self.finish(FULL_PAGE)
             return
+        prefix = self.application.prefix
+        if prefix and self.request.path == prefix and not prefix.endswith("/"):
+            await super().get(*args, **kwargs)  # Panel's redirect to PREFIX/
+            return
         Limits.building += 1
+        admitted = False
         try:
+            self.set_header("Cache-Control", "no-store")
+            self.set_header("Content-Type", "text/html; charset=UTF-8")
+            self.write(ConnectingPage.head(LINE.ahead()))
+            self._streaming = True
+            await self.flush()
+            admitted = await LINE.enter(LINE_WAIT_MAX_S, holder=self)
+            if self._left:
+                return
+            if not admitted:
+                log.warning("Busy: a visitor waited %g s in line; asked it to reload",
+                            LINE_WAIT_MAX_S)
+                self.finish(ConnectingPage.BUSY)
+                return
             await super().get(*args, **kwargs)
         finally:
             Limits.building -= 1
+            if admitted:
+                if self._session is not None and self.get_status() == 200:
+                    LINE.hold(self._session.id)
+                else:
+                    LINE.release()
+
+    async def get_session(self):
+        self._session = await super().get_session()
+        return self._session
+
+    def write(self, chunk) -> None:
+        if self._streaming and isinstance(chunk, str) and self._session is not None:
+            chunk = ConnectingPage.body(chunk, unused_bundles(self._session.document))
+        super().write(chunk)
+
+    def on_connection_close(self) -> None:
+        """A visitor who leaves the line (closed tab, reload) gives up its place."""
+        self._left = True
+        if self._place is not None and not self._place.done():
+            self._place.cancel()
+        super().on_connection_close()
 
 
 class _OriginLog:
@@ -188,6 +393,11 @@ class CappedWSHandler(WSHandler):
         # can wait for the browser's delayed ACK (~40 ms)
         self.set_nodelay(True)
         return super().open(*args, **kwargs)
+
+    async def send_message(self, message) -> None:
+        await super().send_message(message)
+        if message.msgtype == "PULL-DOC-REPLY" and self.connection is not None:
+            LINE.done(self.connection.session.id)     # this session has opened
 
     def on_close(self) -> None:
         Limits.websockets.discard(self)

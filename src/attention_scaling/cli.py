@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--open-at-once", type=_open_at_once, default=None, metavar="N",
                        help="sessions one process opens at a time (page, websocket, document); "
                             "visitors past them wait in arrival order, their page showing that "
-                            "it is connecting (default 4; 0: no line, all at once)")
+                            "it is connecting (default 2; 0: no line, all at once)")
     serve.add_argument("--allow-any-origin", action="store_true",
                        help="accept --allow-websocket-origin '*' (any site's pages may then "
                             "open websockets to this server; refused without this flag)")

@@ -95,9 +95,12 @@ class Limits:
 # ---- a class arriving at once: first come, first served ---------------------------------
 #: Sessions one process opens at a time (page built and sent, then its websocket connected and
 #: the document pulled); later visitors wait in arrival order. Every session in the opening
-#: competes for the one event loop: with all of a class admitted at once, the first student's
-#: websocket waits behind every later student's page (issue 20: 100 at once, all ~13 s).
-DEFAULT_OPENING_AT_ONCE = 4
+#: competes for the one event loop: with a whole class admitted at once, the first student's
+#: websocket waits behind every later student's page, and all are ready at about the same
+#: time. Measured with 30 at once on one process (`make loadtest`, median of two runs): p50
+#: 3.5 s with 1 or 2 at a time, 4.1 s with 4, 5.0 s with 8, 8.0 s with no line. Two, so that
+#: the next page is built while a browser connects.
+DEFAULT_OPENING_AT_ONCE = 2
 #: A page sent holds its place in the opening until its websocket pulled the document, or this
 #: long (a browser that never connects, or is slow to load the scripts).
 OPENING_HOLD_S = 5.0
@@ -193,12 +196,16 @@ if(m)m.textContent='Still connecting: the server is busy opening the explorer fo
 
 class ConnectingPage:
     """The first bytes of every page, sent before the session is built: the title and a
-    "connecting" notice (also in embed mode), then the page Panel renders, whose document
-    head is moved into the body (styles and scripts work there) and whose scripts are only
-    the bundles the document uses."""
+    "connecting" notice (also in embed mode) and the page's scripts, which the browser then
+    loads while the visitor waits; then the page Panel renders, whose document head is moved
+    into the body (styles and scripts work there), without the scripts already sent and the
+    bundles the document does not use."""
 
     title = "Explorer"
     icon_href = ""
+    #: The script tags of the pages this process has rendered (learnt from the first one; the
+    #: same for every page): sent with the notice.
+    scripts = ""
 
     @classmethod
     def head(cls, ahead: int) -> str:
@@ -210,7 +217,8 @@ class ConnectingPage:
                 f"<title>{title}</title>{icon}<style>{CONNECTING_CSS}</style></head><body>"
                 f'<div id="as-connecting" role="status" aria-live="polite"><h1>{title}</h1>'
                 f'<p><span class="dot"></span><span id="as-connecting-text">Connecting to the '
-                f"server…{wait}</span></p></div><script>{CONNECTING_JS}</script>\n")
+                f"server…{wait}</span></p></div><script>{CONNECTING_JS}</script>\n"
+                f"{cls.scripts}")
 
     BUSY = ("<p>The server is too busy to open the explorer now; this page tries again in "
             "a few seconds.</p><script>setTimeout(function(){location.reload()},"
@@ -219,17 +227,20 @@ class ConnectingPage:
     _HEAD_PARTS = re.compile(
         r'<!DOCTYPE html>|<html[^>]*>|</?head>|<body[^>]*>|<meta charset="[^"]*">'
         r'|<title>.*?</title>|<link rel="(?:apple-touch-icon|icon)"[^>]*>', re.I | re.S)
+    _SCRIPT = re.compile(r'<script[^>]*\ssrc="[^"]*/([^/"?]+?)\.min\.js[^"]*"[^>]*></script>\s*')
 
     @classmethod
-    def body(cls, page: str, unused: set[str]) -> str:
-        """Panel's page without its document head's own tags, nor the scripts of ``unused``
-        bundles (their file names without .min.js)."""
+    def body(cls, page: str, unused: set[str], sent: str = "") -> str:
+        """Panel's page without its document head's own tags, the script tags in ``sent``
+        and the scripts of ``unused`` bundles (their file names without .min.js). The first
+        page's scripts become :attr:`scripts`."""
         page = cls._HEAD_PARTS.sub("", page)
-        for name in unused:
-            page = re.sub(rf'<script[^>]*src="[^"]*/{re.escape(name)}\.min\.js[^"]*"[^>]*>'
-                          r"</script>\s*", "", page)
+        page = cls._SCRIPT.sub(lambda m: "" if m.group(1) in unused or m.group(0).strip()
+                               in sent else m.group(0), page)
         if "es-module-shims" in unused:
             page = re.sub(r'<script type="esms-options">[^<]*</script>\s*', "", page)
+        if not cls.scripts:
+            cls.scripts = "\n".join(m.group(0).strip() for m in cls._SCRIPT.finditer(page))
         return page
 
 
@@ -257,6 +268,7 @@ class CappedDocHandler(DocHandler):
     _place = None              # this visitor's place in line while it waits
     _session = None
     _streaming = False
+    _sent_scripts = ""         # the script tags sent with the notice
     _left = False              # the visitor closed the connection
 
     async def get(self, *args, **kwargs):
@@ -279,6 +291,7 @@ class CappedDocHandler(DocHandler):
         try:
             self.set_header("Cache-Control", "no-store")
             self.set_header("Content-Type", "text/html; charset=UTF-8")
+            self._sent_scripts = ConnectingPage.scripts
             self.write(ConnectingPage.head(LINE.ahead()))
             self._streaming = True
             await self.flush()
@@ -305,7 +318,8 @@ class CappedDocHandler(DocHandler):
 
     def write(self, chunk) -> None:
         if self._streaming and isinstance(chunk, str) and self._session is not None:
-            chunk = ConnectingPage.body(chunk, unused_bundles(self._session.document))
+            chunk = ConnectingPage.body(chunk, unused_bundles(self._session.document),
+                                        self._sent_scripts)
         super().write(chunk)
 
     def on_connection_close(self) -> None:

@@ -51,6 +51,27 @@ def test_the_line_admits_at_once_then_serves_waiters_in_arrival_order():
     assert run(scenario()) == [0, 1, 2, 3, 4]
 
 
+def test_a_waiting_page_is_told_how_many_are_before_it():
+    async def scenario():
+        line = served.OpeningLine(at_once=1)
+        assert await line.enter(1)
+        holders = [type("Holder", (), {"_place": None})() for _ in range(3)]
+        tasks = [asyncio.ensure_future(line.enter(10, holder=h)) for h in holders]
+        await asyncio.sleep(0.01)
+        before = [line.before(h._place) for h in holders]
+        holders[0]._place.cancel()                                # the first one left
+        await asyncio.sleep(0.01)
+        after = line.before(holders[2]._place)
+        for t in tasks:
+            t.cancel()
+        return before, after
+
+    assert run(scenario()) == ([1, 2, 3], 2)
+    text = served.ConnectingPage.progress(2)
+    assert "2 visitors before you" in text and text.startswith("<script>")
+    assert "before you" not in served.ConnectingPage.waiting(0)
+
+
 def test_a_visitor_who_leaves_the_line_gives_up_its_turn():
     async def scenario():
         line = served.OpeningLine(at_once=1)

@@ -14,6 +14,7 @@ import asyncio
 import collections
 import gc
 import html
+import json
 import logging
 import re
 import time
@@ -106,6 +107,9 @@ DEFAULT_OPENING_AT_ONCE = 2
 OPENING_HOLD_S = 5.0
 #: The longest a visitor waits in line; then the page says the server is busy and reloads.
 LINE_WAIT_MAX_S = 300.0
+#: How often a waiting page is told how many are before it (a few bytes; a proxy's read
+#: timeout, 60 s in the nginx templates, never sees a silent page).
+LINE_PROGRESS_S = 10.0
 
 
 class OpeningLine:
@@ -151,6 +155,15 @@ class OpeningLine:
             return True
         place.cancel()
         return False
+
+    def before(self, place) -> int:
+        """Visitors before the one waiting with ``place``: opening, and waiting ahead of it."""
+        ahead = 0
+        for f in self.waiting:
+            if f is place:
+                break
+            ahead += not f.done()
+        return self.busy + ahead
 
     def release(self) -> None:
         self.busy = max(0, self.busy - 1)
@@ -211,18 +224,33 @@ class ConnectingPage:
     def head(cls, ahead: int) -> str:
         title = html.escape(cls.title)
         icon = f'<link rel="icon" href="{html.escape(cls.icon_href)}">' if cls.icon_href else ""
-        wait = (f" {ahead} visitor{'s' if ahead != 1 else ''} before you." if ahead else "")
         return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
                 f"<title>{title}</title>{icon}<style>{CONNECTING_CSS}</style></head><body>"
                 f'<div id="as-connecting" role="status" aria-live="polite"><h1>{title}</h1>'
-                f'<p><span class="dot"></span><span id="as-connecting-text">Connecting to the '
-                f"server…{wait}</span></p></div><script>{CONNECTING_JS}</script>\n"
+                f'<p><span class="dot"></span><span id="as-connecting-text">{cls.waiting(ahead)}'
+                f"</span></p></div><script>{CONNECTING_JS}</script>\n"
                 f"{cls.scripts}")
 
-    BUSY = ("<p>The server is too busy to open the explorer now; this page tries again in "
-            "a few seconds.</p><script>setTimeout(function(){location.reload()},"
-            "5000+Math.random()*10000)</script></body></html>")
+    @staticmethod
+    def waiting(ahead: int) -> str:
+        """The notice's text with ``ahead`` visitors before this one."""
+        ahead = int(ahead)
+        return "Connecting to the server…" + (
+            f" {ahead} visitor{'s' if ahead != 1 else ''} before you." if ahead else "")
+
+    @classmethod
+    def progress(cls, ahead: int) -> str:
+        """A line for a waiting page: how many visitors are before it now."""
+        return (f"<script>(function(t){{if(t)t.textContent={json.dumps(cls.waiting(ahead))}}})"
+                "(document.getElementById('as-connecting-text'))</script>\n")
+
+    @staticmethod
+    def reload_notice(what: str) -> str:
+        """The end of a page that could not be opened: ``what``, and a reload in 5-15 s."""
+        return (f"<p>{html.escape(what)}; this page tries again in a few seconds.</p><script>"
+                "setTimeout(function(){location.reload()},5000+Math.random()*10000)</script>"
+                "</body></html>")
 
     _HEAD_PARTS = re.compile(
         r'<!DOCTYPE html>|<html[^>]*>|</?head>|<body[^>]*>|<meta charset="[^"]*">'
@@ -295,15 +323,23 @@ class CappedDocHandler(DocHandler):
             self.write(ConnectingPage.head(LINE.ahead()))
             self._streaming = True
             await self.flush()
-            admitted = await LINE.enter(LINE_WAIT_MAX_S, holder=self)
+            admitted = await self._wait_in_line()
             if self._left:
                 return
             if not admitted:
                 log.warning("Busy: a visitor waited %g s in line; asked it to reload",
                             LINE_WAIT_MAX_S)
-                self.finish(ConnectingPage.BUSY)
+                self.finish(ConnectingPage.reload_notice(
+                    "The server is too busy to open the explorer now"))
                 return
-            await super().get(*args, **kwargs)
+            try:
+                await super().get(*args, **kwargs)
+            except Exception:
+                # the notice is out already: an error page is no longer possible
+                log.exception("Could not open a session")
+                if not self._finished:
+                    self.finish(ConnectingPage.reload_notice(
+                        "The server could not open the explorer"))
         finally:
             Limits.building -= 1
             if admitted:
@@ -311,6 +347,18 @@ class CappedDocHandler(DocHandler):
                     LINE.hold(self._session.id)
                 else:
                     LINE.release()
+
+    async def _wait_in_line(self) -> bool:
+        """Wait for this visitor's turn, telling its page every LINE_PROGRESS_S how many are
+        before it (which also keeps a proxy's read timeout from cutting the page off)."""
+        waiter = asyncio.ensure_future(LINE.enter(LINE_WAIT_MAX_S, holder=self))
+        while not (await asyncio.wait({waiter}, timeout=LINE_PROGRESS_S))[0]:
+            try:
+                self.write(ConnectingPage.progress(LINE.before(self._place)))
+                await self.flush()
+            except Exception:                    # the visitor went away mid-write
+                self.on_connection_close()
+        return waiter.result()
 
     async def get_session(self):
         self._session = await super().get_session()

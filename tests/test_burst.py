@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import INIT, Server, assert_plots_drawn
+from conftest import INIT, Server, assert_plots_drawn, run_in_thread
 
 from attention_scaling import server as served
 from attention_scaling.text import TITLE
@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # ---- the line itself, in one event loop
 
 def run(coroutine):
-    return asyncio.run(coroutine)
+    """The scenario in an event loop of its own (Playwright's keeps one on this thread)."""
+    return run_in_thread(lambda: coroutine, timeout=30)
 
 
 def test_the_line_admits_at_once_then_serves_waiters_in_arrival_order():

@@ -429,7 +429,7 @@ class Session:
                             found[kind] = {"id": o["id"], "attr": "value",
                                            "value": attrs["value"], "start": attrs["start"],
                                            "end": attrs["end"]}
-                    elif name in SWITCH_NAMES and "active" in attrs or \
+                    elif name in SWITCH_NAMES or \
                             o["name"] == "Switch" and "scaled" not in found:
                         # the scaling control: a Switch "scaled" (True/False) or a
                         # RadioButtonGroup "rule" (an index into its labels)

@@ -252,3 +252,37 @@ def test_a_repeat_visit_takes_its_scripts_from_the_browser_cache(page, server):
     assert first["cached"] == 0 and first["bytes"] > 100_000
     # every script and style again from the cache: only the page itself crosses the network
     assert seen["cached"] >= 6 and seen["bytes"] < 20_000, (first, seen)
+
+
+@pytest.mark.parametrize("kind", ["switch", "rule"])
+def test_the_load_test_finds_the_scaling_control_by_name(kind):
+    """The load test drives the scaling control whether the page has the Switch "scaled" or
+    a RadioButtonGroup "rule" of the three rules."""
+    import random
+    import types
+
+    from bokeh.core.json_encoder import serialize_json
+    from bokeh.document import Document
+    from bokeh.layouts import column
+    from bokeh.models import ColumnDataSource, RadioButtonGroup, Slider, Switch
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import loadtest
+
+    control = (Switch(name="scaled", active=True) if kind == "switch" else
+               RadioButtonGroup(name="rule", labels=["none", "1/√d_k", "1/d_k"], active=1))
+    doc = Document()
+    doc.add_root(column(Slider(name="d_k", title="d_k", start=0, end=24, value=6, step=1),
+                        control))
+    doc.add_root(ColumnDataSource(name="scaled-weights-source", data={"x": [1]}))
+    doc_json = json.loads(serialize_json(doc.to_json()))
+    lt = types.SimpleNamespace(rec=None, args=types.SimpleNamespace(seed=1))
+    session = loadtest.Session(lt, 0)
+    session._find_models(doc_json)
+    found = session.controls["scaled"]
+    assert found["id"] == control.id and found["attr"] == "active"
+    rng = random.Random(0)
+    if kind == "switch":
+        assert loadtest.toggled(found, rng) is False
+    else:
+        assert found["choices"] == 3
+        assert {loadtest.toggled(found, rng) for _ in range(50)} == {0, 2}

@@ -188,8 +188,10 @@ class OpeningLine:
 
 LINE = OpeningLine()
 
+# Over the page rather than in its flow: the explorer's layout never moves when it goes.
 CONNECTING_CSS = """#as-connecting{font:17px/1.5 system-ui,"Segoe UI",Arial,sans-serif;
-color:#1d2433;padding:16px 24px}#as-connecting h1{font-size:1.4em;margin:0 0 .3em}
+color:#1d2433;padding:16px 24px;position:fixed;top:0;left:0;right:0;z-index:10;
+background:#fff}#as-connecting h1{font-size:1.4em;margin:0 0 .3em}
 #as-connecting p{margin:0;color:#4a5568}#as-connecting .dot{display:inline-block;width:.6em;
 height:.6em;border-radius:50%;background:#3b6fd4;margin-right:.5em;animation:as-pulse 1s
 ease-in-out infinite alternate}@keyframes as-pulse{from{opacity:.25}to{opacity:1}}

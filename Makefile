@@ -53,7 +53,8 @@ bench-quick: $(STAMP) chromium
 ## cycles (latency, errors, memory; JSON in benchmarks/results/), ~20-30 minutes, against the
 ## set-up docs/deploy.md recommends for a full class: two processes behind sticky nginx
 ## (LOADTEST_SERVER; LOADTEST_SERVER= tests one process). ARGS=--quick: a one-minute smoke
-## run; more options in benchmarks/loadtest.py --help
+## run; ARGS="--burst 300": a class opening the link in the same second (time to first chart),
+## then 2 minutes of driving; more options in benchmarks/loadtest.py --help
 LOADTEST_SERVER ?= --backends 2
 .PHONY: loadtest
 loadtest: $(STAMP) nginx

@@ -57,6 +57,7 @@ _port = _int_in_range("port", 0, 65535)
 _num_procs = _int_in_range("number of processes", 0, 64, " (one per core)")
 _seconds = _int_in_range("seconds", 1, 86400)
 _sessions = _int_in_range("sessions", 1, 100_000)
+_open_at_once = _int_in_range("sessions opened at a time", 0, 1000, " (no line)")
 
 
 def _matching(pattern: str, message: str, normalise=lambda text: text):
@@ -133,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "short 'server is full' page (HTTP 503) and the open sessions keep "
                             f"working (default {DEFAULT_MAX_SESSIONS}: a 1 GiB memory limit at "
                             "~2 MiB per session, docs/security.md)")
+    serve.add_argument("--open-at-once", type=_open_at_once, default=None, metavar="N",
+                       help="sessions one process opens at a time (page, websocket, document); "
+                            "visitors past them wait in arrival order, their page showing that "
+                            "it is connecting (default 2; 0: no line, all at once)")
     serve.add_argument("--allow-any-origin", action="store_true",
                        help="accept --allow-websocket-origin '*' (any site's pages may then "
                             "open websockets to this server; refused without this flag)")
@@ -262,12 +267,16 @@ def _serve(args: argparse.Namespace) -> int:
     import panel as pn
 
     from . import server
-    from .page import create_page
+    from .page import FAVICON, TITLE, create_page
 
     server.use_capped_handlers()
     server.skip_document_validation()
     server.Limits.max_sessions = args.max_sessions
     server.Limits.trust_forwarded_host = args.use_xheaders
+    server.LINE.at_once = (server.DEFAULT_OPENING_AT_ONCE if args.open_at_once is None
+                           else args.open_at_once)
+    server.ConnectingPage.title = TITLE
+    server.ConnectingPage.icon_href = FAVICON
     server.bound_logs()
     # SIGTERM stops the server: explicitly, because as a container's PID 1 (Docker, Kubernetes)
     # a process has no default action for it and would wait to be killed.

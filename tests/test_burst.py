@@ -1,0 +1,288 @@
+"""A class arriving at once (issue 20): sessions opened first come, first served by a bounded
+line, the page's title and a "connecting" notice sent before the visitor's turn, and only the
+bundles the page uses. Order and behaviour are asserted here; times live in the benchmarks
+(`make loadtest ARGS="--burst 300"`)."""
+
+import asyncio
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import INIT, Server, assert_plots_drawn, run_in_thread
+
+from attention_scaling import server as served
+from attention_scaling.text import TITLE
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---- the line itself, in one event loop
+
+def run(coroutine):
+    """The scenario in an event loop of its own (Playwright's keeps one on this thread)."""
+    return run_in_thread(lambda: coroutine, timeout=30)
+
+
+def test_the_line_admits_at_once_then_serves_waiters_in_arrival_order():
+    async def scenario():
+        line = served.OpeningLine(at_once=2)
+        order = []
+
+        async def visitor(n):
+            assert await line.enter(10)
+            order.append(n)
+
+        assert await line.enter(1) and await line.enter(1)        # two places taken
+        assert line.ahead() == 2
+        waiters = []
+        for n in range(5):
+            waiters.append(asyncio.ensure_future(visitor(n)))
+            await asyncio.sleep(0)                                 # arrive one after another
+        await asyncio.sleep(0.01)
+        assert order == [] and line.ahead() == 7
+        for _ in range(7):
+            line.release()
+            await asyncio.sleep(0.01)
+        await asyncio.gather(*waiters)
+        return order
+
+    assert run(scenario()) == [0, 1, 2, 3, 4]
+
+
+def test_a_waiting_page_is_told_how_many_are_before_it():
+    async def scenario():
+        line = served.OpeningLine(at_once=1)
+        assert await line.enter(1)
+        holders = [type("Holder", (), {"_place": None})() for _ in range(3)]
+        tasks = [asyncio.ensure_future(line.enter(10, holder=h)) for h in holders]
+        await asyncio.sleep(0.01)
+        before = [line.before(h._place) for h in holders]
+        holders[0]._place.cancel()                                # the first one left
+        await asyncio.sleep(0.01)
+        after = line.before(holders[2]._place)
+        for t in tasks:
+            t.cancel()
+        return before, after
+
+    assert run(scenario()) == ([1, 2, 3], 2)
+    text = served.ConnectingPage.progress(2)
+    assert "2 visitors before you" in text and text.startswith("<script>")
+    assert "before you" not in served.ConnectingPage.waiting(0)
+
+
+def test_a_visitor_who_leaves_the_line_gives_up_its_turn():
+    async def scenario():
+        line = served.OpeningLine(at_once=1)
+        assert await line.enter(1)
+
+        class Holder:
+            _place = None
+
+        gone, stays = Holder(), Holder()
+        t_gone = asyncio.ensure_future(line.enter(10, holder=gone))
+        t_stays = asyncio.ensure_future(line.enter(10, holder=stays))
+        await asyncio.sleep(0.01)
+        gone._place.cancel()                                      # the tab was closed
+        assert await t_gone is False
+        line.release()
+        assert await t_stays is True
+        return line.busy
+
+    assert run(scenario()) == 1
+
+
+def test_waiting_longer_than_the_limit_is_refused_and_takes_no_place():
+    async def scenario():
+        line = served.OpeningLine(at_once=1)
+        assert await line.enter(1)
+        late = await line.enter(0.05)
+        line.release()
+        return late, line.busy
+
+    assert run(scenario()) == (False, 0)
+
+
+def test_a_held_place_is_freed_by_its_document_or_after_the_hold():
+    async def scenario():
+        line = served.OpeningLine(at_once=1)
+        assert await line.enter(1)
+        line.hold("a", seconds=60)
+        nxt = asyncio.ensure_future(line.enter(5))
+        await asyncio.sleep(0.01)
+        assert not nxt.done()
+        line.done("a")                                            # document pulled
+        assert await nxt
+        line.hold("b", seconds=0.05)                              # never pulled
+        after = asyncio.ensure_future(line.enter(5))
+        assert await after
+        line.done("b")                                            # too late: no double free
+        return line.busy
+
+    assert run(scenario()) == 1
+
+
+def test_no_line_when_at_once_is_zero():
+    async def scenario():
+        line = served.OpeningLine(at_once=0)
+        return all([await line.enter(0.01) for _ in range(50)])
+
+    assert run(scenario())
+
+
+def test_the_page_without_its_head_the_scripts_sent_and_unused_bundles(monkeypatch):
+    monkeypatch.setattr(served.ConnectingPage, "scripts", "")
+    page = ('<!DOCTYPE html>\n<html lang="en" >\n<head><meta charset="utf-8"><title>T</title>'
+            '<link rel="icon" href="data:x"><script type="esms-options">{"shimMode": true}'
+            '</script>\n<script type="text/javascript" src="static/extensions/panel/bundled/'
+            'reactiveesm/es-module-shims@^1.10.0/dist/es-module-shims.min.js"></script>\n'
+            '<script type="text/javascript" src="static/js/bokeh.min.js?v=1"></script>\n'
+            '<script type="text/javascript" src="static/js/bokeh-gl.min.js?v=2"></script>\n'
+            '<script type="text/javascript" src="static/js/bokeh-tables.min.js?v=3"></script>\n'
+            '</head><body><div data-root-id="p1"></div></body></html>')
+    body = served.ConnectingPage.body(page, {"bokeh-gl", "es-module-shims"})
+    # the first page's scripts go with every later page's notice, and not again after it
+    learnt = served.ConnectingPage.scripts
+    assert "bokeh.min.js" in learnt and "bokeh-tables" in learnt and "bokeh-gl" not in learnt
+    assert learnt in served.ConnectingPage.head(0)
+    later = served.ConnectingPage.body(page, {"bokeh-gl", "es-module-shims"}, learnt)
+    assert "<script" not in later and 'data-root-id="p1"' in later
+    for gone in ("<!DOCTYPE", "<html", "<head>", "</head>", "<body", "<title>", "charset",
+                 "rel=\"icon\"", "bokeh-gl", "es-module-shims", "esms-options"):
+        assert gone not in body, gone
+    for kept in ("bokeh.min.js", "bokeh-tables.min.js", 'data-root-id="p1"', "</body>"):
+        assert kept in body, kept
+
+
+# ---- a real server on loopback
+
+def burst(url: str, n: int, tmp_path) -> dict:
+    """`benchmarks/loadtest.py --burst n` against ``url``: the burst's figures."""
+    out = tmp_path / "burst.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "loadtest.py"), "--url", url,
+         "--burst", str(n), "--duration", "0", "--warmup", "1", "--release-timeout", "1",
+         "--out", str(out)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return json.loads(out.read_text())["results"]["burst"]
+
+
+def test_a_burst_is_served_first_come_first_served(tmp_path):
+    """Sessions requested in the same second, one opened at a time: each student has the
+    whole document before the next student even has a page (without the line, every page of
+    the burst is sent before the first document)."""
+    srv = Server("--stats", "--open-at-once", "1")
+    try:
+        b = burst(srv.url, 8, tmp_path)
+    finally:
+        srv.stop()
+    assert b["ready"] == 8 and b["errors"] == {}
+    timeline = b["timeline_s"]
+    for (_, _, document, _), (_, next_page, _, _) in zip(timeline, timeline[1:]):
+        assert document < next_page, timeline
+    assert b["overtaken_share"] == 0
+
+
+def hold_the_only_place(url: str) -> None:
+    """A page fetched without its websocket: it holds its place in the opening for
+    OPENING_HOLD_S (as a browser that has not yet connected)."""
+    with urllib.request.urlopen(url, timeout=60) as resp:
+        assert resp.status == 200
+        resp.read()
+
+
+@pytest.fixture(scope="module")
+def one_at_a_time():
+    srv = Server("--open-at-once", "1")
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("query", ["", "?embed=1"])
+def test_a_waiting_page_shows_its_title_and_connecting_then_draws(page, one_at_a_time, query):
+    url = one_at_a_time.url + query
+    hold_the_only_place(one_at_a_time.url)
+    responses = []
+    page.on("response", lambda r: responses.append((r.status, r.url)))
+    page.add_init_script(INIT)
+    page.goto(url, wait_until="commit")
+    notice = page.locator("#as-connecting")
+    notice.wait_for(state="visible", timeout=3000)
+    assert page.evaluate("() => !window.Bokeh || Bokeh.documents.length === 0")
+    text = notice.inner_text()
+    assert TITLE in text and "Connecting" in text
+    assert page.title() == TITLE
+    # the place is freed after the hold: the page then draws and the notice goes
+    page.wait_for_function("() => (window.__col('jacobian-diagonal-source', 'value') || [])"
+                           ".length > 0", timeout=30_000)
+    notice.wait_for(state="detached", timeout=5000)
+    assert_plots_drawn(page)
+    page.wait_for_timeout(300)
+    assert page.console_errors == [] and page.failed_requests == []
+    assert [r for r in responses if r[0] >= 400] == []
+    scripts = page.evaluate("() => Array.from(document.scripts, s => s.src).filter(Boolean)")
+    names = sorted(Path(s.split("?")[0]).name for s in scripts)
+    # only what the page uses: no WebGL plot, no ES-module component
+    assert names == ["bokeh-tables.min.js", "bokeh-widgets.min.js", "bokeh.min.js",
+                     "panel.min.js"], names
+
+
+@pytest.mark.browser
+def test_a_repeat_visit_takes_its_scripts_from_the_browser_cache(page, server):
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    seen = {"cached": 0, "bytes": 0}
+    cdp.on("Network.requestServedFromCache",
+           lambda e: seen.__setitem__("cached", seen["cached"] + 1))
+    cdp.on("Network.loadingFinished",
+           lambda e: seen.__setitem__("bytes", seen["bytes"] + e["encodedDataLength"]))
+    page.add_init_script(INIT)
+    for visit in range(2):
+        if visit:
+            seen.update(cached=0, bytes=0)
+        page.goto(server.url)
+        page.wait_for_function("() => (window.__col('jacobian-diagonal-source', 'value') || [])"
+                               ".length > 0", timeout=30_000)
+        page.wait_for_timeout(300)
+        if not visit:
+            first = dict(seen)
+    assert first["cached"] == 0 and first["bytes"] > 100_000
+    # every script and style again from the cache: only the page itself crosses the network
+    assert seen["cached"] >= 6 and seen["bytes"] < 20_000, (first, seen)
+
+
+@pytest.mark.parametrize("kind", ["switch", "rule"])
+def test_the_load_test_finds_the_scaling_control_by_name(kind):
+    """The load test drives the scaling control whether the page has the Switch "scaled" or
+    a RadioButtonGroup "rule" of the three rules."""
+    import random
+    import types
+
+    from bokeh.core.json_encoder import serialize_json
+    from bokeh.document import Document
+    from bokeh.layouts import column
+    from bokeh.models import ColumnDataSource, RadioButtonGroup, Slider, Switch
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import loadtest
+
+    control = (Switch(name="scaled", active=True) if kind == "switch" else
+               RadioButtonGroup(name="rule", labels=["none", "1/√d_k", "1/d_k"], active=1))
+    doc = Document()
+    doc.add_root(column(Slider(name="d_k", title="d_k", start=0, end=24, value=6, step=1),
+                        control))
+    doc.add_root(ColumnDataSource(name="scaled-weights-source", data={"x": [1]}))
+    doc_json = json.loads(serialize_json(doc.to_json()))
+    lt = types.SimpleNamespace(rec=None, args=types.SimpleNamespace(seed=1))
+    session = loadtest.Session(lt, 0)
+    session._find_models(doc_json)
+    found = session.controls["scaled"]
+    assert found["id"] == control.id and found["attr"] == "active"
+    rng = random.Random(0)
+    if kind == "switch":
+        assert loadtest.toggled(found, rng) is False
+    else:
+        assert found["choices"] == 3
+        assert {loadtest.toggled(found, rng) for _ in range(50)} == {0, 2}

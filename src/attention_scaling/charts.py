@@ -877,7 +877,10 @@ class Argument:
                       line_dash="dotted", line_width=1.5)
             fig.scatter(x="d_k", y=metric, source=self.draw_source, size=11,
                         fill_color="color", line_color="#1f2933", marker="marker")
-            fig.legend.location = "top_left" if metric != "eff_keys" else "top_right"
+            # where the curves are not: the gradient falls on the right, the effective keys
+            # of the unscaled rule fall to 1 on the right
+            fig.legend.location = {"max_weight": "top_left", "eff_keys": "top_right",
+                                   "grad_q": "bottom_left"}[metric]
             fig.legend.background_fill_alpha = 0.8
             fig.legend.label_text_font = FONT
             fig.legend.label_text_font_size = "12px"
@@ -978,9 +981,10 @@ class Argument:
         fig.xaxis.axis_label = "step"
         fig.yaxis.axis_label = "‖∂L/∂W‖_F (log)"
         self.training_figs["training-gradients"] = fig
-        for fig in self.training_figs.values():
+        for name, fig in self.training_figs.items():
             _style(fig)
-            fig.legend.location = "top_right"
+            fig.min_border_right = 24          # room for the last step's tick label
+            fig.legend.location = "top_right" if name == "training-loss" else "bottom_left"
             fig.legend.label_text_font = FONT
             fig.legend.label_text_font_size = "12px"
 

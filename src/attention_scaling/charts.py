@@ -446,7 +446,7 @@ class Charts:
         if rule != self._styled_for:
             self._style_variant(rule)
         if fields:
-            self._update_text(fields)
+            self.update_text(fields)
 
     def _resize(self, n: int) -> None:
         """Give the charts ``n`` keys (k1 … kn): their sources' fixed columns and their
@@ -499,7 +499,9 @@ class Charts:
             fig.title.text = base + ("  ◀ model uses this" if on else "")
         self._styled_for = rule
 
-    def _update_text(self, fields: dict[str, str]) -> None:
+    def update_text(self, fields: dict[str, str]) -> None:
+        """The texts' numbers (state.ExplorerState.text_fields), written once as HTML, then
+        sent as values only."""
         if not self.explanation.text:   # first time: the whole HTML, numbers filled in
             self.caption.text = fill(self._caption_html, fields)
             self.explanation.text = f"<div class='explanation'>{fill(EXPLANATION, fields)}</div>"

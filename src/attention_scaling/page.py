@@ -14,9 +14,8 @@ import panel as pn
 from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Switch, Tabs
 
 from . import core
-from .charts import ASSETS, View, script
+from .charts import ASSETS, TABS, View, script
 from .state import CONTROLS, PRESETS, ExplorerState, parse_query, preset_query, to_query
-from .charts import TABS
 from .text import (TITLE, TRAINING_INTRO, budget_html, gradient_html, guide_html, notice_html,
                    presets_html, saturation_html, scaled_score_example, softmax_example,
                    training_html, variance_html)
@@ -164,22 +163,30 @@ class Explorer(pn.viewable.Viewer):
         # with a fallback for pages served over plain http to other machines.
         buttons["copy"].js_on_event("button_click", CustomJS(
             args=dict(button=buttons["copy"]), code=script("copy-link")))
-        self._refresh()
-        s.param.watch(self._refresh, ["result", "rule", "keys", "align", "tab"])
         # the argument's tabs: built when one is first shown, then drawn when shown (a
         # change redraws only the visible one)
         self._shown: dict[str, tuple] = {}
         self._training = None
-        self._refresh_argument()
+        self._refresh()
+        # the number of keys changes the result; the alignment and the tab leave the one
+        # draw as it is and change only the address and the argument's tabs
+        s.param.watch(self._refresh, ["result", "rule"])
+        s.param.watch(self._refresh_address, ["align", "tab"])
+
+    def _fields(self) -> dict[str, str]:
+        fields = self.state.text_fields()
+        fields["query"] = urllib.parse.urlencode(to_query(self.state))   # for write-url.js
+        return fields
 
     def _refresh(self, *_events) -> None:
         r = self.state.result
-        fields = self.state.text_fields()
-        fields["query"] = urllib.parse.urlencode(to_query(self.state))   # for write-url.js
-        self.charts.update(r, self.state.rule, fields)
+        self.charts.update(r, self.state.rule, self._fields())
         self.view.show_seed(r.seed)
-        if hasattr(self, "_shown"):
-            self._refresh_argument()
+        self._refresh_argument()
+
+    def _refresh_address(self, *_events) -> None:
+        self.charts.update_text(self._fields())
+        self._refresh_argument()
 
     def argument_setting(self) -> tuple:
         """What the argument's tabs depend on: (d_k, T, seed, keys, alignment)."""

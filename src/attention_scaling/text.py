@@ -336,10 +336,6 @@ def _median_weight(x: float) -> str:
     return core.percent(x, below_one=True)
 
 
-def _draw_weight(v: core.Variant) -> str:
-    return core.percent(v.max_weight, below_one=v.rest > 0)
-
-
 def variance_html(d_k: int, dist: dict, std_curve: dict, draws: int) -> str:
     """What the histograms show at ``d_k``: the measured spread of q·k over ``draws`` draws
     (core.logit_distribution) under each rule, against √d_k and 1, and how far the measured
@@ -363,7 +359,7 @@ def saturation_html(d_k: int, temperature: float, n_keys: int, align: float, cur
     first = {r: curves[f"max_weight_median_{r}"][0] for r in core.RULES}
     last = {r: curves[f"max_weight_median_{r}"][-1] for r in core.RULES}
     sqrt_all = [float(x) for x in curves["max_weight_median_sqrt"]]
-    this = {r: _draw_weight(v) for r, v in draw.items()}
+    this = {r: weight_label(v) for r, v in draw.items()}
     head = (f"<p>Over {draws:,} random draws at {_setting(d_k, temperature, n_keys, align)}, "
             f"the median max weight is {_rules(med, _median_weight)}. This draw (the dots): "
             f"{_rules(this, str)}.</p>")

@@ -783,7 +783,7 @@ class View:
             "saturation": section("saturation", wide_row(f["saturation-curves"],
                                                          f["saturation-eff-keys"])),
             "gradient": section("gradient", f["saturation-gradient"]),
-            "training": section("training", row(self.train_button, self.training_status),
+            "training": section("training", wrapping_row(self.train_button, self.training_status),
                                 wide_row(f["training-loss"], f["training-gradients"])),
             "budget": section("budget", wide_row(f["head-budget"], f["head-budget-gradient"])),
         }

@@ -267,3 +267,10 @@ def wait_changed(page, name, col, before):
     page.wait_for_function(
         "([n, c, b]) => JSON.stringify(window.__col(n, c)) !== JSON.stringify(b)",
         arg=[name, col, before], timeout=10_000)
+
+
+def wait_column(page, name, col, expected, timeout=10_000):
+    """Wait until a data source's column equals ``expected`` (a change's columns may reach the
+    page a frame apart when the machine is busy)."""
+    page.wait_for_function("([n, c, e]) => JSON.stringify(window.__col(n, c)) === JSON.stringify(e)",
+                           arg=[name, col, expected], timeout=timeout)

@@ -9,7 +9,8 @@ from urllib.parse import urlparse
 
 import numpy as np
 import pytest
-from conftest import INIT, PLOTS, assert_plots_drawn, column, draw_svg, open_app, wait_changed
+from conftest import (INIT, PLOTS, assert_plots_drawn, column, draw_svg, open_app, wait_changed,
+                      wait_column)
 from PIL import Image
 
 pytestmark = pytest.mark.browser
@@ -38,7 +39,7 @@ def test_keyboard_moves_d_k_and_both_bar_charts_change(page, server):
     # d_k went from 64 to the next width, 80, and the data is core's
     from attention_scaling import core
     st = core.compute_state(80, 1.0, 2288)
-    assert column(page, "jacobian-diagonal-marker", "width") == ["80"]
+    wait_column(page, "jacobian-diagonal-marker", "width", ["80"])
     assert column(page, "unscaled-weights-source", "weight") == pytest.approx(st.unscaled.probs.tolist(), abs=1e-12)
     assert page.console_errors == []
 

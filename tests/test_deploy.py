@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 import pytest
 
 from attention_scaling import cli
-from conftest import CLI, Server, free_port, stop_group
+from conftest import CLI, Server, free_port, stop_group, wait_column
 from conftest import INIT, assert_plots_drawn, column, open_app, wait_changed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -391,7 +391,7 @@ def test_the_page_works_through_nginx_with_its_websocket(deployment, browser):
         cookie = affinity_cookie(context)
         assert re.fullmatch(r"[0-9a-f]{32}", cookie["value"]) and cookie["httpOnly"]
         move_slider(page)                                   # 64 -> 80, over the websocket
-        assert column(page, "jacobian-diagonal-marker", "width") == ["80"]
+        wait_column(page, "jacobian-diagonal-marker", "width", ["80"])
         before = column(page, "jacobian-source", "value")
         page.get_by_role("button", name="unscaled", exact=True).click()
         wait_changed(page, "jacobian-source", "value", before)

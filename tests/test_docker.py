@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port, run_in_thread
+from conftest import free_port, run_in_thread, wait_column
 from conftest import assert_plots_drawn, column, open_app, wait_changed
 
 pytestmark = pytest.mark.docker
@@ -401,7 +401,7 @@ def test_browser_smoke_against_the_container(hardened, page):
     page.locator(".noUi-handle").first.focus()
     page.keyboard.press("ArrowRight")
     wait_changed(page, "unscaled-weights-source", "weight", before)
-    assert column(page, "jacobian-diagonal-marker", "width") == ["80"]
+    wait_column(page, "jacobian-diagonal-marker", "width", ["80"])
     before = column(page, "jacobian-source", "value")
     page.get_by_role("button", name="unscaled", exact=True).click()
     wait_changed(page, "jacobian-source", "value", before)

@@ -11,6 +11,7 @@ standard library only.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
@@ -544,8 +545,13 @@ def _nested_norms(rng: np.random.Generator, draws: int) -> np.ndarray:
     return np.sqrt(squares)
 
 
+#: The widths whose R has fewer rows than keys (d_k - 1 < n), and so a partial column sum.
+def _partial_rows(n_keys: int) -> tuple[int, ...]:
+    return tuple(sorted({d - 1 for d in D_K_VALUES if d - 1 < n_keys}))
+
+
 @lru_cache(maxsize=2)
-def _curve_draws(n_keys: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _curve_draws(n_keys: int) -> tuple[np.ndarray, ...]:
     """The draws behind the curves, with no d_k-dimensional vector (THE-ARGUMENT 12).
 
     Write each key as k_j = a_j q/|q| + k_j^perp. For keys independent of q, a_j ~ N(0, 1)
@@ -555,14 +561,18 @@ def _curve_draws(n_keys: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     S = R^T R has R with rows k < d_k - 1 only, R_kk^2 ~ chi^2(d_k - 1 - k), N(0, 1) right of
     the diagonal, 0 left of it, all independent; so ||J K^perp||_F^2 = sum_k ||J r_k||^2.
 
-    Returns a (draws, n), |q| (widths, draws), the normals right of R's diagonal (draws, n,
-    n) and R's diagonal at every width (widths, draws, n; 0 for the rows a width does not
-    have), all nested across widths."""
+    Returns, in float32 (the curves' medians move by < 1e-4 in log10 of the gradient and
+    < 1e-6 in weight against float64): a (draws, n); |q| (widths, draws); R's diagonal at
+    every width (widths, draws, n; 0 for the rows a width does not have); the normals right
+    of R's diagonal, transposed (draws, j, k: nonzero for k < j); and their column sums of
+    squares over the first m rows for each m of :func:`_partial_rows` and m = n (m, draws,
+    j). All nested across widths."""
     rng = np.random.default_rng(CURVE_SEED + n_keys)
     a = rng.standard_normal((CURVE_DRAWS, n_keys))
     norms = _nested_norms(rng, CURVE_DRAWS)
-    upper = np.triu(rng.standard_normal((CURVE_DRAWS, n_keys, n_keys)), 1)
-    diag = np.empty((len(D_K_VALUES), CURVE_DRAWS, n_keys))
+    upper_t = rng.standard_normal((CURVE_DRAWS, n_keys, n_keys), dtype=np.float32)
+    upper_t *= np.tri(n_keys, k=-1, dtype=np.float32)
+    diag = np.empty((len(D_K_VALUES), CURVE_DRAWS, n_keys), dtype=np.float32)
     prev = np.zeros(n_keys, dtype=int)
     acc = np.zeros((CURVE_DRAWS, n_keys))
     for w, d in enumerate(D_K_VALUES):
@@ -571,30 +581,40 @@ def _curve_draws(n_keys: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
             acc[:, k] += rng.chisquare(int(df[k] - prev[k]), CURVE_DRAWS)
         diag[w] = np.sqrt(acc)
         prev = df
-    for arr in (a, norms, upper, diag):
+    squares = np.square(upper_t)
+    counts = (*_partial_rows(n_keys), n_keys)
+    col_sq = np.zeros((len(counts), CURVE_DRAWS, n_keys), dtype=np.float32)
+    for i, (start, stop) in enumerate(zip((0, *counts), counts)):
+        col_sq[i] = (col_sq[i - 1] if i else 0) + squares[:, :, start:stop].sum(axis=2)
+    out = (a.astype(np.float32), norms.astype(np.float32), diag, upper_t, col_sq)
+    for arr in out:
         arr.setflags(write=False)
-    return a, norms, upper, diag
+    return out
 
 
 def saturation_metrics(u: np.ndarray, along: np.ndarray, divisor: np.ndarray,
                        upper: np.ndarray | None = None, diag: np.ndarray | None = None,
-                       rows: np.ndarray | None = None,
-                       upper_sq: np.ndarray | None = None) -> dict:
+                       rows: np.ndarray | None = None, col_sq: np.ndarray | None = None,
+                       upper_t: np.ndarray | None = None) -> dict:
     """Max weight, effective keys and log10 ||dp/dq||_F for groups of draws.
 
     ``u`` (groups, draws, n) are the softmax inputs z / T; ``along`` (same shape) the keys'
     components along the query; ``divisor`` (groups,) is s T. Across the query the keys are
     given by Bartlett's R = ``upper`` (draws, n, n) + diag(``diag`` (groups, draws, n)), of
-    which only the ``rows`` (groups, n) exist (None: nothing across); ``upper_sq`` is
-    ``upper`` squared, if at hand.
+    which only the ``rows`` (groups, n) exist (None: nothing across); ``col_sq`` (groups,
+    draws, n) and ``upper_t`` (``upper`` transposed, contiguous), if at hand, are the sums of
+    squares of ``upper``'s columns over those rows and the transposed matrix. Any float dtype: the arithmetic stays in the inputs' precision.
 
     Computed relative to eps, the second-largest weight, so that nothing underflows where
     the softmax saturates: with w_j = p_j / eps off the top and w_top = -(sum of the others),
-    (J x)_top = eps p_top y and (J x)_j = eps w_j (x_j - x_top + eps y), y = -w . x."""
+    (J x)_top = eps p_top y and (J x)_j = eps w_j (x_j - x_top + eps y), y = -w . x. Summed
+    over R's rows x = r_k this needs only R w, R w^2, R's column at the top and R's column
+    sums of squares: sum_k ||J r_k||^2 / eps^2 = p_top^2 |R w|^2 + sum_j w_j^2 |R_j|^2
+    - 2 (R v) . (R w^2) + (sum_j w_j^2) |R v|^2, with v = e_top + eps w."""
     n = u.shape[-1]
     top = u.argmax(axis=-1)
     is_top = np.arange(n) == top[..., None]
-    u_top = u.max(axis=-1, keepdims=True)
+    u_top = np.take_along_axis(u, top[..., None], -1)
     shifted = u - u_top                                    # <= 0, 0 at the top
     e = np.exp(shifted)
     total = e.sum(axis=-1)
@@ -609,30 +629,35 @@ def saturation_metrics(u: np.ndarray, along: np.ndarray, divisor: np.ndarray,
     omega = w * w
     c = omega.sum(axis=-1, keepdims=True)
 
-    def norm_sq(y, x_top, A, B):
-        # ||J x||^2 / eps^2 = p_top^2 y^2 + sum_{j != top} omega_j (x_j - b)^2, b = x_top - eps y
-        b = x_top - eps * y
-        return p_top[..., None] ** 2 * y * y + np.maximum(A - 2 * b * B + b * b * c, 0.0)
-
+    # along the query, x = along: ||J x||^2 / eps^2 = p_top^2 y^2 + sum_j omega_j (x_j - b)^2
     x = along
-    total_sq = norm_sq(-(w_hat * x).sum(-1, keepdims=True),
-                       np.take_along_axis(x, top[..., None], -1),
-                       (omega * x * x).sum(-1, keepdims=True),
-                       (omega * x).sum(-1, keepdims=True))[..., 0]
+    y = -(w_hat * x).sum(-1, keepdims=True)
+    b = np.take_along_axis(x, top[..., None], -1) - eps * y
+    total_sq = (p_top[..., None] ** 2 * y * y + np.maximum(
+        (omega * x * x).sum(-1, keepdims=True) - 2 * b * (omega * x).sum(-1, keepdims=True)
+        + b * b * c, 0.0))[..., 0]
     if rows is not None and rows.any():
         d = u.shape[1]
-        if upper_sq is None:
-            upper_sq = upper * upper
+        if upper_t is None:
+            upper_t = np.ascontiguousarray(upper.transpose(0, 2, 1))  # (draws, j, k)
+        present = rows[:, None, :].astype(u.dtype)
+        if col_sq is None:
+            col_sq = np.einsum("djk,gk->gdj", upper_t * upper_t, present[:, 0])
 
-        def times(mat, v):                 # mat (draws, n, n) @ v (groups, draws, n), by BLAS
-            out = np.matmul(mat, v.transpose(1, 2, 0))     # (draws, n, groups)
-            return out.transpose(2, 0, 1)
+        # (R v)_k over the rows that exist for v = w and w^2, by BLAS, in one product
+        g = u.shape[0]
+        v = np.concatenate([w_hat, omega])
+        r_both = (np.matmul(v.transpose(1, 0, 2), upper_t).transpose(1, 0, 2)
+                  + np.concatenate([diag, diag]) * v) * np.concatenate([present, present])
+        r_w, r_omega = r_both[:g], r_both[g:]                          # -y_k, (R w^2)_k
+        r_top = (upper_t[np.arange(d)[None, :], top] + np.where(is_top, diag, 0.0)) * present
+        r_v = r_top + eps * r_w                                        # b_k = (R v)_k
+        def dot(p, q):
+            return np.einsum("gdn,gdn->gd", p, q)
 
-        y = -(times(upper, w_hat) + diag * w_hat)
-        r_top = upper[np.arange(d)[None, :], :, top] + np.where(is_top, diag, 0.0)
-        A = times(upper_sq, omega) + diag * diag * omega
-        B = times(upper, omega) + diag * omega
-        total_sq = total_sq + (norm_sq(y, r_top, A, B) * rows[:, None, :]).sum(axis=-1)
+        across = (p_top ** 2 * dot(r_w, r_w) + dot(omega, col_sq + diag * diag)
+                  - 2 * dot(r_v, r_omega) + c[..., 0] * dot(r_v, r_v))
+        total_sq = total_sq + np.maximum(across, 0.0)
     log_grad = log_eps + 0.5 * np.log(total_sq) - np.log(np.asarray(divisor))[:, None]
     return dict(max_weight=p_top, eff_keys=np.exp(entropy), log10_grad_q=log_grad / math.log(10))
 
@@ -641,39 +666,53 @@ def _rule_divisors(d_k: int) -> np.ndarray:
     return np.array([rule_divisor(r, d_k) for r in RULES])
 
 
-#: Widths whose Monte Carlo runs in one batch (bounds the memory of a batch at 64 keys).
-_WIDTH_BATCH = 5
+#: Batches of widths the Monte Carlo runs in (bounds the memory of one at 64 keys), and the
+#: threads they share (NumPy's array work runs outside Python's lock).
+_WIDTH_BATCHES = 6
+_CURVE_THREADS = 2
+
+
+def _curve_batch(batch: range, temperature: float, n_keys: int, align: float) -> dict:
+    """:func:`saturation_metrics` at the widths ``batch`` (indices into D_K_VALUES), every
+    rule: metric -> (widths * rules, draws)."""
+    a, norms, diag, upper_t, col_sq_rows = _curve_draws(n_keys)
+    partial = _partial_rows(n_keys)
+    rest = math.sqrt(max(0.0, 1.0 - align * align))
+    n_rules = len(RULES)
+    widths = np.array([D_K_VALUES[w] for w in batch])
+    norm = norms[batch.start:batch.stop][:, :, None]                # (widths, draws, 1)
+    along = np.broadcast_to(a, norm.shape[:2] + (n_keys,)).copy()
+    # the aligned key k_1 = rho q + sqrt(1 - rho^2) eps: along q, rho |q| + sqrt(.) eps
+    along[:, :, 0] = align * norm[:, :, 0] + rest * a[:, 0]
+    divisors = (np.array([[rule_divisor(r, int(d)) for r in RULES] for d in widths])
+                * temperature).ravel().astype(np.float32)            # (widths * rules,)
+    u = np.repeat(norm * along, n_rules, axis=0) / divisors[:, None, None]
+    diag_b = np.repeat(diag[batch.start:batch.stop], n_rules, axis=0)
+    diag_b[:, :, 0] *= rest                       # the aligned key's part across q
+    n_rows = np.minimum(np.maximum(widths - 1, 0), n_keys)             # rows of R per width
+    col_sq = np.repeat(col_sq_rows[[partial.index(m) if m < n_keys else len(partial)
+                                    for m in n_rows]], n_rules, axis=0)
+    present = np.repeat(np.arange(n_keys)[None, :] < n_rows[:, None], n_rules, axis=0)
+    return saturation_metrics(u, np.repeat(along, n_rules, axis=0), divisors, diag=diag_b,
+                              rows=present, col_sq=col_sq, upper_t=upper_t)
 
 
 @lru_cache(maxsize=256)      # per (T, keys, alignment): ~30 KB each
 def _saturation_curves(temperature: float, n_keys: int, align: float) -> dict:
-    a, norms, upper, diag = _curve_draws(n_keys)
-    upper_sq = _upper_squares(n_keys)
     stats = {f"{m}_{q}_{r}": np.empty(len(D_K_VALUES)) for m in ("max_weight", "eff_keys",
              "grad_q") for q in ("median", "q25", "q75") for r in RULES}
-    rest = math.sqrt(max(0.0, 1.0 - align * align))
-    n_rules = len(RULES)
-    for start in range(0, len(D_K_VALUES), _WIDTH_BATCH):
-        batch = range(start, min(start + _WIDTH_BATCH, len(D_K_VALUES)))
-        widths = np.array([D_K_VALUES[w] for w in batch])
-        norm = norms[batch.start:batch.stop][:, :, None]            # (widths, draws, 1)
-        along = np.broadcast_to(a, norm.shape[:2] + (n_keys,)).copy()
-        # the aligned key k_1 = rho q + sqrt(1 - rho^2) eps: along q, rho |q| + sqrt(.) eps
-        along[:, :, 0] = align * norm[:, :, 0] + rest * a[:, 0]
-        divisors = (np.array([[rule_divisor(r, int(d)) for r in RULES] for d in widths])
-                    * temperature).ravel()                           # (widths * rules,)
-        u = np.repeat(norm * along, n_rules, axis=0) / divisors[:, None, None]
-        diag_b = np.repeat(diag[batch.start:batch.stop], n_rules, axis=0)
-        diag_b[:, :, 0] *= rest                       # the aligned key's part across q
-        present = np.repeat((widths[:, None] - 1 - np.arange(n_keys)) > 0, n_rules, axis=0)
-        m = saturation_metrics(u, np.repeat(along, n_rules, axis=0), divisors, upper,
-                               diag_b, present, upper_sq)
-        for g, (w, i) in enumerate((w, i) for w in batch for i in range(n_rules)):
+    batches = [range(int(b[0]), int(b[-1]) + 1)
+               for b in np.array_split(np.arange(len(D_K_VALUES)), _WIDTH_BATCHES)]
+    with ThreadPoolExecutor(_CURVE_THREADS) as pool:
+        results = list(pool.map(lambda b: _curve_batch(b, temperature, n_keys, align),
+                                batches))
+    for batch, m in zip(batches, results):
+        for g, (w, i) in enumerate((w, i) for w in batch for i in range(len(RULES))):
             r = RULES[i]
             for metric, values in (("max_weight", m["max_weight"][g]),
                                    ("eff_keys", m["eff_keys"][g]),
                                    ("grad_q", m["log10_grad_q"][g])):
-                q25, q50, q75 = np.quantile(values, [0.25, 0.5, 0.75])
+                q25, q50, q75 = np.quantile(values.astype(np.float64), [0.25, 0.5, 0.75])
                 if metric == "grad_q":
                     q25, q50, q75 = (10.0 ** x for x in (q25, q50, q75))
                 stats[f"{metric}_q25_{r}"][w] = q25
@@ -683,13 +722,6 @@ def _saturation_curves(temperature: float, n_keys: int, align: float) -> dict:
     for v in cols.values():
         v.setflags(write=False)
     return cols
-
-
-@lru_cache(maxsize=2)
-def _upper_squares(n_keys: int) -> np.ndarray:
-    sq = np.square(_curve_draws(n_keys)[2])
-    sq.setflags(write=False)
-    return sq
 
 
 def _check_choice(name: str, value, options) -> None:

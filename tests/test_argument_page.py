@@ -5,7 +5,7 @@ import pytest
 from conftest import column, open_app
 
 from attention_scaling import core
-from attention_scaling.page import BUDGET_WIDTH, TRAINING_STEPS
+from attention_scaling.charts import BUDGET_WIDTH, TRAINING_STEPS
 
 pytestmark = pytest.mark.browser
 

@@ -39,8 +39,10 @@ from bokeh.plotting import figure
 
 from . import core
 from .state import CONTROLS
-from .text import (EXPLANATION, FORMULAS, RULE_LABELS, caption_html, fill, header_html,
-                   weight_label)
+from .text import (EXPLANATION, FORMULAS, RULE_LABELS, TRAINING_INTRO, budget_html,
+                   caption_html, fill, gradient_html, header_html, saturation_html,
+                   scaled_score_example, softmax_example, training_html,
+                   training_status_html, variance_html, weight_label)
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
 SCALED_COLOR = "#0072B2"     # blue
@@ -589,6 +591,11 @@ def wrapping_row(*children):
                stylesheets=[InlineStyleSheet(css=WRAP_CSS)])
 
 
+#: The model width the head-budget tab splits into heads.
+BUDGET_WIDTH = 512
+#: Steps of a training run.
+TRAINING_STEPS = 300
+
 #: The explorer's tabs, in the order of the argument: (key, title).
 TABS = (("draw", "One draw"), ("variance", "1 Variance"), ("saturation", "2 Saturation"),
         ("gradient", "3 Gradient"), ("training", "4 Training"), ("budget", "5 Heads"))
@@ -787,6 +794,8 @@ class View:
                                 wide_row(f["training-loss"], f["training-gradients"])),
             "budget": section("budget", wide_row(f["head-budget"], f["head-budget-gradient"])),
         }
+        a.update_std(core.logit_std_curve())
+        t["training"].text = TRAINING_INTRO
         if wire is not None:
             wire(self)
         # new panels, not new children: BokehJS redraws the tabs when their list changes,
@@ -795,6 +804,45 @@ class View:
                                                                       child=children[key])
                           for (key, title), panel in zip(TABS, self.tabs.tabs)]
         return True
+
+    def draw_tab(self, key: str, d_k: int, temperature: float, seed: int, n_keys: int,
+                 align: float, rule: str) -> None:
+        """Draw the argument's tab ``key`` (any but the one draw and the training run) at a
+        setting, from core: its charts, its text and the lines of ``rule`` highlighted."""
+        a, texts, t, n, rho = self.argument, self.section_texts, temperature, n_keys, align
+        a.highlight(rule)
+        if key == "variance":
+            dist = core.logit_distribution(d_k)
+            a.update_logits(dist)
+            a.show_width(d_k)
+            texts[key].text = variance_html(d_k, dist, core.logit_std_curve(),
+                                            core.LOGIT_DRAWS) + scaled_score_example()
+        elif key in ("saturation", "gradient"):
+            curves = core.saturation_curves(t, n, rho)
+            draw = core.draw_metrics(d_k, t, seed, n, rho)
+            a.update_curves(curves, d_k, draw)
+            if key == "saturation":
+                texts[key].text = (saturation_html(d_k, t, n, rho, curves, draw,
+                                                   core.CURVE_DRAWS) + softmax_example())
+            else:
+                texts[key].text = gradient_html(d_k, t, n, rho, curves, draw, core.CURVE_DRAWS)
+        elif key == "budget":
+            budget = core.head_budget(BUDGET_WIDTH, t, n, rho)
+            a.update_budget(budget)
+            texts[key].text = budget_html(budget, BUDGET_WIDTH, t, n, rho)
+
+    def show_training(self, runs: dict, d_k: int, temperature: float, n_keys: int) -> bool:
+        """The training runs so far (rule -> core.TrainingRun) on their tab: the charts, the
+        status beside the Train button and, once every run is done, what they showed. True
+        when they are done."""
+        self.argument.show_training(runs)
+        done = all(run.done for run in runs.values())
+        step = min(run.steps_done for run in runs.values())
+        self.training_status.text = training_status_html(step, TRAINING_STEPS, d_k,
+                                                         temperature, n_keys, done)
+        if done:
+            self.section_texts["training"].text = training_html(runs, d_k, temperature, n_keys)
+        return done
 
     def show_seed(self, seed: int) -> None:
         text = f"<span class='seed'>seed <code>{int(seed)}</code></span>"

@@ -14,21 +14,16 @@ import panel as pn
 from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Switch, Tabs
 
 from . import core
-from .charts import ASSETS, TABS, View, script
+from .charts import ASSETS, TABS, TRAINING_STEPS, View, script
 from .state import CONTROLS, PRESETS, ExplorerState, parse_query, preset_query, to_query
-from .text import (TITLE, TRAINING_INTRO, budget_html, gradient_html, guide_html, notice_html,
-                   presets_html, saturation_html, scaled_score_example, softmax_example,
-                   training_html, variance_html)
+from .text import TITLE, guide_html, notice_html, presets_html
 
 #: The presets' links (state.PRESETS), the same for every page.
 PRESETS_HTML = presets_html([(label, urllib.parse.urlencode(preset_query(overrides)))
                              for label, overrides in PRESETS])
 
-#: The model width the head-budget tab splits into heads.
-BUDGET_WIDTH = 512
-#: Steps of a training run, and the most time one turn of the server's loop spends on it
-#: (the rest of the class's changes go between two turns).
-TRAINING_STEPS = 300
+#: The most time one turn of the server's loop spends on a training run (charts.TRAINING_STEPS
+#: steps; the rest of the class's changes go between two turns).
 TRAINING_SLICE_S = 0.02
 
 #: The tab icon, inline (no extra request): assets/favicon.svg drawn as a PNG
@@ -209,33 +204,11 @@ class Explorer(pn.viewable.Viewer):
 
     def _wire_argument(self, view) -> None:
         on_click(view.train_button, self.start_training)
-        view.argument.update_std(core.logit_std_curve())
-        view.section_texts["training"].text = TRAINING_INTRO
 
     def _draw(self, key: str) -> None:
         setting = self.argument_setting()
         d_k, t, seed, n, rho = setting
-        a, texts = self.view.argument, self.view.section_texts
-        a.highlight(self.state.rule)
-        if key == "variance":
-            dist = core.logit_distribution(d_k)
-            a.update_logits(dist)
-            a.show_width(d_k)
-            texts[key].text = variance_html(d_k, dist, core.logit_std_curve(),
-                                            core.LOGIT_DRAWS) + scaled_score_example()
-        elif key in ("saturation", "gradient"):
-            curves = core.saturation_curves(t, n, rho)
-            draw = core.draw_metrics(d_k, t, seed, n, rho)
-            a.update_curves(curves, d_k, draw)
-            if key == "saturation":
-                texts[key].text = (saturation_html(d_k, t, n, rho, curves, draw,
-                                                   core.CURVE_DRAWS) + softmax_example())
-            else:
-                texts[key].text = gradient_html(d_k, t, n, rho, curves, draw, core.CURVE_DRAWS)
-        elif key == "budget":
-            budget = core.head_budget(BUDGET_WIDTH, t, n, rho)
-            a.update_budget(budget)
-            texts[key].text = budget_html(budget, BUDGET_WIDTH, t, n, rho)
+        self.view.draw_tab(key, d_k, t, seed, n, rho, self.state.rule)
         self._shown[key] = setting
 
     def start_training(self) -> None:
@@ -272,16 +245,7 @@ class Explorer(pn.viewable.Viewer):
 
     def _show_training(self) -> None:
         runs, (d_k, t, n) = self._training
-        self.view.argument.show_training(runs)
-        done = all(run.done for run in runs.values())
-        step = min(run.steps_done for run in runs.values())
-        self.view.training_status.text = (
-            f"<span class='status' role='status'>Trained {step} of {TRAINING_STEPS} steps at "
-            f"d<sub>k</sub> = {d_k}, T = {t:g}, {n} keys.</span>" if done else
-            f"<span class='status' role='status'>Training… step {step} of "
-            f"{TRAINING_STEPS}</span>")
-        if done:
-            self.view.section_texts["training"].text = training_html(runs, d_k, t, n)
+        if self.view.show_training(runs, d_k, t, n):
             self.view.train_button.disabled = False
 
     def __panel__(self):

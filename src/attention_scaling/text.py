@@ -439,6 +439,15 @@ def _change(before: float, after: float) -> str:
     return f"{'down' if x < 0 else 'up'} {_fmt(abs(100 * x), 2)}%"
 
 
+def training_status_html(step: int, steps: int, d_k: int, temperature: float, n_keys: int,
+                         done: bool) -> str:
+    """The line beside the Train button: the step the runs have reached, or where they ended."""
+    if done:
+        return (f"<span class='status' role='status'>Trained {step} of {steps} steps at "
+                f"d<sub>k</sub> = {d_k}, T = {temperature:g}, {n_keys} keys.</span>")
+    return f"<span class='status' role='status'>Training… step {step} of {steps}</span>"
+
+
 def training_html(runs: dict, d_k: int, temperature: float, n_keys: int) -> str:
     """What the finished training runs (rule -> core.TrainingRun, the same start and batches)
     showed, in their own numbers."""

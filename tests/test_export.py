@@ -307,3 +307,193 @@ def test_the_offline_copy_downloads_and_passes_axe(offline_page):
     found = Axe().run(page).response["violations"]
     assert [(v["id"], v["impact"]) for v in found if v["impact"] in ("serious", "critical")] == []
     assert page.console_errors == []
+
+
+# ---- the argument's tabs, offline -----------------------------------------------------------
+
+def open_tab(page, title):
+    page.locator(".bk-tab", has_text=title).click()
+
+
+def wait_text(page, name, expected):
+    page.wait_for_function(f"(e) => ({TEXT})([{name!r}])[0] === e", arg=expected,
+                           timeout=10_000)
+
+
+def floored(values):
+    """A gradient column as the log-scale charts draw it (charts.GRAD_FLOOR below)."""
+    return np.maximum(np.asarray(values, float), charts.GRAD_FLOOR).tolist()
+
+
+#: The widths of the lines of each rule, as the served page's Argument.highlight sets them.
+LINE_WIDTHS = """() => { const out = {};
+  for (const n of ['saturation-curves', 'saturation-eff-keys', 'saturation-gradient',
+                   'head-budget', 'head-budget-gradient']) {
+    out[n] = window.__model(n).renderers.filter((r) => r.glyph.type === 'Line')
+      .map((r) => { const w = r.glyph.line_width;       // {value: w} until first set
+                    return typeof w === 'object' ? w.value : w; }); }
+  return out; }"""
+
+
+def served_line_widths(rule):
+    a = charts.Argument()
+    a.highlight(rule)
+    return {name: [r.glyph.line_width for r in fig.renderers if type(r.glyph).__name__ == "Line"]
+            for name, fig in a.figures.items()
+            if name in ("saturation-curves", "saturation-eff-keys", "saturation-gradient",
+                        "head-budget", "head-budget-gradient")}
+
+
+ARGUMENT_CASES = [
+    (prose.FIG3_SEED, 64, 1.0, "sqrt"),      # the page as it opens
+    (1, 512, 0.5, "linear"),                 # second seed, the 1/d_k rule
+    (3, 4096, 10.0, "none"),                 # last seed, widest head, flat
+]
+
+
+@pytest.mark.browser
+def test_offline_tabs_show_core_values_and_the_served_page_s_texts(offline_page):
+    """Each tab of the argument, for three settings: its sources hold core's numbers at 8
+    keys and alignment 0 (exactly), its text is text.py's for that setting, and the lines
+    of the rule the model uses are drawn as the served page draws them."""
+    page = offline_page
+    for seed, d_k, t, rule in ARGUMENT_CASES:
+        case = (seed, d_k, t, rule)
+        show(page, seed, d_k, t, rule)
+        n, rho = core.N_KEYS, 0.0
+        open_tab(page, "1 Variance")
+        dist = core.logit_distribution(d_k)
+        wait_text(page, "variance-text", prose.plain(
+            prose.variance_html(d_k, dist, core.logit_std_curve(), core.LOGIT_DRAWS)
+            + prose.scaled_score_example()))
+        for r in ("none", "sqrt"):
+            edges = np.asarray(dist[f"edges_{r}"])
+            assert col(page, "logit-histogram-source", f"top_{r}") == dist[f"counts_{r}"].tolist(), case
+            assert col(page, "logit-histogram-source", f"left_{r}") == edges[:-1].tolist(), case
+            assert col(page, "logit-histogram-source", f"right_{r}") == edges[1:].tolist(), case
+        assert col(page, "logit-width-source", "d_k") == [float(d_k)], case
+        assert col(page, "logit-std-source", "std_raw") == core.logit_std_curve()["std_raw"].tolist()
+
+        open_tab(page, "2 Saturation")
+        curves = core.saturation_curves(t, n, rho)
+        draw = core.draw_metrics(d_k, t, seed, n, rho)
+        wait_text(page, "saturation-text", prose.plain(
+            prose.saturation_html(d_k, t, n, rho, curves, draw, core.CURVE_DRAWS)
+            + prose.softmax_example()))
+        for name, values in curves.items():
+            want = floored(values) if name.startswith("grad_q") else np.asarray(values).tolist()
+            assert col(page, "saturation-curves-source", name) == want, (case, name)
+        assert col(page, "saturation-draw-source", "max_weight") == [
+            draw[r].max_weight for r in core.RULES], case
+        assert col(page, "saturation-draw-source", "eff_keys") == [
+            draw[r].effective_keys for r in core.RULES], case
+        assert col(page, "saturation-draw-source", "grad_q") == floored(
+            [draw[r].query_gradient for r in core.RULES]), case
+        assert col(page, "saturation-draw-source", "d_k") == [float(d_k)] * 3, case
+
+        open_tab(page, "3 Gradient")
+        wait_text(page, "gradient-text", prose.plain(
+            prose.gradient_html(d_k, t, n, rho, curves, draw, core.CURVE_DRAWS)))
+
+        open_tab(page, "5 Heads")
+        budget = core.head_budget(charts.BUDGET_WIDTH, t, n, rho)
+        wait_text(page, "budget-text", prose.plain(
+            prose.budget_html(budget, charts.BUDGET_WIDTH, t, n, rho)))
+        for name, values in budget.items():
+            want = floored(values) if name.startswith("grad_q") else np.asarray(values, float).tolist()
+            assert col(page, "head-budget-source", name) == want, (case, name)
+        assert page.evaluate(LINE_WIDTHS) == served_line_widths(rule), case
+        open_tab(page, "One draw")
+    # Reset to Fig. 3, from a tab: the reference setting on the one-draw tab
+    open_tab(page, "2 Saturation")
+    page.get_by_role("button", name="Reset to Fig. 3").click()
+    page.wait_for_function("() => window.__model('sections').active === 0", timeout=10_000)
+    st = core.compute_state(prose.FIG3_D_K, 1.0, prose.FIG3_SEED)
+    page.wait_for_function("(w) => JSON.stringify(window.__col('scaled-weights-source', "
+                           "'weight')) === JSON.stringify(w)", arg=st.scaled.probs.tolist(),
+                           timeout=10_000)
+    assert page.console_errors == []
+    assert [u for u in page.requests if not u.startswith("file://")] == []
+
+
+TRAINING_RANGES = """() => ['training-loss', 'training-gradients'].map((n) => {
+  const f = window.__model(n); return [f.x_range.start, f.x_range.end, f.y_range.start,
+                                       f.y_range.end]; })"""
+
+
+@pytest.mark.browser
+def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(offline_page):
+    page = offline_page
+    open_tab(page, "4 Training")
+    status = "() => window.__model('training-status').text"
+    seeds = export.seed_list(export.DEFAULT_SEEDS)
+    assert page.evaluate(status) == export.OFFLINE_TRAINING.format(seed=seeds[0])
+    page.get_by_text("Train runs one attention head").wait_for()
+    for d_k in (16, 64):
+        show(page, seeds[0], d_k, 1.0, "sqrt")
+        page.get_by_role("button", name="Train").click()
+        runs = {r: core.train(d_k, r, seeds[0], temperature=1.0, steps=charts.TRAINING_STEPS)
+                for r in core.RULES}
+        wait_text(page, "training-text", prose.plain(prose.training_html(runs, d_k, 1.0, 8)))
+        assert col(page, "training-source", "step") == list(range(charts.TRAINING_STEPS + 1))
+        for r, run in runs.items():
+            assert col(page, "training-source", f"loss_{r}") == run.loss, (d_k, r)
+            assert col(page, "training-source", f"grad_wq_{r}") == floored(run.grad_wq), (d_k, r)
+            assert col(page, "training-source", f"grad_wk_{r}") == floored(run.grad_wk), (d_k, r)
+        assert page.evaluate(status) == prose.training_status_html(
+            charts.TRAINING_STEPS, charts.TRAINING_STEPS, d_k, 1.0, 8, True)
+        # the axes as the served page sets them for this run
+        a = charts.Argument()
+        a.show_training(runs)
+        assert page.evaluate(TRAINING_RANGES) == [
+            [f.x_range.start, f.x_range.end, f.y_range.start, f.y_range.end]
+            for f in (a.training_figs["training-loss"], a.training_figs["training-gradients"])]
+    shown = col(page, "training-source", "loss_none")
+    for seed, t in ((seeds[0], 0.5), (seeds[1], 1.0)):       # settings it holds no run of
+        show(page, seed, 64, t, "sqrt")
+        page.get_by_role("button", name="Train").click()
+        page.wait_for_function(f"() => ({status})().startsWith(\"<span class='status' role='status'>No run\")",
+                               timeout=10_000)
+        assert page.evaluate(status) == export.OFFLINE_NO_RUN.format(seed=seeds[0])
+        assert col(page, "training-source", "loss_none") == shown   # the last run stays
+    assert page.console_errors == []
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [375, 1440])
+def test_the_offline_tabs_fit_the_screen_and_pass_axe(browser, exported, width):
+    """Every tab of the offline copy at a phone's and a desktop's width: drawn, nothing
+    scrolls sideways, and axe-core finds no serious or critical violation with it open."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    out, _ = exported
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+        page.add_init_script(INIT)
+        page.goto(out.resolve().as_uri())
+        page.wait_for_function("() => window.__model('sections') !== null", timeout=30_000)
+        for title, name in (("1 Variance", "logit-std"), ("2 Saturation", "saturation-curves"),
+                            ("3 Gradient", "saturation-gradient"),
+                            ("4 Training", "training-loss"), ("5 Heads", "head-budget")):
+            open_tab(page, title)
+            page.wait_for_function(
+                "(n) => { const m = window.__model(n); const v = m && Bokeh.index.find_one(m);"
+                " return v && v.bbox.width > 200 && v.bbox.height > 150; }", arg=name,
+                timeout=15_000)
+            if title == "4 Training":
+                page.get_by_role("button", name="Train").click()
+                page.get_by_text("300 steps of plain SGD").wait_for()
+            page.wait_for_timeout(300)
+            assert page.evaluate(
+                "() => document.documentElement.scrollWidth - window.innerWidth") <= 0, title
+            if title in ("2 Saturation", "4 Training"):
+                found = Axe().run(page).response["violations"]
+                assert [(v["id"], v["impact"]) for v in found
+                        if v["impact"] in ("serious", "critical")] == [], title
+        assert errors == []
+    finally:
+        context.close()

@@ -418,14 +418,21 @@ def test_readme_quotes_the_default_view_as_the_page_shows_it():
 OFFLINE_CLAIMS = [
     (r"Resample cycles through (?P<n>\d+) precomputed draws\.",
      lambda m, payload: int(m["n"]) == len(payload["seeds"]) > 0),
-    (r"It has the one-draw view only: the tabs over many draws and the training run are in "
-     r"the served explorer\.",
-     lambda m, layout: not {"sections", "saturation-curves", "training-loss", "train", "keys",
-                            "align"}
-     & {x.name for x in layout.references()}),
-    (r"This offline copy holds every setting of its controls, precomputed, with eight keys\.",
-     lambda m, payload: len(payload["keys"]) == 8 and payload["states"] == len(payload["seeds"]) * len(core.D_K_VALUES)
-     * len(core.TEMPERATURES) == len(set(map(tuple, _settings(payload))))),
+    (r"This offline copy holds every setting of its controls, precomputed, with eight keys "
+     r"and, in every tab, keys independent of the query \(alignment ρ = 0\)\.",
+     lambda m, payload: len(payload["keys"]) == 8 and payload["align"] == 0.0
+     and payload["states"] == len(payload["seeds"]) * len(core.D_K_VALUES)
+     * len(core.TEMPERATURES) == len(set(map(tuple, _settings(payload))))
+     and set(payload["argument"]["sources"]) == {"variance", "saturation", "gradient", "budget"}),
+    (r"Its training runs are precomputed for every d_k at T = 1 with the first seed\.",
+     lambda m, payload: payload["training_temperature"] == 1.0 and set(
+         payload["argument"]["training"]) == {
+         f"0,{di},{core.TEMPERATURES.index(1.0)}" for di in range(len(core.D_K_VALUES))}),
+    (r"The number of keys, the alignment and training at other settings are in the served "
+     r"explorer\.",
+     lambda m, layout: not {"keys", "align"} & {x.name for x in layout.references()}
+     and {"sections", "saturation-curves", "training-loss", "train", "head-budget"}
+     <= {x.name for x in layout.references()}),
 ]
 
 

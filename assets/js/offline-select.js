@@ -1,18 +1,30 @@
-// The offline copy's one update program, on every control: decodes the packed states once
-// (cached on the payload-holding model), then assigns each source's data in place.
+// The offline copy's one update program: on every control, the tabs and the Train button
+// (action "change"), and once when the page is shown (action "ready"). Inflates the packed
+// states once (gzip, the browser's DecompressionStream; cached on the payload-holding model),
+// then assigns the data of the sources of the one draw and of the tab shown, in place.
 if (holder.__attn == null) {
-  const bytes = (b64) => { const s = atob(b64), a = new Uint8Array(s.length);
-                           for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i);
-                           return a.buffer; };
-  const P = JSON.parse(holder.tags[0]);
-  P.F = new Float64Array(bytes(P.floats));
-  P.I = new Uint16Array(bytes(P.ints));
-  delete P.floats; delete P.ints;
-  holder.__attn = P;
+  const inflate = (b64) => {
+    const s = atob(b64), a = new Uint8Array(s.length);
+    for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i);
+    return new Response(new Blob([a]).stream().pipeThrough(new DecompressionStream('gzip')))
+      .arrayBuffer();
+  };
+  holder.__attn = Promise.all(holder.tags.map(inflate)).then(([json, planes, ints]) => {
+    const P = JSON.parse(new TextDecoder().decode(json));
+    // the float64s come as 8 byte planes: byte k of value i at k * n + i
+    const b = new Uint8Array(planes), n = b.length / 8, f = new Uint8Array(b.length);
+    for (let k = 0; k < 8; k++) {
+      for (let i = 0, j = k * n; i < n; i++) f[8 * i + k] = b[j + i];
+    }
+    P.F = new Float64Array(f.buffer);
+    P.I = new Uint16Array(ints);
+    // the setting each tab of the argument shows: the one the page was written with
+    const [di, ti, si, v] = shown;
+    P.shown = {};
+    for (const key of P.argument.tabs.slice(1)) P.shown[key] = [si, di, ti, v].join();
+    return P;
+  });
 }
-const P = holder.__attn, F = P.F, I = P.I, n = P.keys.length;
-const nd = P.d_k.length, nt = P.temperatures.length, nr = P.rules.length;
-const si = seed.value, di = dk.value, ti = temp.value, v = rule.active;
 const assign = (src, obj) => {
   const old = src.data;
   if (old instanceof Map) {
@@ -23,50 +35,125 @@ const assign = (src, obj) => {
     src.data = Object.assign({}, old, obj);
   }
 };
-const record = (v) => {
-  const rec = ((si * nd + di) * nt + ti) * nr + v;
-  const f = F.subarray(rec * P.record_floats, (rec + 1) * P.record_floats);
-  const i = I.subarray(rec * P.record_ints, (rec + 1) * P.record_ints);
-  const jac = new Array(n * n);
-  for (let a = 0; a < n; a++) {
-    for (let b = 0; b < n; b++) jac[a * n + b] = a === b ? f[2 * n + a] : -(f[a] * f[b]);
-  }
-  const off = P.logit_offset + ((si * nd + di) * nr + v) * n;
-  const [alpha, line] = P.styles[i[0]];
-  const [top, align, text] = P.labels[i[1]];
-  const weight = Array.from(f.subarray(0, n));
-  const fields = {};
-  P.fields.forEach((name, k) => { fields[name] = P.strings[i[3 + n + k]]; });
-  const cell_text = Array.from({length: n}, (_, k) => P.strings[i[3 + k]]);
-  return {
-    bars: {logit: Array.from(F.subarray(off, off + n)), weight: weight,
-           pq: Array.from({length: n}, (_, k) => jac[k * n + k]),
-           gq: Array.from(f.subarray(n, 2 * n)),
-           alpha: alpha.slice(), line: line.slice(),
-           label: Array.from({length: n}, (_, k) => k === top ? text : ''),
-           align: Array.from({length: n}, (_, k) => k === top ? align : 'center'),
-           label_alpha: Array.from({length: n}, (_, k) => k === top ? P.label_alpha : 0)},
-    jacobian: {value: jac},
-    labels: {text: cell_text, ink: P.inks[i[2]].slice()},
-    fields: fields,
+
+const oneDraw = (P) => {
+  const F = P.F, I = P.I, n = P.keys.length;
+  const nd = P.d_k.length, nt = P.temperatures.length, nr = P.rules.length;
+  const si = seed.value, di = dk.value, ti = temp.value, v = rule.active;
+  const at = (d, w) => ((si * nd + d) * nt + ti) * nr + w;
+  const record = (w) => {
+    const rec = at(di, w);
+    const f = F.subarray(rec * P.record_floats, (rec + 1) * P.record_floats);
+    const i = I.subarray(rec * P.record_ints, (rec + 1) * P.record_ints);
+    const jac = new Array(n * n);
+    for (let a = 0; a < n; a++) {
+      for (let b = 0; b < n; b++) jac[a * n + b] = a === b ? f[2 * n + a] : -(f[a] * f[b]);
+    }
+    const off = P.logit_offset + ((si * nd + di) * nr + w) * n;
+    const [alpha, line] = P.styles[i[0]];
+    const [top, align, text] = P.labels[i[1]];
+    const weight = Array.from(f.subarray(0, n));
+    const fields = {};
+    P.fields.forEach((name, k) => { fields[name] = P.strings[i[3 + n + k]]; });
+    const cell_text = Array.from({length: n}, (_, k) => P.strings[i[3 + k]]);
+    return {
+      bars: {logit: Array.from(F.subarray(off, off + n)), weight: weight,
+             pq: Array.from({length: n}, (_, k) => jac[k * n + k]),
+             gq: Array.from(f.subarray(n, 2 * n)),
+             alpha: alpha.slice(), line: line.slice(),
+             label: Array.from({length: n}, (_, k) => k === top ? text : ''),
+             align: Array.from({length: n}, (_, k) => k === top ? align : 'center'),
+             label_alpha: Array.from({length: n}, (_, k) => k === top ? P.label_alpha : 0)},
+      jacobian: {value: jac},
+      labels: {text: cell_text, ink: P.inks[i[2]].slice()},
+      fields: fields,
+    };
   };
+  const s = record(P.rules.indexOf('sqrt')), u = record(P.rules.indexOf('none'));
+  const act = record(v);
+  // the p(1 - p) sweep, key by key across the widths: every width's Jacobian diagonal
+  const sweep = new Array(n * nd);
+  for (let d = 0; d < nd; d++) {
+    const base = at(d, v) * P.record_floats + 2 * n;
+    for (let k = 0; k < n; k++) sweep[k * nd + d] = F[base + k];
+  }
+  assign(src.scaled_bars, s.bars);
+  assign(src.unscaled_bars, u.bars);
+  assign(src.jacobian, act.jacobian);
+  assign(src.labels, act.labels);
+  assign(src.sweep, {value: sweep});
+  assign(src.marker, {width: [String(P.d_k[di])]});
+  const styling = P.styling[P.rules[v]];
+  for (const name in styling) {
+    const fig = figs[name], st = styling[name];
+    if (fig.title.text !== st.title) fig.title.text = st.title;
+    fig.outline_line_color = st.outline_line_color;
+    fig.outline_line_width = st.outline_line_width;
+  }
+  const names = Object.keys(act.fields);
+  text_source.data = new Map([['field', names], ['value', names.map((k) => act.fields[k])]]);
+  seed_div.text = "<span class='seed'>seed <code>" + P.seeds[si] + "</code></span>";
 };
-const s = record(P.rules.indexOf('sqrt')), u = record(P.rules.indexOf('none'));
-const act = record(v);
-const m = nd * n, off = P.sweep_offset + ((si * nt + ti) * nr + v) * m;
-assign(src.scaled_bars, s.bars);
-assign(src.unscaled_bars, u.bars);
-assign(src.jacobian, act.jacobian);
-assign(src.labels, act.labels);
-assign(src.sweep, {value: Array.from(F.subarray(off, off + m))});
-assign(src.marker, {width: [String(P.d_k[di])]});
-const styling = P.styling[P.rules[v]];
-for (const name in styling) {
-  const fig = figs[name], st = styling[name];
-  if (fig.title.text !== st.title) fig.title.text = st.title;
-  fig.outline_line_color = st.outline_line_color;
-  fig.outline_line_width = st.outline_line_width;
+
+// The argument's blocks: the columns of a source at one setting, and a text's paragraphs.
+const block = (P, name, index) => {
+  const b = P.argument.blocks[name], out = {};
+  let o = b.offset + index * b.width;
+  b.columns.forEach((c, k) => { out[c] = Array.from(P.F.subarray(o, o + b.lengths[k]));
+                                o += b.lengths[k]; });
+  return out;
+};
+const paragraphs = (P, key, index) =>
+  P.argument.texts[key][index].map((k) => P.paragraphs[k]).join('');
+
+const argument = (P) => {
+  const A = P.argument, key = P.argument.tabs[tabs.active];
+  if (!(key in A.sources)) return;          // the one draw, the training run
+  const si = seed.value, di = dk.value, ti = temp.value, v = rule.active;
+  const setting = [si, di, ti, v].join();
+  if (P.shown[key] === setting) return;
+  const nt = P.temperatures.length, nd = P.d_k.length;
+  const index = {width: di, temperature: ti, setting: (si * nd + di) * nt + ti};
+  const widths = A.widths[P.rules[v]];
+  lines.forEach((line, k) => {
+    if (line.glyph.line_width !== widths[k]) line.glyph.line_width = widths[k];
+  });
+  for (const [name, by] of A.sources[key]) assign(sources[name], block(P, name, index[by]));
+  texts[key].text = paragraphs(P, key, index[A.text_index[key]]);
+  P.shown[key] = setting;
+};
+
+const training = (P) => {
+  const A = P.argument;
+  const rec = A.training[[seed.value, dk.value, temp.value].join()];
+  if (rec === undefined) {
+    status.text = A.no_run;
+    return;
+  }
+  assign(sources['training-source'], block(P, 'training-source', rec));
+  const ranges = A.training_ranges[rec];
+  for (const name in ranges) {
+    for (const r in ranges[name]) {
+      const range = training_figs[name][r], [start, end] = ranges[name][r];
+      if (range.start !== start) range.start = start;
+      if (range.end !== end) range.end = end;
+    }
+  }
+  texts.training.text = paragraphs(P, 'training', rec);
+  status.text = A.training_status[rec];
+};
+
+if (action === 'change') {
+  const origin = cb_obj.origin != null ? cb_obj.origin : cb_obj;
+  if (origin === tabs && tabs.active !== 0 && tabs.tabs[1] !== panels[1]) {
+    tabs.tabs = panels;            // the argument's charts, drawn when first asked for
+  }
+  holder.__attn.then((P) => {
+    if (origin === train) {
+      training(P);
+    } else {
+      if (origin !== tabs) oneDraw(P);
+      argument(P);
+    }
+  });
 }
-const names = Object.keys(act.fields);
-text_source.data = new Map([['field', names], ['value', names.map((k) => act.fields[k])]]);
-seed_div.text = "<span class='seed'>seed <code>" + P.seeds[si] + "</code></span>";

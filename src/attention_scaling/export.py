@@ -2,20 +2,26 @@
 
 Every setting of the controls (seeds x widths x temperatures x the three rules) is computed by
 :mod:`core` and turned into exactly the columns and texts the served page shows (the same
-``charts.*_data`` functions and text fields), packed, and carried by the shared
-:class:`charts.View`, which one JavaScript program (assets/js/offline-select.js) points at the
-chosen setting. No server, no network: every script and style is inside the file.
+``charts.*_data`` functions, text fields and ``View.draw_tab`` / ``View.show_training``),
+packed, and carried by the shared :class:`charts.View`, which one JavaScript program
+(assets/js/offline-select.js) points at the chosen setting. No server, no network: every
+script and style is inside the file.
 
 Packing: ``floats``, one float64 array of the exact values (per record the 8 weights, the 8
 gradients to the query and the Jacobian's diagonal, whose other entries -p_i p_j the browser
-rebuilds bit for bit; then the logits per seed, width and rule; then the p(1 - p) sweeps);
-``ints``, per record indices into small tables of the distinct styles, labels and texts.
+rebuilds bit for bit, as it rebuilds the p(1 - p) sweep from the diagonals of the 25 widths;
+then the logits per seed, width and rule; then the argument's data sources, one block per
+source and setting); ``ints``, per record indices into small tables of the distinct styles,
+labels and texts; everything else as JSON. The three are gzipped (the float64s byte plane by
+byte plane) and base64-encoded; the browser inflates them with ``DecompressionStream``.
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
 import json
+import re
 import time
 from pathlib import Path
 
@@ -27,15 +33,16 @@ from bokeh.models import CustomJS, Div, Spinner
 from bokeh.resources import INLINE
 
 from . import core
-from .charts import (KEY_LABELS, LABEL_ALPHA, Charts, View, bar_data, diagonal_label_data,
-                     jacobian_data, max_label, script, sweep_data)
+from .charts import (KEY_LABELS, LABEL_ALPHA, TABS, TRAINING_STEPS, Charts, View, bar_data,
+                     diagonal_label_data, jacobian_data, max_label, script, sweep_data)
 from .state import CONTROLS, ExplorerState
 from .text import FIG3_D_K, FIG3_SEED, TITLE, guide_html
 
 #: Largest file the export may write; every state of 4 seeds fits in it.
 MAX_BYTES = 5_000_000
 DEFAULT_SEEDS = 4
-#: Each seed adds ~0.5 MB of exact float64 data and texts on top of ~1.7 MB of BokehJS.
+#: Each seed adds ~0.5 MB of exact data and texts, gzipped, on top of ~2.6 MB: BokehJS (~1.7
+#: MB), the argument's charts and the training runs.
 MAX_SEEDS = 4
 N = core.N_KEYS
 _RECORD_FLOATS = 3 * N                     # weights, ||dp_i/dq||, Jacobian diagonal
@@ -44,11 +51,25 @@ _DIAG_TEXTS = N
 
 #: The controls the offline copy holds every setting of (eight keys, as in Fig. 3).
 OFFLINE_CONTROLS = ("d_k", "rule", "temperature", "seed")
+#: The argument's settings the offline copy has no control for: eight keys, no alignment.
+OFFLINE_ALIGN = 0.0
+#: The training runs it holds: every width at this temperature, from the first seed.
+TRAINING_TEMPERATURE = 1.0
 
-#: The offline copy's last sentence of the caption.
+#: The offline copy's last sentences of the caption.
 OFFLINE_NOTE = ("This offline copy holds every setting of its controls, precomputed, with "
-                "eight keys. It has the one-draw view only: the tabs over many draws and the "
-                "training run are in the served explorer.")
+                "eight keys and, in every tab, keys independent of the query (alignment ρ = 0). "
+                "Its training runs are precomputed for every d_k at T = 1 with the first seed. "
+                "The number of keys, the alignment and training at other settings are in the "
+                "served explorer.")
+
+#: The line beside the Train button offline: before a run, and at a setting it has none of.
+OFFLINE_TRAINING = ("<span class='status' role='status'>Offline, Train shows a run "
+                    "precomputed by the same code: one for every d<sub>k</sub> at T = 1 with "
+                    "seed {seed}.</span>")
+OFFLINE_NO_RUN = ("<span class='status' role='status'>No run at this setting: this offline "
+                  "copy holds training runs at T = 1 with seed {seed} only (every "
+                  "d<sub>k</sub>). The served explorer trains at any setting.</span>")
 
 
 def seed_list(n: int) -> list[int]:
@@ -76,8 +97,120 @@ class _Table:
         return self._index[key]
 
 
-def _b64(array: np.ndarray, dtype: str) -> str:
-    return base64.b64encode(np.ascontiguousarray(array, dtype=dtype).tobytes()).decode("ascii")
+def _packed(data: bytes) -> str:
+    """``data`` gzipped (no timestamp: the same file every run) and base64-encoded."""
+    return base64.b64encode(gzip.compress(data, 9, mtime=0)).decode("ascii")
+
+
+def _planes(array: np.ndarray) -> bytes:
+    """Little-endian float64s as 8 byte planes (every value's first byte, then every second
+    byte, ...): the signs and exponents side by side, which gzip packs far better."""
+    raw = np.ascontiguousarray(array, dtype="<f8").view(np.uint8).reshape(-1, 8)
+    return np.ascontiguousarray(raw.T).tobytes()
+
+
+class _Blocks:
+    """The numeric columns of data sources, one block per source: for each setting, in order,
+    the columns set by the served page's own drawing code."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[np.ndarray]] = {}
+        self.shape: dict[str, tuple[list[str], list[int]]] = {}
+
+    def add(self, source) -> None:
+        columns = {k: v for k, v in source.data.items()
+                   if len(v) and not isinstance(v[0], str)}
+        shape = (list(columns), [len(v) for v in columns.values()])
+        if self.shape.setdefault(source.name, shape) != shape:
+            raise AssertionError(f"{source.name}: columns changed between settings")
+        self.rows.setdefault(source.name, []).append(
+            np.concatenate([np.asarray(v, dtype=float) for v in columns.values()]))
+
+    def pack(self, start: int) -> tuple[np.ndarray, dict]:
+        """The blocks as one array, and where each one starts (counted from ``start``)."""
+        arrays, meta = [], {}
+        for name, rows in self.rows.items():
+            columns, lengths = self.shape[name]
+            meta[name] = dict(columns=columns, lengths=lengths, width=sum(lengths),
+                              offset=start + sum(a.size for a in arrays))
+            arrays.append(np.concatenate(rows))
+        return np.concatenate(arrays), meta
+
+
+def _paragraphs(markup: str, table: _Table) -> list[int]:
+    """A text as indices of its paragraphs (many settings share some) into ``table``."""
+    return [table.add(p) for p in re.split(r"(?<=</p>)", markup) if p]
+
+
+def training_runs(seed: int) -> dict[int, dict]:
+    """The runs the offline copy holds, as the served page's Train button runs them:
+    d_k -> rule -> core.TrainingRun taken to its end, at TRAINING_TEMPERATURE from ``seed``."""
+    return {d_k: {rule: core.train(d_k, rule, seed, temperature=TRAINING_TEMPERATURE,
+                                   steps=TRAINING_STEPS) for rule in core.RULES}
+            for d_k in core.D_K_VALUES}
+
+
+def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
+    """The argument's tabs at every setting, as the served page draws them
+    (View.draw_tab, View.show_training on a View of its own): their sources' blocks and,
+    as JSON, their texts, which source each tab sets at which index, the highlighted lines'
+    widths per rule and the training runs' index, ranges and status lines."""
+    d_ks, temps, nd, nt = core.D_K_VALUES, core.TEMPERATURES, len(core.D_K_VALUES), len(core.TEMPERATURES)
+    view = View(values={c.name: c.default for c in CONTROLS})
+    view.build_argument()
+    a, texts = view.argument, view.section_texts
+    blocks = _Blocks()
+    text: dict[str, list] = {key: [] for key, _ in TABS[1:]}
+    setting = (seeds[0], N, OFFLINE_ALIGN, "sqrt")
+    for d_k in d_ks:
+        view.draw_tab("variance", d_k, 1.0, *setting)
+        blocks.add(a.hist_source)
+        blocks.add(a.width_source)
+        text["variance"].append(_paragraphs(texts["variance"].text, table))
+    for t in temps:
+        view.draw_tab("budget", d_ks[0], t, *setting)
+        blocks.add(a.budget_source)
+        text["budget"].append(_paragraphs(texts["budget"].text, table))
+    for si, seed in enumerate(seeds):
+        for d_k in d_ks:
+            for t in temps:
+                for key in ("saturation", "gradient"):
+                    view.draw_tab(key, d_k, t, seed, N, OFFLINE_ALIGN, "sqrt")
+                    text[key].append(_paragraphs(texts[key].text, table))
+                if si == 0 and d_k == d_ks[0]:
+                    blocks.add(a.curves_source)
+                blocks.add(a.draw_source)
+    lines = [line for r in core.RULES for line in a.rule_lines[r]]
+    widths = {}
+    for rule in core.RULES:
+        a.highlight(rule)
+        widths[rule] = [line.glyph.line_width for line in lines]
+    runs = training_runs(seeds[0])
+    ranges, status, ti = [], [], temps.index(TRAINING_TEMPERATURE)
+    figs = a.training_figs
+    for d_k in d_ks:
+        view.show_training(runs[d_k], d_k, TRAINING_TEMPERATURE, N)
+        blocks.add(a.training_source)
+        text["training"].append(_paragraphs(texts["training"].text, table))
+        status.append(view.training_status.text)
+        ranges.append({name: {r: [getattr(fig, r).start, getattr(fig, r).end]
+                              for r in ("x_range", "y_range")} for name, fig in figs.items()})
+    meta = dict(
+        texts=text, widths=widths,
+        sources={"variance": [["logit-histogram-source", "width"],
+                              ["logit-width-source", "width"]],
+                 "saturation": [["saturation-curves-source", "temperature"],
+                                ["saturation-draw-source", "setting"]],
+                 "gradient": [["saturation-curves-source", "temperature"],
+                              ["saturation-draw-source", "setting"]],
+                 "budget": [["head-budget-source", "temperature"]]},
+        text_index={"variance": "width", "saturation": "setting", "gradient": "setting",
+                    "budget": "temperature"},
+        training={f"0,{di},{ti}": di for di in range(nd)}, training_ranges=ranges,
+        training_status=status,
+        no_run=OFFLINE_NO_RUN.format(seed=seeds[0]),
+        tabs=[key for key, _ in TABS])
+    return blocks, meta
 
 
 def _jacobian(weights: list[float], diagonal: list[float]) -> np.ndarray:
@@ -114,7 +247,6 @@ def build_payload(seeds: list[int]) -> dict:
     n_ints = _INT_HEAD + _DIAG_TEXTS + len(fields_order)
     rec_floats = np.empty((n_rec, _RECORD_FLOATS))
     logits = np.empty((len(seeds), nd, nr, N))
-    sweeps = np.empty((len(seeds), nt, nr, N * nd))
     ints = np.empty((n_rec, n_ints), dtype=np.uint16)
     styles, labels, inks, strings = _Table(), _Table(), _Table(), _Table()
     for si, seed in enumerate(seeds):
@@ -133,12 +265,14 @@ def build_payload(seeds: list[int]) -> dict:
                     if (not np.array_equal(jac, _jacobian(bars["weight"], bars["pq"]))
                             or bars["pq"] != np.diag(jac).tolist()):
                         raise AssertionError("Jacobian is not diag(p(1-p)) - p_i p_j exactly")
+                    # the sweep is every width's diagonal: the browser puts it together
+                    sweep = np.asarray(sweep_data(state, rule)["value"]).reshape(N, nd)
+                    if not np.array_equal(sweep[:, di], bars["pq"]):
+                        raise AssertionError("the sweep is not the diagonals of its widths")
                     rec_floats[rec, :N] = bars["weight"]
                     rec_floats[rec, N:2 * N] = bars["gq"]
                     rec_floats[rec, 2 * N:] = bars["pq"]
                     logits[si, di, var] = bars["logit"]
-                    if di == 0:
-                        sweeps[si, ti, var] = sweep_data(state, rule)["value"]
                     text, align = max_label(v)
                     explorer.rule = rule
                     fields = explorer.text_fields()
@@ -149,15 +283,20 @@ def build_payload(seeds: list[int]) -> dict:
                         *(strings.add(t) for t in cells["text"]),
                         *(strings.add(fields[k]) for k in fields_order),
                     ]
-    floats = np.concatenate([rec_floats.ravel(), logits.ravel(), sweeps.ravel()])
+    paragraphs = _Table()
+    blocks, argument = _argument(seeds, paragraphs)
+    start = rec_floats.size + logits.size
+    argument_floats, argument["blocks"] = blocks.pack(start)
+    floats = np.concatenate([rec_floats.ravel(), logits.ravel(), argument_floats])
     return dict(
         seeds=seeds, d_k=list(d_ks), temperatures=list(temps), keys=KEY_LABELS,
         fields=fields_order, styles=styles.items, labels=labels.items, inks=inks.items,
         strings=strings.items, styling=_styling(),
-        record_floats=_RECORD_FLOATS, record_ints=n_ints,
-        logit_offset=rec_floats.size, sweep_offset=rec_floats.size + logits.size,
+        record_floats=_RECORD_FLOATS, record_ints=n_ints, logit_offset=rec_floats.size,
         rules=list(core.RULES), states=n_rec // nr, records=n_rec, label_alpha=LABEL_ALPHA,
-        floats=_b64(floats, "<f8"), ints=_b64(ints.ravel(), "<u2"),
+        argument=argument, paragraphs=paragraphs.items, align=OFFLINE_ALIGN,
+        training_temperature=TRAINING_TEMPERATURE,
+        floats=floats, ints=ints.ravel(),
     )
 
 
@@ -173,11 +312,20 @@ def build_view(payload: dict, seeds: list[int]) -> View:
     view = View(
         values={c.name: getattr(explorer, c.name) for c in CONTROLS},
         subtitle="offline copy", caption_extra=OFFLINE_NOTE, buttons=("resample", "fig3"),
-        argument=False, controls=OFFLINE_CONTROLS,
+        controls=OFFLINE_CONTROLS,
         guide=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."))
     charts = view.charts
     charts.update(explorer.result, "sqrt", explorer.text_fields())
     view.show_seed(seeds[0])
+    # the argument's panels join the tabs when a reader first opens one of them (as on the
+    # served page): until then the page draws only the one draw
+    waiting = list(view.tabs.tabs)
+    view.build_argument()
+    panels, view.tabs.tabs = list(view.tabs.tabs), waiting
+    for key, _title in TABS[1:]:
+        if key != "training":
+            view.draw_tab(key, FIG3_D_K, 1.0, seeds[0], N, OFFLINE_ALIGN, "sqrt")
+    view.training_status.text = OFFLINE_TRAINING.format(seed=seeds[0])
     dk, temp, rule = (view.widgets[name] for name in ("d_k", "temperature", "rule"))
     # The seed position lives in a hidden spinner so the one callback can watch it.
     seed = Spinner(low=0, high=len(seeds) - 1, step=1, value=0, visible=False, name="seed-index")
@@ -185,28 +333,40 @@ def build_view(payload: dict, seeds: list[int]) -> View:
     view.buttons["resample"].js_on_event("button_click", CustomJS(
         args=dict(seed=seed, n=len(seeds)), code=script("offline-resample")))
     view.buttons["fig3"].js_on_event("button_click", CustomJS(
-        args=dict(seed=seed, dk=dk, temp=temp, rule=rule,
+        args=dict(seed=seed, dk=dk, temp=temp, rule=rule, tabs=view.tabs,
                   positions=[d_ks.index(FIG3_D_K), temps.index(1.0), core.RULES.index("sqrt")]),
         code=script("offline-fig3")))
-    select = CustomJS(
-        args=dict(
-            holder=_PayloadHolder(payload), seed=seed, dk=dk, temp=temp, rule=rule,
-            src=dict(scaled_bars=charts.scaled_source, unscaled_bars=charts.unscaled_source,
-                     jacobian=charts.jacobian_source, labels=charts.jacobian_labels_source,
-                     sweep=charts.diagonal_source, marker=charts.marker_source),
-            figs=dict(charts.figures), text_source=charts.text_source, seed_div=view.seed_div,
-        ),
-        code=script("offline-select"),
-    )
-    for widget, prop in ((dk, "value"), (temp, "value"), (seed, "value"), (rule, "active")):
+    a = view.argument
+    args = dict(
+        holder=_PayloadHolder(payload), seed=seed, dk=dk, temp=temp, rule=rule,
+        src=dict(scaled_bars=charts.scaled_source, unscaled_bars=charts.unscaled_source,
+                 jacobian=charts.jacobian_source, labels=charts.jacobian_labels_source,
+                 sweep=charts.diagonal_source, marker=charts.marker_source),
+        figs=dict(charts.figures), text_source=charts.text_source, seed_div=view.seed_div,
+        tabs=view.tabs, panels=panels, train=view.train_button, status=view.training_status,
+        sources={s.name: s for s in (a.hist_source, a.width_source, a.curves_source,
+                                     a.draw_source, a.budget_source, a.training_source)},
+        texts=view.section_texts, training_figs=dict(a.training_figs),
+        lines=[line for r in core.RULES for line in a.rule_lines[r]],
+        shown=[d_ks.index(FIG3_D_K), temps.index(1.0), 0, core.RULES.index("sqrt")])
+    select = CustomJS(args=dict(args, action="change"), code=script("offline-select"))
+    for widget, prop in ((dk, "value"), (temp, "value"), (seed, "value"), (rule, "active"),
+                         (view.tabs, "active")):
         widget.js_on_change(prop, select)
+    view.train_button.js_on_event("button_click", select)
+    # inflate the payload as soon as the page is shown, before the first change
+    view.ready.append(CustomJS(args=dict(args, action="ready"), code=script("offline-select")))
     return view
 
 
 def _PayloadHolder(payload: dict) -> Div:
-    """A hidden model carrying the packed states as one JSON string (``text_payload`` in JS)."""
+    """A hidden model carrying the packed states (see the module docstring): gzipped JSON,
+    float64s and uint16s, each base64-encoded, in its tags."""
     holder = Div(text="", visible=False, name="export-payload", disable_math=True)
-    holder.tags = [json.dumps(payload, separators=(",", ":"), allow_nan=False)]
+    meta = {k: v for k, v in payload.items() if k not in ("floats", "ints")}
+    holder.tags = [_packed(json.dumps(meta, separators=(",", ":"), allow_nan=False).encode()),
+                   _packed(_planes(payload["floats"])),
+                   _packed(np.ascontiguousarray(payload["ints"], dtype="<u2").tobytes())]
     return holder
 
 

@@ -4,7 +4,7 @@ following the controls, and a training run that grows while it runs and ends as 
 import pytest
 from conftest import column, open_app
 
-from attention_scaling import core
+from attention_scaling import charts, core
 from attention_scaling.charts import BUDGET_WIDTH, TRAINING_STEPS
 
 pytestmark = pytest.mark.browser
@@ -91,6 +91,27 @@ def test_the_visible_tab_follows_the_controls(page, server):
                 [draw[r].max_weight for r in core.RULES])
     assert "keys=12" in page.url and "align=0.1" in page.url
     page.get_by_text("12 keys, the first aligned with the query by ρ = 0.1").first.wait_for()
+    assert page.console_errors == []
+
+
+LINE_WIDTHS = """(n) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n);
+  if (m) return m.renderers.filter((r) => r.glyph.type === 'Line').map((r) => {
+    const w = r.glyph.line_width; return typeof w === 'object' ? w.value : w; }); } }"""
+
+
+def test_the_rule_the_model_uses_is_highlighted_on_the_open_tab(page, server):
+    """Changing the rule on an argument tab redraws its lines: the rule's thick, as
+    Argument.highlight draws them (the setting of the curves is the same)."""
+    open_app(page, server)
+    show_tab(page, "2 Saturation")
+    for label, rule in (("unscaled", "none"), ("÷d_k", "linear")):
+        page.get_by_role("button", name=label, exact=True).click()
+        a = charts.Argument()
+        a.highlight(rule)
+        want = [r.glyph.line_width for r in a.curve_figs["saturation-curves"].renderers
+                if type(r.glyph).__name__ == "Line"]
+        page.wait_for_function(f"(w) => JSON.stringify(({LINE_WIDTHS})('saturation-curves')) "
+                               "=== JSON.stringify(w)", arg=want, timeout=10_000)
     assert page.console_errors == []
 
 

@@ -160,7 +160,7 @@ class Explorer(pn.viewable.Viewer):
             args=dict(button=buttons["copy"]), code=script("copy-link")))
         # the argument's tabs: built when one is first shown, then drawn when shown (a
         # change redraws only the visible one)
-        self._shown: dict[str, tuple] = {}
+        self._shown: dict[str, tuple] = {}     # per tab: (argument_setting, rule) drawn
         self._training = None
         self._refresh()
         # the number of keys changes the result; the alignment and the tab leave the one
@@ -199,7 +199,7 @@ class Explorer(pn.viewable.Viewer):
                 for other, _title in TABS[1:]:     # drawn once, each: no empty chart
                     if other != key:
                         self._draw(other)
-            if self._shown.get(key) != self.argument_setting():
+            if self._shown.get(key) != (self.argument_setting(), self.state.rule):
                 self._draw(key)
 
     def _wire_argument(self, view) -> None:
@@ -209,7 +209,7 @@ class Explorer(pn.viewable.Viewer):
         setting = self.argument_setting()
         d_k, t, seed, n, rho = setting
         self.view.draw_tab(key, d_k, t, seed, n, rho, self.state.rule)
-        self._shown[key] = setting
+        self._shown[key] = (setting, self.state.rule)    # the rule's lines are highlighted
 
     def start_training(self) -> None:
         """Train one head under each rule at the current d_k, T and keys, from the state's

@@ -155,7 +155,7 @@ def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
     (View.draw_tab, View.show_training on a View of its own): their sources' blocks and,
     as JSON, their texts, which source each tab sets at which index, the highlighted lines'
     widths per rule and the training runs' index, ranges and status lines."""
-    d_ks, temps, nd, nt = core.D_K_VALUES, core.TEMPERATURES, len(core.D_K_VALUES), len(core.TEMPERATURES)
+    d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
     view = View(values={c.name: c.default for c in CONTROLS})
     view.build_argument()
     a, texts = view.argument, view.section_texts
@@ -206,7 +206,7 @@ def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
                  "budget": [["head-budget-source", "temperature"]]},
         text_index={"variance": "width", "saturation": "setting", "gradient": "setting",
                     "budget": "temperature"},
-        training={f"0,{di},{ti}": di for di in range(nd)}, training_ranges=ranges,
+        training={f"0,{di},{ti}": di for di in range(len(d_ks))}, training_ranges=ranges,
         training_status=status,
         no_run=OFFLINE_NO_RUN.format(seed=seeds[0]),
         tabs=[key for key, _ in TABS])

@@ -35,8 +35,10 @@ const record = (v) => {
   const [alpha, line] = P.styles[i[0]];
   const [top, align, text] = P.labels[i[1]];
   const weight = Array.from(f.subarray(0, n));
-  const fields = {};
-  P.fields.forEach((name, k) => { fields[name] = P.strings[i[3 + n + k]]; });
+  const varying = {};
+  P.fields.forEach((name, k) => { varying[name] = P.strings[i[3 + n + k]]; });
+  const fields = {};      // in the served page's order
+  for (const name of P.field_order) fields[name] = name in varying ? varying[name] : P.constant_fields[name];
   const cell_text = Array.from({length: n}, (_, k) => P.strings[i[3 + k]]);
   return {
     bars: {logit: Array.from(F.subarray(off, off + n)), weight: weight,

@@ -653,8 +653,9 @@ class View:
         if argument_rows:
             argument_rows.insert(0, Div(
                 text="<h4 class='group'>Over many draws</h4><small>The alignment sets the "
-                     "Saturation, Gradient and Heads tabs; the One draw, Variance and Training "
-                     "tabs keep the keys independent of the query.</small>", stylesheets=css, disable_math=True, margin=(12, 10, 0, 10),
+                     "One draw, Saturation, Gradient and Heads tabs; the Variance and Training "
+                     "tabs keep the keys independent of the query.</small>", stylesheets=css,
+                disable_math=True, margin=(12, 10, 0, 10),
                 sizing_mode="stretch_width"))
         self.seed_div = Div(text="", stylesheets=css, disable_math=True, name="seed",
                             margin=(4, 10))

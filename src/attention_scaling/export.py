@@ -9,7 +9,8 @@ chosen setting. No server, no network: every script and style is inside the file
 Packing: ``floats``, one float64 array of the exact values (per record the 8 weights, the 8
 gradients to the query and the Jacobian's diagonal, whose other entries -p_i p_j the browser
 rebuilds bit for bit; then the logits per seed, width and rule; then the p(1 - p) sweeps);
-``ints``, per record indices into small tables of the distinct styles, labels and texts.
+``ints``, per record indices into small tables of the distinct styles, labels and texts (a
+text field with one value over the whole grid is stored once, in ``constant_fields``).
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ def build_payload(seeds: list[int]) -> dict:
     n_rec = len(seeds) * nd * nt * nr
     explorer = ExplorerState()
     fields_order = list(explorer.text_fields())
-    n_ints = _INT_HEAD + _DIAG_TEXTS + len(fields_order)
+    n_head = _INT_HEAD + _DIAG_TEXTS
+    n_ints = n_head + len(fields_order)
     rec_floats = np.empty((n_rec, _RECORD_FLOATS))
     logits = np.empty((len(seeds), nd, nr, N))
     sweeps = np.empty((len(seeds), nt, nr, N * nd))
@@ -150,11 +152,18 @@ def build_payload(seeds: list[int]) -> dict:
                         *(strings.add(fields[k]) for k in fields_order),
                     ]
     floats = np.concatenate([rec_floats.ravel(), logits.ravel(), sweeps.ravel()])
+    # a text field with one value over the whole grid is stored once, not per record
+    same = [k for k in range(len(fields_order))
+            if (ints[:, n_head + k] == ints[0, n_head + k]).all()]
+    constants = {fields_order[k]: strings.items[ints[0, n_head + k]] for k in same}
+    keep = [c for c in range(n_ints) if c - n_head not in same]
+    ints = ints[:, keep]
     return dict(
         seeds=seeds, d_k=list(d_ks), temperatures=list(temps), keys=KEY_LABELS,
-        fields=fields_order, styles=styles.items, labels=labels.items, inks=inks.items,
+        fields=[f for f in fields_order if f not in constants], constant_fields=constants,
+        field_order=fields_order, styles=styles.items, labels=labels.items, inks=inks.items,
         strings=strings.items, styling=_styling(),
-        record_floats=_RECORD_FLOATS, record_ints=n_ints,
+        record_floats=_RECORD_FLOATS, record_ints=len(keep),
         logit_offset=rec_floats.size, sweep_offset=rec_floats.size + logits.size,
         rules=list(core.RULES), states=n_rec // nr, records=n_rec, label_alpha=LABEL_ALPHA,
         floats=_b64(floats, "<f8"), ints=_b64(ints.ravel(), "<u2"),

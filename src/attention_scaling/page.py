@@ -168,10 +168,10 @@ class Explorer(pn.viewable.Viewer):
         self._shown: dict[str, tuple] = {}
         self._training = None
         self._refresh()
-        # the number of keys changes the result; the alignment and the tab leave the one
-        # draw as it is and change only the address and the argument's tabs
+        # the number of keys and the alignment change the result; the tab leaves the one
+        # draw as it is and changes only the address and the argument's tabs
         s.param.watch(self._refresh, ["result", "rule"])
-        s.param.watch(self._refresh_address, ["align", "tab"])
+        s.param.watch(self._refresh_address, ["tab"])
 
     def _fields(self) -> dict[str, str]:
         fields = self.state.text_fields()

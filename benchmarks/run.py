@@ -386,7 +386,8 @@ def _open(page, url):
     page.wait_for_function(
         "() => window.Bokeh && Bokeh.documents.length > 0 && "
         "Bokeh.documents[0].get_model_by_name('scaled-weights-source') && "
-        "document.querySelector('body') !== null", timeout=60_000)
+        "document.querySelector('body') !== null && "
+        "!document.getElementById('as-first-view')", timeout=60_000)
     page.wait_for_timeout(800)
 
 

@@ -345,7 +345,7 @@ class FirstViews:
     a whole explorer on the server's thread), else the visitor sees the notice alone."""
 
     size = 32
-    builds_per_s = 2.0
+    builds_per_s = 1.0
 
     def __init__(self) -> None:
         self._kept: collections.OrderedDict = collections.OrderedDict()

@@ -198,9 +198,11 @@ FIRST_VIEW = None
 
 # Over the page rather than in its flow: the explorer's layout never moves when it goes.
 CONNECTING_CSS = """#as-connecting{font:17px/1.5 system-ui,"Segoe UI",Arial,sans-serif;
-color:#1d2433;padding:16px 24px;position:fixed;top:0;left:0;right:0;z-index:10;
-background:#fff}#as-connecting h1{font-size:1.4em;margin:0 0 .3em}
-#as-connecting p{margin:0;color:#4a5568}#as-connecting .dot{display:inline-block;width:.6em;
+color:var(--as-theme-ink,#1d2433);padding:16px 24px;position:fixed;top:0;left:0;right:0;
+z-index:10;background:var(--as-theme-card,#fff)}#as-connecting h1{font-size:1.4em;
+margin:0 0 .3em}#as-connecting p{margin:0;color:var(--as-theme-muted,#4a5568)}
+@media (prefers-color-scheme:dark){#as-connecting{color:var(--as-theme-ink,#e4e7eb);
+background:var(--as-theme-card,#11161b)}#as-connecting p{color:var(--as-theme-muted,#bcc6d0)}}#as-connecting .dot{display:inline-block;width:.6em;
 height:.6em;border-radius:50%;background:#3b6fd4;margin-right:.5em;animation:as-pulse 1s
 ease-in-out infinite alternate}@keyframes as-pulse{from{opacity:.25}to{opacity:1}}
 @media (prefers-reduced-motion:reduce){#as-connecting .dot{animation:none}}"""
@@ -208,7 +210,7 @@ ease-in-out infinite alternate}@keyframes as-pulse{from{opacity:.25}to{opacity:1
 # The ready-made first view lies over the place where the live explorer is drawn, so that
 # nothing moves when it goes.
 CONNECTING_CSS += """#as-first-view{position:absolute;top:0;left:0;right:0;z-index:5;
-background:var(--as-theme-bg,#fff);cursor:progress}"""
+background:var(--as-theme-card,#fff);cursor:progress}"""
 
 # Removes the notice (and the ready-made first view) once BokehJS has drawn the live
 # document (it is drawn only once the websocket delivered it); after a minute it says the

@@ -5,7 +5,7 @@ rules, names and keys for the controls, and the charts as text for screen reader
 from pathlib import Path
 
 import pytest
-from conftest import column, open_app, open_at
+from conftest import column, open_app, open_at, wait_column
 
 from attention_scaling import core
 
@@ -312,3 +312,113 @@ def test_the_heat_maps_are_text_too(page, server):
         assert cells[0] == str(d) + (" (current)" if d == 64 else "")
         i = int(sweep[:, j].argmax())
         assert float(cells[1]) == pytest.approx(sweep[i, j], rel=1e-3) and cells[2] == f"k{i + 1}"
+
+
+#: In the page: for every figure shown, each title line's right end and the canvas's width,
+#: and each x axis's labels as drawn: [text, centre, width] and the slant.
+LAYOUT = """() => { const out = []; const ctx = document.createElement('canvas').getContext('2d');
+  const font = (v) => `${v.text_font_style} ${v.text_font_size} ${v.text_font}`;
+  for (const m of Bokeh.documents[0].all_models) {
+    if (m.type !== 'Figure') continue;
+    const v = Bokeh.index.find_one(m);
+    if (v == null || !v.el.checkVisibility({checkVisibilityCSS: true})) continue;
+    const titles = [m.title, ...m.above.filter((x) => x.type === 'Title')].map((t) => {
+      ctx.font = font(t);
+      return [t.text, v.renderer_views.get(t).bbox.left + ctx.measureText(t.text).width]; });
+    const axes = [...m.above, ...m.below].filter((a) => a.type.endsWith('Axis')).map((a) => {
+      const av = v.renderer_views.get(a);
+      let texts, xs;
+      if (a.type === 'CategoricalAxis') {
+        texts = a.formatter.doFormat(m.x_range.factors, {loc: 0});
+        xs = m.x_range.factors.map((f) => v.frame.x_scale.compute(f));
+      } else {
+        const coords = av.tick_coords.major;
+        texts = av.compute_labels(coords[0]).items.map((l) => l.text);
+        xs = Array.from(av.scoords(coords)[0]);
+      }
+      ctx.font = `${a.major_label_text_font_style} ${a.major_label_text_font_size} ${a.major_label_text_font}`;
+      const metrics = ctx.measureText('0');
+      const orient = a.major_label_orientation;
+      return {labels: texts.map((t, i) => [t, xs[i], ctx.measureText(t).width]),
+              angle: typeof orient === 'number' ? orient : 0,
+              line: metrics.fontBoundingBoxAscent + metrics.fontBoundingBoxDescent}; });
+    out.push({name: m.name, width: v.bbox.width, titles, axes});
+  }
+  return out; }"""
+
+#: The figures of each tab, all of which must be laid out before the measures are read.
+TAB_FIGURES = {"draw": ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"],
+               "variance": ["logit-histogram", "logit-histogram-scaled", "logit-std"],
+               "saturation": ["saturation-curves", "saturation-eff-keys"],
+               "gradient": ["saturation-gradient"],
+               "training": ["training-loss", "training-gradients"],
+               "budget": ["head-budget", "head-budget-gradient"]}
+
+
+@pytest.mark.parametrize("tab", list(TAB_FIGURES))
+@pytest.mark.parametrize("width", [375, 1440])
+def test_every_title_fits_its_chart_and_no_two_axis_labels_overlap(browser, server, tab,
+                                                                      width):
+    """On a phone and a wide screen, under the rule with the longest titles: no title line
+    runs past its chart's right edge, and the labels along each x axis (the sweep's 25
+    widths slanted) keep clear of each other."""
+    ctx, page = _open(browser, server, width, f"?tab={tab}&rule=none&keys=8")
+    try:
+        page.wait_for_function("(names) => names.every((n) => { const m = Bokeh.documents[0]"
+                               ".get_model_by_name(n); const v = m && Bokeh.index.find_one(m);"
+                               " return v && v.el.checkVisibility({checkVisibilityCSS: true}); })",
+                               arg=TAB_FIGURES[tab], timeout=20_000)
+        if tab == "training":
+            page.get_by_role("button", name="Train").click()
+            page.wait_for_function("() => (window.__col('training-source', 'step') || [])"
+                                   ".length === 301", timeout=60_000)
+        page.wait_for_timeout(500)
+        import math
+        shown = page.evaluate(LAYOUT)
+        assert sorted(f["name"] for f in shown) == sorted(TAB_FIGURES[tab])
+        for fig in shown:
+            for text, right in fig["titles"]:
+                assert right <= fig["width"] - 2, (fig["name"], text, right, fig["width"])
+            for axis in fig["axes"]:
+                drawn = [lab for lab in axis["labels"] if lab[0]]
+                assert len(drawn) >= 4, (fig["name"], axis["labels"])
+                for (t0, x0, w0), (t1, x1, w1) in zip(drawn, drawn[1:]):
+                    if axis["angle"]:      # parallel slanted labels: apart by a line at least
+                        assert abs(x1 - x0) * math.sin(axis["angle"]) >= axis["line"], \
+                            (fig["name"], t0, t1, x1 - x0)
+                    else:
+                        assert abs(x1 - x0) >= (w0 + w1) / 2 + 2, (fig["name"], t0, t1)
+        if tab == "draw":
+            sweep = next(f for f in shown if f["name"] == "jacobian-diagonal")["axes"][0]
+            labelled = [lab[0] for lab in sweep["labels"] if lab[0]]
+            expected = ([str(d) for d in core.D_K_VALUES] if width >= 1280
+                        else ["1", "4", "16", "64", "256", "1024", "4096"])
+            assert labelled == expected
+        assert page.console_errors == []
+    finally:
+        ctx.close()
+
+
+def test_a_gradient_of_hundreds_of_decades_still_has_a_usable_log_axis(page, server):
+    """With the first key aligned (ρ = 0.5) the unscaled gradient falls below float64 at the
+    widest heads: the curves span 300 decades, and every value is drawn inside the frame, the
+    highest near its top and the lowest near its bottom."""
+    open_at(page, server, "?tab=gradient&align=0.5")
+    curves = core.saturation_curves(1.0, 8, 0.5)
+    page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
+                           "'saturation-gradient'); return m && Bokeh.index.find_one(m); }",
+                           timeout=15_000)
+    wait_column(page, "saturation-curves-source", "max_weight_median_none",
+                curves["max_weight_median_none"].tolist(), timeout=15_000)
+    page.wait_for_timeout(300)
+    ys = page.evaluate("""() => { const m = Bokeh.documents[0].get_model_by_name(
+        'saturation-gradient'); const v = Bokeh.index.find_one(m); const d = Bokeh.documents[0]
+        .get_model_by_name('saturation-curves-source').data; const get = (k) => Array.from(
+        d instanceof Map ? d.get(k) : d[k]); const f = v.frame.bbox; const out = [];
+        for (const r of ['none', 'sqrt', 'linear']) for (const q of ['median', 'q25', 'q75'])
+          for (const x of get(`grad_q_${q}_${r}`)) out.push(v.frame.y_scale.compute(x));
+        return [f.top, f.bottom, out]; }""")
+    top, bottom, pixels = ys
+    assert all(top <= y <= bottom for y in pixels)
+    assert min(pixels) - top < 0.1 * (bottom - top)
+    assert bottom - max(pixels) < 0.1 * (bottom - top)

@@ -32,6 +32,7 @@ from bokeh.models import (
     RadioButtonGroup,
     TabPanel,
     Tabs,
+    Title,
 )
 from bokeh.palettes import Inferno256
 from bokeh.core.properties import value, without_property_validation
@@ -129,7 +130,14 @@ def _style(fig) -> None:
     fig.grid.grid_line_color = "#e4e7eb"
 
 
-def _bars(name: str, title: str, color: str) -> tuple:
+def subtitle(fig, text: str) -> None:
+    """A second, smaller line under the figure's title: what does not fit on the title's own
+    line on a phone (static; the title carries what changes with the rule)."""
+    fig.add_layout(Title(text=text, text_font=FONT, text_font_size="13px",
+                         text_font_style="normal", text_color="#52606d"), "above")
+
+
+def _bars(name: str, title: str, color: str, note: str) -> tuple:
     n = len(KEY_LABELS)
     zeros = np.zeros(n)
     # the "max weight" label is a column of the bars' own source ("" except on the highest
@@ -163,6 +171,7 @@ def _bars(name: str, title: str, color: str) -> tuple:
     fig.yaxis.formatter.use_scientific = False
     fig.xaxis.axis_label = "key"
     _style(fig)
+    subtitle(fig, note)
     fig.xgrid.grid_line_color = None
     return fig, source
 
@@ -202,6 +211,13 @@ def max_label(v: core.Variant) -> tuple[str, str]:
     n = len(v.probs)
     align = "left" if top <= 1 else "right" if top >= n - 2 else "center"
     return f"max weight {weight_label(v)}", align
+
+
+#: The sweep's width labels: their slant (radians), and the widths labelled where the chart is
+#: too narrow for all 25 (the powers of four).
+SWEEP_LABEL_ANGLE = 0.9
+SWEEP_LABEL_EVERY = [str(w) for w in core.D_K_VALUES if w & (w - 1) == 0 and
+                     (w.bit_length() - 1) % 2 == 0]
 
 
 #: Text colour of the numbers printed in the heatmap's cells (white on the darkest cells).
@@ -307,9 +323,11 @@ class Charts:
         self.text_source.js_on_change("data", CustomJS(
             args=dict(source=self.text_source, divs=self.texts), code=script("read-fields", "fill-spans")))
         self.scaled_fig, self.scaled_source = _bars(
-            "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR)
+            "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR,
+            "logits q·k/√d_k: unit variance at every d_k")
         self.unscaled_fig, self.unscaled_source = _bars(
-            "unscaled-weights", "Unscaled: logits grow with d_k", UNSCALED_COLOR)
+            "unscaled-weights", "Unscaled", UNSCALED_COLOR,
+            "logits q·k: their spread grows as √d_k")
         self.jacobian_fig, self.jacobian_source, self.jacobian_labels_source = self._jacobian()
         self.bars_text = Div(text=BARS_TEXT, name="bars-text", disable_math=True,
                              sizing_mode="stretch_width", margin=0)
@@ -364,7 +382,7 @@ class Charts:
         mapper = LinearColorMapper(palette=DIVERGING, low=-core.JACOBIAN_BOUND,
                                    high=core.JACOBIAN_BOUND)
         fig = figure(
-            name="jacobian", title="Softmax Jacobian ∂p_i/∂u_j",
+            name="jacobian", title="Jacobian ∂p_i/∂u_j",
             x_range=FactorRange(*KEY_LABELS), y_range=FactorRange(*reversed(KEY_LABELS)),
             height=360, sizing_mode="stretch_width", min_width=300, max_width=460, tools="",
             x_axis_location="above",
@@ -401,7 +419,7 @@ class Charts:
                                             h=[n + 0.2]), name="jacobian-diagonal-marker")
         mapper = LinearColorMapper(palette=SEQUENTIAL, low=0, high=core.JACOBIAN_BOUND)
         fig = figure(
-            name="jacobian-diagonal", title="Jacobian diagonal p_i(1 − p_i) as the head widens",
+            name="jacobian-diagonal", title="Diagonal p_i(1 − p_i)",
             x_range=FactorRange(*widths), y_range=FactorRange(*reversed(KEY_LABELS)),
             height=300, sizing_mode="stretch_width", min_width=300, tools="",
         )
@@ -418,8 +436,13 @@ class Charts:
         fig.add_layout(bar, "right")
         fig.xaxis.axis_label = "head width d_k (log-spaced)"
         fig.yaxis.axis_label = "key"
-        fig.xaxis.major_label_orientation = 0.9
+        fig.xaxis.major_label_orientation = SWEEP_LABEL_ANGLE
+        # every width labelled where there is room, the powers of four where there is not
+        fig.xaxis.formatter = CustomJSTickFormatter(
+            args=dict(fig=fig, angle=SWEEP_LABEL_ANGLE, every=SWEEP_LABEL_EVERY),
+            code=script("sweep-ticks"))
         _style(fig)
+        subtitle(fig, "as the head widens (outlined: this d_k)")
         fig.grid.grid_line_color = None
         fig.axis.axis_line_color = None
         return fig, source, marker
@@ -489,9 +512,8 @@ class Charts:
         bar chart: neither is outlined). Set only when the rule changes: even setting an
         equal value costs Bokeh ~0.1 ms per property."""
         variant = {"sqrt": "scaled", "none": "unscaled", "linear": "÷d_k"}[rule]
-        self.jacobian_fig.title.text = f"Softmax Jacobian ∂p_i/∂u_j, {variant} logits"
-        self.diagonal_fig.title.text = (f"Jacobian diagonal p_i(1 − p_i) as the head widens, "
-                                        f"{variant} logits (outlined: current d_k)")
+        self.jacobian_fig.title.text = f"Jacobian ∂p_i/∂u_j, {variant} logits"
+        self.diagonal_fig.title.text = f"Diagonal p_i(1 − p_i), {variant} logits"
         for fig, on in ((self.scaled_fig, rule == "sqrt"), (self.unscaled_fig, rule == "none")):
             fig.outline_line_color = "#1f2933" if on else None
             fig.outline_line_width = 3 if on else 1
@@ -830,6 +852,23 @@ WIDTH_TICKS = [1, 4, 16, 64, 256, 1024, 4096]
 
 #: The lowest gradient the log-scale charts draw (the texts print "<1e-300" there).
 GRAD_FLOOR = 1e-300
+#: The most decades a log axis spans: BokehJS's log scale divides the axis's end by its start,
+#: which overflows float64 beyond ~308 decades (a data range's padding below 1e-300 would).
+LOG_DECADES = 304
+
+
+def fit_log_range(rng: Range1d, *values) -> None:
+    """Span the log axis ``rng`` over the positive ``values`` with a little room on each
+    side, over at most :data:`LOG_DECADES` decades."""
+    v = np.concatenate([np.ravel(np.asarray(x, float)) for x in values])
+    v = v[v > 0]
+    if not len(v):
+        return
+    lo, hi = float(np.log10(v.min())), float(np.log10(v.max()))
+    pad = min(max(0.06 * (hi - lo), 0.25), max((LOG_DECADES - (hi - lo)) / 2, 0.0))
+    start, end = 10.0 ** (lo - pad), 10.0 ** (hi + pad)
+    if (rng.start, rng.end) != (start, end):
+        rng.start, rng.end = start, end
 
 
 class Argument:
@@ -860,7 +899,7 @@ class Argument:
                    "max weight", False),
                   ("saturation-eff-keys", "eff_keys", "Effective number of keys e^H",
                    "effective keys", False),
-                  ("saturation-gradient", "grad_q", "Gradient reaching the query ‖∂p/∂q‖_F",
+                  ("saturation-gradient", "grad_q", "Gradient to the query ‖∂p/∂q‖_F",
                    "‖∂p/∂q‖_F (log)", True))
         self.curve_figs = {}
         for name, metric, title, label, y_log in panels:
@@ -888,6 +927,8 @@ class Argument:
             fig.legend.label_text_font_size = "12px"
             if metric == "max_weight":
                 fig.y_range = Range1d(0, 1.04)
+            elif y_log:
+                fig.y_range = Range1d(1e-3, 10)      # fit_log_range sets it to the data
             self.curve_figs[name] = fig
         # -- the logits over many draws: raw and divided by sqrt(d_k), and their spread
         self.hist_source = ColumnDataSource(
@@ -928,13 +969,14 @@ class Argument:
                                         for r in core.RULES}}, name="head-budget-source")
         self.budget_figs = {}
         for name, metric, title, label, y_log in (
-                ("head-budget", "max_weight", "Max weight per head (median)", "max weight",
+                ("head-budget", "max_weight", "Median max weight per head", "max weight",
                  False),
-                ("head-budget-gradient", "grad_q", "Gradient to the query per head (median)",
+                ("head-budget-gradient", "grad_q", "Median ‖∂p/∂q‖_F per head",
                  "‖∂p/∂q‖_F (log)", True)):
             fig = figure(name=name, title=title, height=250, sizing_mode="stretch_width",
                          min_width=240, tools="", x_axis_type="log",
-                         y_axis_type="log" if y_log else "linear")
+                         y_axis_type="log" if y_log else "linear",
+                         **({"y_range": Range1d(1e-3, 10)} if y_log else {}))
             for r in core.RULES:
                 self.rule_lines[r].append(fig.line(
                     x="heads", y=f"{metric}_median_{r}", source=self.budget_source,
@@ -1005,11 +1047,15 @@ class Argument:
                 .tolist() for k, v in curves.items()}
             self._curves_shown = curves
         variants = [draw[r] for r in core.RULES]
+        grad_q = [max(v.query_gradient, GRAD_FLOOR) for v in variants]
         self.draw_source.data.update(
             d_k=[float(d_k)] * 3,
             max_weight=[v.max_weight for v in variants],
             eff_keys=[v.effective_keys for v in variants],
-            grad_q=[max(v.query_gradient, GRAD_FLOOR) for v in variants])
+            grad_q=grad_q)
+        fit_log_range(self.curve_figs["saturation-gradient"].y_range, grad_q,
+                      *(np.maximum(v, GRAD_FLOOR) for k, v in curves.items()
+                        if k.startswith("grad_q")))
 
     def update_logits(self, dist: dict) -> None:
         """The histograms of q·k, raw and divided by sqrt(d_k) (core.logit_distribution)."""
@@ -1039,7 +1085,7 @@ class Argument:
                                     sqrt_d_k=np.sqrt(np.asarray(curve["d_k"], float)).tolist())
 
     def update_budget(self, budget: dict) -> None:
-        self.budget_source.data = {
+        self.budget_source.data = data = {
             k: (np.maximum(v, GRAD_FLOOR) if k.startswith("grad_q") else np.asarray(v, float))
             .tolist() for k, v in budget.items()}
 

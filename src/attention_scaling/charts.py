@@ -611,6 +611,20 @@ def wrapping_row(*children):
                stylesheets=[InlineStyleSheet(css=WRAP_CSS)])
 
 
+#: The one draw's CSV columns per bar chart: (source column, header before _scaled or
+#: _unscaled), after the key.
+DRAW_COLUMNS = (("logit", "logit"), ("weight", "weight"), ("pq", "p_1_minus_p"),
+                ("gq", "grad_to_query"))
+#: What each tab's downloads are named after: the controls its charts depend on, in order.
+DOWNLOAD_NAMES = {
+    "draw": ("d_k", "temperature", "seed", "keys", "rule"),
+    "variance": ("d_k",),
+    "saturation": ("d_k", "temperature", "seed", "keys", "align", "rule"),
+    "gradient": ("d_k", "temperature", "seed", "keys", "align", "rule"),
+    "training": ("d_k", "temperature", "seed", "keys"),
+    "budget": ("temperature", "keys", "align", "rule"),
+}
+
 #: The explorer's tabs, in the order of the argument: (key, title).
 TABS = (("draw", "One draw"), ("variance", "1 Variance"), ("saturation", "2 Saturation"),
         ("gradient", "3 Gradient"), ("training", "4 Training"), ("budget", "5 Heads"))
@@ -715,17 +729,20 @@ class View:
                      sizing_mode="stretch_width")] if notice else []
         c.bars_text.stylesheets = css
         c.heatmaps_text.stylesheets = css
-        #: The one-draw view to take away: PNG, SVG and CSV (assets/js/download.js).
-        self.downloads = {kind: Button(label=f"Download {kind.upper()}", name=f"download-{kind}",
-                                       margin=(5, 10), width=140, stylesheets=controls_css)
-                          for kind in ("png", "svg", "csv")}
-        downloads = row(*self.downloads.values(), css_classes=["no-print"],
-                        stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
-        for kind, button in self.downloads.items():
-            button.js_on_event("button_click", CustomJS(args=dict(
-                kind=kind, scaled=c.scaled_source, unscaled=c.unscaled_source,
-                text_source=c.text_source, colors=[SCALED_COLOR, UNSCALED_COLOR]),
-                code=script("download")))
+        #: The choice and option controls as the download names show them: name -> [widget,
+        #: the value at each position]; the others are named at their defaults.
+        self._named = {ctl.name: [w, [ctl.show(v) for v in ctl.values] if ctl.kind == "choice"
+                                  else list(ctl.values)]
+                       for ctl in CONTROLS if (w := self.widgets.get(ctl.name)) is not None
+                       and ctl.kind in ("choice", "option")}
+        self._defaults = {ctl.name: ctl.show(ctl.default) for ctl in CONTROLS
+                          if ctl.kind == "choice" and ctl.name not in self._named}
+        #: Each tab's buttons to take it away: PNG, SVG and CSV (assets/js/download.js).
+        self.downloads = {"draw": self._download_row("draw", [c.scaled_fig, c.unscaled_fig], [
+            (src, [["key", "key"]] + [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
+            for src, side in ((c.scaled_source, "scaled"), (c.unscaled_source, "unscaled"))],
+            bars=[c.scaled_source, c.unscaled_source])}
+        downloads = self.downloads["draw"]
         one_draw = column(
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
             downloads,
@@ -774,6 +791,27 @@ class View:
         #: "document_ready"): names and keys for the controls, the bars' text.
         self.ready = [theme, a11y, *c.ready]
 
+    def _download_row(self, tab: str, figures: list, tables: list, bars=None, run=None):
+        """A row of three buttons that take the tab ``tab`` away (assets/js/download.js):
+        its ``figures`` as PNG and SVG, the columns of ``tables`` ((source, [[column,
+        header], ...]) in order) as CSV, named after the controls of :data:`DOWNLOAD_NAMES`;
+        ``bars``, the one draw's two sources, draw its SVG from their data; ``run``, the
+        training source, names the file after its run's setting (its tags)."""
+        buttons = {}
+        for kind in ("png", "svg", "csv"):
+            name = f"download-{kind}" if tab == "draw" else f"download-{kind}-{tab}"
+            buttons[kind] = button = Button(label=f"Download {kind.upper()}", name=name,
+                                            margin=(5, 10), width=140,
+                                            stylesheets=self._controls_css)
+            button.js_on_event("button_click", CustomJS(args=dict(
+                kind=kind, tab=tab, parts=list(DOWNLOAD_NAMES[tab]),
+                controls={k: v for k, v in self._named.items() if k in DOWNLOAD_NAMES[tab]},
+                defaults=self._defaults, text_source=self.charts.text_source,
+                figures=figures, tables=[[src, cols] for src, cols in tables], bars=bars,
+                run=run, colors=[SCALED_COLOR, UNSCALED_COLOR]), code=script("download")))
+        return row(*buttons.values(), css_classes=["no-print"], name=f"downloads-{tab}",
+                   stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
+
     def build_argument(self, wire=None) -> bool:
         """Build the argument's figures, texts and Train button and put them in their tabs;
         False if they were built already. ``wire(view)`` runs before they join the document:
@@ -798,16 +836,25 @@ class View:
 
         f = a.figures
         wide_row = wrapping_row
+
+        def take_away(key):
+            return self._download_row(
+                key, [f[n] for n in a.tab_figures[key]], a.tables[key],
+                run=a.training_source if key == "training" else None)
+
         children = {
             "variance": section("variance", wide_row(f["logit-histogram"],
                                                      f["logit-histogram-scaled"]),
-                                f["logit-std"]),
+                                f["logit-std"], take_away("variance")),
             "saturation": section("saturation", wide_row(f["saturation-curves"],
-                                                         f["saturation-eff-keys"])),
-            "gradient": section("gradient", f["saturation-gradient"]),
+                                                         f["saturation-eff-keys"]),
+                                  take_away("saturation")),
+            "gradient": section("gradient", f["saturation-gradient"], take_away("gradient")),
             "training": section("training", wrapping_row(self.train_button, self.training_status),
-                                wide_row(f["training-loss"], f["training-gradients"])),
-            "budget": section("budget", wide_row(f["head-budget"], f["head-budget-gradient"])),
+                                wide_row(f["training-loss"], f["training-gradients"]),
+                                take_away("training")),
+            "budget": section("budget", wide_row(f["head-budget"], f["head-budget-gradient"]),
+                              take_away("budget")),
         }
         if wire is not None:
             wire(self)
@@ -1032,6 +1079,32 @@ class Argument:
             fig.legend.label_text_font = FONT
             fig.legend.label_text_font_size = "12px"
 
+        #: Each tab's figures, by name in page order, and the columns of its CSV: (source,
+        #: [[column, header], ...]).
+        self.tab_figures = {
+            "variance": ["logit-histogram", "logit-histogram-scaled", "logit-std"],
+            "saturation": ["saturation-curves", "saturation-eff-keys"],
+            "gradient": ["saturation-gradient"], "training": list(self.training_figs),
+            "budget": list(self.budget_figs)}
+
+        def same(*names):
+            return [[n, n] for n in names]
+
+        def curves(*metrics):
+            return [(self.curves_source, same("d_k", *(f"{m}_{q}_{r}" for m in metrics
+                                                       for r in core.RULES
+                                                       for q in ("median", "q25", "q75")))),
+                    (self.draw_source, [[c, f"this_draw_{c}"] for c in ("rule", "d_k", *metrics)])]
+
+        self.tables = {
+            "variance": [(self.hist_source, same(*self.hist_source.data)),
+                         (self.std_source, same("d_k", "std_raw", "sqrt_d_k"))],
+            "saturation": curves("max_weight", "eff_keys"),
+            "gradient": curves("grad_q"),
+            "training": [(self.training_source, same(*self.training_source.data))],
+            "budget": [(self.budget_source, same(*self.budget_source.data))],
+        }
+
     @property
     def figures(self) -> dict:
         return {**self.curve_figs, **self.hist_figs, "logit-std": self.std_fig,
@@ -1088,12 +1161,18 @@ class Argument:
         self.budget_source.data = data = {
             k: (np.maximum(v, GRAD_FLOOR) if k.startswith("grad_q") else np.asarray(v, float))
             .tolist() for k, v in budget.items()}
+        fit_log_range(self.budget_figs["head-budget-gradient"].y_range,
+                      *(v for k, v in data.items() if k.startswith("grad_q")))
 
     def show_training(self, run_by_rule: dict) -> None:
         """The training runs so far (one per rule, core.start_training), replacing what is
         shown; the axes span the planned steps and the values so far."""
         n = min(len(run.loss) for run in run_by_rule.values())
         runs = run_by_rule.values()
+        first = next(iter(runs))
+        setting = [str(first.d_k), f"{first.temperature:g}", str(first.seed), str(first.n_keys)]
+        if self.training_source.tags != setting:     # what the downloads are named after
+            self.training_source.tags = setting
         steps = max(run.steps for run in runs)
         if self.training_figs["training-loss"].x_range.end != steps:
             self.training_figs["training-loss"].x_range.end = steps

@@ -299,7 +299,7 @@ def test_the_offline_copy_downloads_and_passes_axe(offline_page):
     show(page, 1, 512, 0.5, "linear")
     with page.expect_download() as info:
         page.get_by_role("button", name="Download CSV").click()
-    assert info.value.suggested_filename == "attention-dk512-T0.5-seed1-linear.csv"
+    assert info.value.suggested_filename == "attention-draw-dk512-T0.5-seed1-keys8-linear.csv"
     rows = list(csv.DictReader(io.StringIO(Path(info.value.path()).read_text())))
     st = core.compute_state(512, 0.5, 1)
     assert [float(r["weight_unscaled"]) for r in rows] == st.unscaled.probs.tolist()

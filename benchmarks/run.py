@@ -15,6 +15,9 @@ Measures, in one run, and prints a table (and writes the same figures as JSON, p
            slider change -> new bar data applied in the browser, and -> the next painted frame,
            median and p95 over N changes after a warm-up, driven through the widget model and
            through the keyboard, a page per server, the servers taking turns every 10 changes;
+           once per viewport of --viewports (default: a 1400 x 1000 desktop, whose section is
+           "browser", and a 375 x 812 phone, where the controls sit above the charts:
+           "browser at 375x812"), each with the speed goals of its own;
   load     navigation -> first chart drawn (median of 15 cold page loads each, the servers
            taking turns);
   sessions server memory per open session (RSS delta over 50 sessions) and time to open one.
@@ -67,6 +70,17 @@ PANEL_RATIO_ROW = "{mode}: default Panel / ours (data, median)"
 FLOOR_RATIO_ROW = "{mode}: ours / Bokeh floor (data, median)"
 CURVES_ROW = "new saturation curves, {n_keys} keys (2,000 draws x 25 widths x 3 rules)"
 MODES = ("model paced", "model drag", "keyboard")
+#: The browser section's viewports: the desktop's (section "browser") and a phone's.
+DESKTOP, PHONE = "1400x1000", "375x812"
+
+
+def browser_section(viewport: str) -> str:
+    """The name of the browser section measured at ``viewport`` ("WIDTHxHEIGHT")."""
+    return "browser" if viewport == DESKTOP else f"browser at {viewport}"
+
+
+def is_browser_section(name: str) -> bool:
+    return name == "browser" or name.startswith("browser at ")
 
 #: A moment of the run was in one of this VM's slow phases when the speed probe's task took at
 #: least this many times its fastest time in the run (the two speeds are ~2x apart).
@@ -412,10 +426,12 @@ def press_keys(page, steps: int, state: dict, n_values: int) -> list:
 TURN = 10
 
 
-def bench_browser(servers: dict, n: int, warm: int) -> dict:
-    """One page per server, open together; for each way of changing the slider, ``warm``
-    changes on each page, then ``n`` on each in turns of :data:`TURN` (the servers' order
-    reversed every other turn), so that a change in this VM's speed falls on all alike."""
+def bench_browser(servers: dict, n: int, warm: int, viewport: str = DESKTOP) -> dict:
+    """One page per server, open together at ``viewport`` ("WIDTHxHEIGHT", CSS pixels); for
+    each way of changing the slider, ``warm`` changes on each page, then ``n`` on each in turns
+    of :data:`TURN` (the servers' order reversed every other turn), so that a change in this
+    VM's speed falls on all alike."""
+    width, height = (int(x) for x in viewport.split("x"))
     from playwright.sync_api import sync_playwright
 
     from attention_scaling import core
@@ -431,7 +447,8 @@ def bench_browser(servers: dict, n: int, warm: int) -> dict:
     results = {}
 
     def in_turns(mode: str, run) -> None:
-        print(f"browser: {mode}, the servers taking turns", file=sys.stderr, flush=True)
+        print(f"browser at {viewport}: {mode}, the servers taking turns", file=sys.stderr,
+              flush=True)
         for kind in kinds:
             run(kind, 0, warm)
         got: dict[str, list] = {kind: [] for kind in kinds}
@@ -450,7 +467,7 @@ def bench_browser(servers: dict, n: int, warm: int) -> dict:
         browser = _launch(p)
         pages = {}
         for kind, srv in servers.items():
-            pages[kind] = browser.new_page(viewport={"width": 1400, "height": 1000})
+            pages[kind] = browser.new_page(viewport={"width": width, "height": height})
             _open(pages[kind], srv.url)
             pages[kind].evaluate(SETUP_JS, expected)
         for pace, gap in (("paced", 150), ("drag", 40)):
@@ -589,10 +606,20 @@ def goals(results: dict) -> dict:
     "not measured", and a change lost on the way counts against its goal."""
     # each section's rows, the browser's with its ratios (unrounded, whichever servers ran)
     sections = {name: dict(rows) for name, rows in results.items() if isinstance(rows, dict)}
-    if "browser" in sections:
-        sections["browser"].update(ratios(results["browser"]))
+    browsers = [name for name in sections if is_browser_section(name)]
+    for name in browsers:
+        sections[name].update(ratios(results[name]))
+    # the browser's goals once per viewport measured, named after it but the desktop's
+    expanded = []
+    for goal in GOALS:
+        if goal[1] != "browser":
+            expanded.append(goal)
+            continue
+        for section in browsers or ["browser"]:
+            at = section.removeprefix("browser").strip()
+            expanded.append((goal[0] + (f" ({at})" if at else ""), section, *goal[2:]))
     out = {}
-    for name, section, ours_row, floor_row, lost_row, stat, limit, at_least in GOALS:
+    for name, section, ours_row, floor_row, lost_row, stat, limit, at_least in expanded:
         if section not in sections:
             continue
         rows = sections[section]
@@ -629,10 +656,11 @@ def goals_table(met: dict, phases: dict) -> str:
     if not met:
         return ""
     yes = lambda ok: "-" if ok is None else ("yes" if ok else "NO")  # noqa: E731
-    lines = [f"{'goal, this run':54} {'ours':>13} {'floor':>13}  met: ours  floor"]
+    w = max(54, *(len(name) for name in met))
+    lines = [f"{'goal, this run':{w}} {'ours':>13} {'floor':>13}  met: ours  floor"]
     for name, g in met.items():
         ours, floor = (f"{v} {g['unit']}" if v is not None else "" for v in (g["ours"], g["floor"]))
-        lines.append(f"{name:54} {ours or 'not measured':>13} {floor:>13}  "
+        lines.append(f"{name:{w}} {ours or 'not measured':>13} {floor:>13}  "
                      f"{yes(g['met']):>9}  {yes(g['floor_met']):>5}"
                      + (f"  ({g['note']})" if g["note"] else ""))
     judged = [g["met"] for g in met.values() if g["met"] is not None]
@@ -646,8 +674,9 @@ def goals_table(met: dict, phases: dict) -> str:
 
 
 def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
-                 quick: bool) -> None:
-    """The sections asked for, into ``results``, each timed by the speed probe."""
+                 quick: bool, viewports=(DESKTOP, PHONE)) -> None:
+    """The sections asked for, into ``results``, each timed by the speed probe; the browser
+    section once per viewport of ``viewports``."""
     n_core, n_srv, n_browser, warm, n_load, n_sess = (
         (50, 30, 12, 4, 3, 5) if quick else (2000, 500, 100, 20, 15, 50))
     if "core" in sections:
@@ -662,9 +691,11 @@ def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
             for kind in kinds.split(","):
                 servers[kind] = Served(kind)
         if "browser" in sections:
-            with probe.section("browser"):
-                results["browser"] = bench_browser(servers, n_browser, warm)
-            results["ratios"] = ratios(results["browser"])
+            for viewport in viewports:
+                name = browser_section(viewport)
+                with probe.section(name):
+                    results[name] = bench_browser(servers, n_browser, warm, viewport)
+                results[name.replace("browser", "ratios", 1)] = ratios(results[name])
         if "load" in sections:
             with probe.section("load"):
                 results["load"] = bench_load(servers, n_load)
@@ -680,6 +711,19 @@ def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
             srv.stop()
 
 
+def _viewports(text: str) -> list[str]:
+    out = []
+    for item in text.split(","):
+        try:
+            width, height = (int(x) for x in item.strip().split("x"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r}: use WIDTHxHEIGHT, e.g. {PHONE}")
+        if not (200 <= width <= 4000 and 200 <= height <= 4000):
+            raise argparse.ArgumentTypeError(f"{item!r}: 200 to 4000 pixels each way")
+        out.append(f"{width}x{height}")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -689,6 +733,9 @@ def main(argv=None) -> int:
                     help="which servers to compare in the browser (default floor,panel,ours)")
     ap.add_argument("--sections", default="core,server,browser,load,sessions",
                     help="which sections to run (default: all)")
+    ap.add_argument("--viewports", default=f"{DESKTOP},{PHONE}", type=_viewports,
+                    help="the browser section's viewports, WIDTHxHEIGHT in CSS pixels, "
+                         f"comma-separated (default {DESKTOP},{PHONE}: a desktop and a phone)")
     args = ap.parse_args(argv)
     sections = set(args.sections.split(","))
 
@@ -709,7 +756,7 @@ def main(argv=None) -> int:
     results[speed_key] = {}     # printed first
     probe = SpeedProbe(out.with_suffix(".speed.txt"))
     try:
-        run_sections(results, sections, probe, args.servers, args.quick)
+        run_sections(results, sections, probe, args.servers, args.quick, args.viewports)
     finally:
         results[speed_key] = probe.report()
     results["goals"] = goals(results)

@@ -69,6 +69,7 @@ LOST_ROW = "{kind} {mode}: lost"
 PANEL_RATIO_ROW = "{mode}: default Panel / ours (data, median)"
 FLOOR_RATIO_ROW = "{mode}: ours / Bokeh floor (data, median)"
 CURVES_ROW = "new saturation curves, {n_keys} keys (2,000 draws x 25 widths x 3 rules)"
+CURVES_BROWSER_ROW = "temperature change -> new curves in the page, 64 keys"
 MODES = ("model paced", "model drag", "keyboard")
 #: The browser section's viewports: the desktop's (section "browser") and a phone's.
 DESKTOP, PHONE = "1400x1000", "375x812"
@@ -519,6 +520,53 @@ def bench_load(servers: dict, n: int) -> dict:
             for kind, v in times.items()}
 
 
+#: A temperature change on the Saturation tab at 64 keys: the slider's model set from
+#: JavaScript, timed until the curves' source holds new data (a new Monte Carlo each: every
+#: temperature is new to the server's cache once).
+CURVES_JS = r"""
+async (positions) => {
+  const doc = Bokeh.documents[0];
+  const slider = [...doc.all_models].find(m => m.name === 'temperature');
+  const src = doc.get_model_by_name('saturation-curves-source');
+  const col = () => { const d = src.data; const v = d instanceof Map ? d.get('max_weight_median_sqrt') : d.max_weight_median_sqrt; return JSON.stringify(Array.from(v)); };
+  const out = [];
+  for (const p of positions) {
+    const before = col();
+    const t0 = performance.now();
+    const changed = new Promise(res => { const f = () => { if (col() !== before) { src.properties.data.change.disconnect(f); res(performance.now() - t0); } }; src.properties.data.change.connect(f); });
+    slider.value = p;
+    out.push(await Promise.race([changed, new Promise(r => setTimeout(() => r(null), 10000))]));
+    await new Promise(r => setTimeout(r, 300));
+  }
+  return out;
+}
+"""
+
+
+def bench_curves(srv: Served, n: int) -> dict:
+    """New saturation curves in the browser: a temperature change on the Saturation tab at 64
+    keys, to the new curves' data in the page (server Monte Carlo, message, BokehJS)."""
+    from playwright.sync_api import sync_playwright
+
+    from attention_scaling import core
+    start = core.TEMPERATURES.index(1.0)
+    # every other position, out from T = 1: each one new to the server
+    order = [p for k in range(1, len(core.TEMPERATURES)) for p in (start + k, start - k)
+             if 0 <= p < len(core.TEMPERATURES)][:n]
+    with sync_playwright() as p:
+        browser = _launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        _open(page, srv.url + "?tab=saturation&keys=64")
+        page.wait_for_function("() => Bokeh.documents[0].get_model_by_name("
+                               "'saturation-curves-source') !== null", timeout=60_000)
+        times = page.evaluate(CURVES_JS, order)
+        browser.close()
+    ok = [t for t in times if t is not None]
+    return {CURVES_BROWSER_ROW: summary(ok, "ms"),
+            "new curves in the page, 64 keys: lost": {"median": len(times) - len(ok),
+                                                      "unit": "count"}}
+
+
 def bench_sessions(srv: Served, n_sessions: int) -> dict:
     """RSS growth of the server per open session, and time to open one (HTTP page + websocket)."""
     from bokeh.client import pull_session
@@ -595,6 +643,8 @@ GOALS = [
     ("memory per session <= 2 MiB", "sessions", MEMORY_ROW, None, None, "median", 2, False),
     *[(f"new curves, {n} keys: p95 <= 250 ms", "core", CURVES_ROW.format(n_keys=n), None,
        None, "p95", 250, False) for n in (8, 64)],
+    ("new curves in the page, 64 keys: p95 <= 250 ms", "argument", CURVES_BROWSER_ROW, None,
+     None, "p95", 250, False),
 ]
 
 
@@ -702,6 +752,13 @@ def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
     finally:
         for srv in servers.values():
             srv.stop()
+    if "argument" in sections:
+        srv = Served("ours")
+        try:
+            with probe.section("argument"):
+                results["argument"] = bench_curves(srv, 8 if quick else 20)
+        finally:
+            srv.stop()
     if "sessions" in sections:
         srv = Served("ours")
         try:
@@ -731,7 +788,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="JSON output path")
     ap.add_argument("--servers", default="floor,panel,ours",
                     help="which servers to compare in the browser (default floor,panel,ours)")
-    ap.add_argument("--sections", default="core,server,browser,load,sessions",
+    ap.add_argument("--sections", default="core,server,browser,load,argument,sessions",
                     help="which sections to run (default: all)")
     ap.add_argument("--viewports", default=f"{DESKTOP},{PHONE}", type=_viewports,
                     help="the browser section's viewports, WIDTHxHEIGHT in CSS pixels, "

@@ -728,7 +728,7 @@ _CURVE_THREADS = 2
 
 def _curve_batch(batch: range, temperature: float, n_keys: int, align: float) -> dict:
     """:func:`saturation_metrics` at the widths ``batch`` (indices into D_K_VALUES), every
-    rule: metric -> (widths * rules, draws)."""
+    rule: metric -> its quartiles (3, widths * rules), the gradient's as log10."""
     a, norms, diag, upper_t, col_sq_rows = _curve_draws(n_keys)
     partial = _partial_rows(n_keys)
     rest = math.sqrt(max(0.0, 1.0 - align * align))
@@ -747,8 +747,12 @@ def _curve_batch(batch: range, temperature: float, n_keys: int, align: float) ->
     col_sq = np.repeat(col_sq_rows[[partial.index(m) if m < n_keys else len(partial)
                                     for m in n_rows]], n_rules, axis=0)
     present = np.repeat(np.arange(n_keys)[None, :] < n_rows[:, None], n_rules, axis=0)
-    return saturation_metrics(u, np.repeat(along, n_rules, axis=0), divisors, diag=diag_b,
-                              rows=present, col_sq=col_sq, upper_t=upper_t)
+    m = saturation_metrics(u, np.repeat(along, n_rules, axis=0), divisors, diag=diag_b,
+                           rows=present, col_sq=col_sq, upper_t=upper_t)
+    # per group (width x rule): the quartiles over the draws, in float64
+    return {metric: np.quantile(m[key].astype(np.float64), [0.25, 0.5, 0.75], axis=1)
+            for metric, key in (("max_weight", "max_weight"), ("eff_keys", "eff_keys"),
+                                ("grad_q", "log10_grad_q"))}
 
 
 @lru_cache(maxsize=256)      # per (T, keys, alignment): ~30 KB each
@@ -760,15 +764,11 @@ def _saturation_curves(temperature: float, n_keys: int, align: float) -> dict:
     with ThreadPoolExecutor(_CURVE_THREADS) as pool:
         results = list(pool.map(lambda b: _curve_batch(b, temperature, n_keys, align),
                                 batches))
-    for batch, m in zip(batches, results):
+    for batch, quartiles in zip(batches, results):
         for g, (w, i) in enumerate((w, i) for w in batch for i in range(len(RULES))):
             r = RULES[i]
-            for metric, values in (("max_weight", m["max_weight"][g]),
-                                   ("eff_keys", m["eff_keys"][g]),
-                                   ("grad_q", m["log10_grad_q"][g])):
-                q25, q50, q75 = np.quantile(values.astype(np.float64), [0.25, 0.5, 0.75])
-                if metric == "grad_q":
-                    q25, q50, q75 = (10.0 ** x for x in (q25, q50, q75))
+            for metric, q in quartiles.items():
+                q25, q50, q75 = (10.0 ** q[:, g]) if metric == "grad_q" else q[:, g]
                 stats[f"{metric}_q25_{r}"][w] = q25
                 stats[f"{metric}_median_{r}"][w] = q50
                 stats[f"{metric}_q75_{r}"][w] = q75

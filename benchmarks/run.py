@@ -15,6 +15,9 @@ Measures, in one run, and prints a table (and writes the same figures as JSON, p
            slider change -> new bar data applied in the browser, and -> the next painted frame,
            median and p95 over N changes after a warm-up, driven through the widget model and
            through the keyboard, a page per server, the servers taking turns every 10 changes;
+           once per viewport of --viewports (default: a 1400 x 1000 desktop, whose section is
+           "browser", and a 375 x 812 phone, where the controls sit above the charts:
+           "browser at 375x812"), each with the speed goals of its own;
   load     navigation -> first chart drawn (median of 15 cold page loads each, the servers
            taking turns);
   sessions server memory per open session (RSS delta over 50 sessions) and time to open one.
@@ -66,7 +69,19 @@ LOST_ROW = "{kind} {mode}: lost"
 PANEL_RATIO_ROW = "{mode}: default Panel / ours (data, median)"
 FLOOR_RATIO_ROW = "{mode}: ours / Bokeh floor (data, median)"
 CURVES_ROW = "new saturation curves, {n_keys} keys (2,000 draws x 25 widths x 3 rules)"
+CURVES_BROWSER_ROW = "temperature change -> new curves in the page, 64 keys"
 MODES = ("model paced", "model drag", "keyboard")
+#: The browser section's viewports: the desktop's (section "browser") and a phone's.
+DESKTOP, PHONE = "1400x1000", "375x812"
+
+
+def browser_section(viewport: str) -> str:
+    """The name of the browser section measured at ``viewport`` ("WIDTHxHEIGHT")."""
+    return "browser" if viewport == DESKTOP else f"browser at {viewport}"
+
+
+def is_browser_section(name: str) -> bool:
+    return name == "browser" or name.startswith("browser at ")
 
 #: A moment of the run was in one of this VM's slow phases when the speed probe's task took at
 #: least this many times its fastest time in the run (the two speeds are ~2x apart).
@@ -386,7 +401,8 @@ def _open(page, url):
     page.wait_for_function(
         "() => window.Bokeh && Bokeh.documents.length > 0 && "
         "Bokeh.documents[0].get_model_by_name('scaled-weights-source') && "
-        "document.querySelector('body') !== null", timeout=60_000)
+        "document.querySelector('body') !== null && "
+        "!document.getElementById('as-first-view')", timeout=60_000)
     page.wait_for_timeout(800)
 
 
@@ -411,10 +427,12 @@ def press_keys(page, steps: int, state: dict, n_values: int) -> list:
 TURN = 10
 
 
-def bench_browser(servers: dict, n: int, warm: int) -> dict:
-    """One page per server, open together; for each way of changing the slider, ``warm``
-    changes on each page, then ``n`` on each in turns of :data:`TURN` (the servers' order
-    reversed every other turn), so that a change in this VM's speed falls on all alike."""
+def bench_browser(servers: dict, n: int, warm: int, viewport: str = DESKTOP) -> dict:
+    """One page per server, open together at ``viewport`` ("WIDTHxHEIGHT", CSS pixels); for
+    each way of changing the slider, ``warm`` changes on each page, then ``n`` on each in turns
+    of :data:`TURN` (the servers' order reversed every other turn), so that a change in this
+    VM's speed falls on all alike."""
+    width, height = (int(x) for x in viewport.split("x"))
     from playwright.sync_api import sync_playwright
 
     from attention_scaling import core
@@ -430,7 +448,8 @@ def bench_browser(servers: dict, n: int, warm: int) -> dict:
     results = {}
 
     def in_turns(mode: str, run) -> None:
-        print(f"browser: {mode}, the servers taking turns", file=sys.stderr, flush=True)
+        print(f"browser at {viewport}: {mode}, the servers taking turns", file=sys.stderr,
+              flush=True)
         for kind in kinds:
             run(kind, 0, warm)
         got: dict[str, list] = {kind: [] for kind in kinds}
@@ -449,7 +468,7 @@ def bench_browser(servers: dict, n: int, warm: int) -> dict:
         browser = _launch(p)
         pages = {}
         for kind, srv in servers.items():
-            pages[kind] = browser.new_page(viewport={"width": 1400, "height": 1000})
+            pages[kind] = browser.new_page(viewport={"width": width, "height": height})
             _open(pages[kind], srv.url)
             pages[kind].evaluate(SETUP_JS, expected)
         for pace, gap in (("paced", 150), ("drag", 40)):
@@ -499,6 +518,53 @@ def bench_load(servers: dict, n: int) -> dict:
         browser.close()
     return {LOAD_ROW.format(kind=kind): summary(v, "ms")
             for kind, v in times.items()}
+
+
+#: A temperature change on the Saturation tab at 64 keys: the slider's model set from
+#: JavaScript, timed until the curves' source holds new data (a new Monte Carlo each: every
+#: temperature is new to the server's cache once).
+CURVES_JS = r"""
+async (positions) => {
+  const doc = Bokeh.documents[0];
+  const slider = [...doc.all_models].find(m => m.name === 'temperature');
+  const src = doc.get_model_by_name('saturation-curves-source');
+  const col = () => { const d = src.data; const v = d instanceof Map ? d.get('max_weight_median_sqrt') : d.max_weight_median_sqrt; return JSON.stringify(Array.from(v)); };
+  const out = [];
+  for (const p of positions) {
+    const before = col();
+    const t0 = performance.now();
+    const changed = new Promise(res => { const f = () => { if (col() !== before) { src.properties.data.change.disconnect(f); res(performance.now() - t0); } }; src.properties.data.change.connect(f); });
+    slider.value = p;
+    out.push(await Promise.race([changed, new Promise(r => setTimeout(() => r(null), 10000))]));
+    await new Promise(r => setTimeout(r, 300));
+  }
+  return out;
+}
+"""
+
+
+def bench_curves(srv: Served, n: int) -> dict:
+    """New saturation curves in the browser: a temperature change on the Saturation tab at 64
+    keys, to the new curves' data in the page (server Monte Carlo, message, BokehJS)."""
+    from playwright.sync_api import sync_playwright
+
+    from attention_scaling import core
+    start = core.TEMPERATURES.index(1.0)
+    # every other position, out from T = 1: each one new to the server
+    order = [p for k in range(1, len(core.TEMPERATURES)) for p in (start + k, start - k)
+             if 0 <= p < len(core.TEMPERATURES)][:n]
+    with sync_playwright() as p:
+        browser = _launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        _open(page, srv.url + "?tab=saturation&keys=64")
+        page.wait_for_function("() => Bokeh.documents[0].get_model_by_name("
+                               "'saturation-curves-source') !== null", timeout=60_000)
+        times = page.evaluate(CURVES_JS, order)
+        browser.close()
+    ok = [t for t in times if t is not None]
+    return {CURVES_BROWSER_ROW: summary(ok, "ms"),
+            "new curves in the page, 64 keys: lost": {"median": len(times) - len(ok),
+                                                      "unit": "count"}}
 
 
 def bench_sessions(srv: Served, n_sessions: int) -> dict:
@@ -577,6 +643,8 @@ GOALS = [
     ("memory per session <= 2 MiB", "sessions", MEMORY_ROW, None, None, "median", 2, False),
     *[(f"new curves, {n} keys: p95 <= 250 ms", "core", CURVES_ROW.format(n_keys=n), None,
        None, "p95", 250, False) for n in (8, 64)],
+    ("new curves in the page, 64 keys: p95 <= 250 ms", "argument", CURVES_BROWSER_ROW, None,
+     None, "p95", 250, False),
 ]
 
 
@@ -588,10 +656,20 @@ def goals(results: dict) -> dict:
     "not measured", and a change lost on the way counts against its goal."""
     # each section's rows, the browser's with its ratios (unrounded, whichever servers ran)
     sections = {name: dict(rows) for name, rows in results.items() if isinstance(rows, dict)}
-    if "browser" in sections:
-        sections["browser"].update(ratios(results["browser"]))
+    browsers = [name for name in sections if is_browser_section(name)]
+    for name in browsers:
+        sections[name].update(ratios(results[name]))
+    # the browser's goals once per viewport measured, named after it but the desktop's
+    expanded = []
+    for goal in GOALS:
+        if goal[1] != "browser":
+            expanded.append(goal)
+            continue
+        for section in browsers or ["browser"]:
+            at = section.removeprefix("browser").strip()
+            expanded.append((goal[0] + (f" ({at})" if at else ""), section, *goal[2:]))
     out = {}
-    for name, section, ours_row, floor_row, lost_row, stat, limit, at_least in GOALS:
+    for name, section, ours_row, floor_row, lost_row, stat, limit, at_least in expanded:
         if section not in sections:
             continue
         rows = sections[section]
@@ -628,10 +706,11 @@ def goals_table(met: dict, phases: dict) -> str:
     if not met:
         return ""
     yes = lambda ok: "-" if ok is None else ("yes" if ok else "NO")  # noqa: E731
-    lines = [f"{'goal, this run':54} {'ours':>13} {'floor':>13}  met: ours  floor"]
+    w = max(54, *(len(name) for name in met))
+    lines = [f"{'goal, this run':{w}} {'ours':>13} {'floor':>13}  met: ours  floor"]
     for name, g in met.items():
         ours, floor = (f"{v} {g['unit']}" if v is not None else "" for v in (g["ours"], g["floor"]))
-        lines.append(f"{name:54} {ours or 'not measured':>13} {floor:>13}  "
+        lines.append(f"{name:{w}} {ours or 'not measured':>13} {floor:>13}  "
                      f"{yes(g['met']):>9}  {yes(g['floor_met']):>5}"
                      + (f"  ({g['note']})" if g["note"] else ""))
     judged = [g["met"] for g in met.values() if g["met"] is not None]
@@ -645,8 +724,9 @@ def goals_table(met: dict, phases: dict) -> str:
 
 
 def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
-                 quick: bool) -> None:
-    """The sections asked for, into ``results``, each timed by the speed probe."""
+                 quick: bool, viewports=(DESKTOP, PHONE)) -> None:
+    """The sections asked for, into ``results``, each timed by the speed probe; the browser
+    section once per viewport of ``viewports``."""
     n_core, n_srv, n_browser, warm, n_load, n_sess = (
         (50, 30, 12, 4, 3, 5) if quick else (2000, 500, 100, 20, 15, 50))
     if "core" in sections:
@@ -661,14 +741,23 @@ def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
             for kind in kinds.split(","):
                 servers[kind] = Served(kind)
         if "browser" in sections:
-            with probe.section("browser"):
-                results["browser"] = bench_browser(servers, n_browser, warm)
-            results["ratios"] = ratios(results["browser"])
+            for viewport in viewports:
+                name = browser_section(viewport)
+                with probe.section(name):
+                    results[name] = bench_browser(servers, n_browser, warm, viewport)
+                results[name.replace("browser", "ratios", 1)] = ratios(results[name])
         if "load" in sections:
             with probe.section("load"):
                 results["load"] = bench_load(servers, n_load)
     finally:
         for srv in servers.values():
+            srv.stop()
+    if "argument" in sections:
+        srv = Served("ours")
+        try:
+            with probe.section("argument"):
+                results["argument"] = bench_curves(srv, 8 if quick else 20)
+        finally:
             srv.stop()
     if "sessions" in sections:
         srv = Served("ours")
@@ -679,6 +768,19 @@ def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
             srv.stop()
 
 
+def _viewports(text: str) -> list[str]:
+    out = []
+    for item in text.split(","):
+        try:
+            width, height = (int(x) for x in item.strip().split("x"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r}: use WIDTHxHEIGHT, e.g. {PHONE}")
+        if not (200 <= width <= 4000 and 200 <= height <= 4000):
+            raise argparse.ArgumentTypeError(f"{item!r}: 200 to 4000 pixels each way")
+        out.append(f"{width}x{height}")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -686,8 +788,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="JSON output path")
     ap.add_argument("--servers", default="floor,panel,ours",
                     help="which servers to compare in the browser (default floor,panel,ours)")
-    ap.add_argument("--sections", default="core,server,browser,load,sessions",
+    ap.add_argument("--sections", default="core,server,browser,load,argument,sessions",
                     help="which sections to run (default: all)")
+    ap.add_argument("--viewports", default=f"{DESKTOP},{PHONE}", type=_viewports,
+                    help="the browser section's viewports, WIDTHxHEIGHT in CSS pixels, "
+                         f"comma-separated (default {DESKTOP},{PHONE}: a desktop and a phone)")
     args = ap.parse_args(argv)
     sections = set(args.sections.split(","))
 
@@ -708,7 +813,7 @@ def main(argv=None) -> int:
     results[speed_key] = {}     # printed first
     probe = SpeedProbe(out.with_suffix(".speed.txt"))
     try:
-        run_sections(results, sections, probe, args.servers, args.quick)
+        run_sections(results, sections, probe, args.servers, args.quick, args.viewports)
     finally:
         results[speed_key] = probe.report()
     results["goals"] = goals(results)

@@ -175,3 +175,19 @@ def test_ours_more_than_a_tenth_slower_than_the_floor_misses_that_goal():
     got = run.goals(results)
     assert got["model paced: within 1.1x of the Bokeh floor"]["met"] is False
     assert got["model drag: within 1.1x of the Bokeh floor"]["met"] is True
+
+
+def test_each_viewport_of_the_browser_section_has_the_browser_goals_of_its_own():
+    results = figures()
+    narrow = run.browser_section(run.PHONE)
+    assert narrow == "browser at 375x812" and run.browser_section(run.DESKTOP) == "browser"
+    results[narrow] = dict(results["browser"])
+    results[narrow][data("ours", "keyboard")] = row(12, 15)      # past 10 on the phone only
+    got = run.goals(results)
+    browser_goals = [g for g in run.GOALS if g[1] == "browser"]
+    assert len(got) == 16 + len(browser_goals)
+    assert missed(got) == sorted(["keyboard: new data median <= 10 ms (at 375x812)",
+                                  "keyboard: >= 6x faster than default Panel (at 375x812)",
+                                  "keyboard: within 1.1x of the Bokeh floor (at 375x812)"])
+    assert got["keyboard: new data median <= 10 ms"]["met"] is True
+    assert got["keyboard: new data median <= 10 ms (at 375x812)"]["ours"] == 12

@@ -5,16 +5,20 @@ bundles the page uses. Order and behaviour are asserted here; times live in the 
 
 import asyncio
 import json
+import logging
+import re
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import INIT, Server, assert_plots_drawn, run_in_thread
+from conftest import INIT, Server, assert_plots_drawn, column, run_in_thread
 
+from attention_scaling import core
 from attention_scaling import server as served
-from attention_scaling.text import TITLE
+from attention_scaling.page import FirstViews
+from attention_scaling.text import FIG3_SEED, TITLE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -201,8 +205,9 @@ def one_at_a_time():
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("query", ["", "?embed=1"])
-def test_a_waiting_page_shows_its_title_and_connecting_then_draws(page, one_at_a_time, query):
+@pytest.mark.parametrize("query", ["?d_k=128", "?embed=1&d_k=128"])
+def test_a_waiting_page_shows_its_title_connecting_and_the_first_view_then_goes_live(
+        page, one_at_a_time, query):
     url = one_at_a_time.url + query
     hold_the_only_place(one_at_a_time.url)
     responses = []
@@ -211,15 +216,27 @@ def test_a_waiting_page_shows_its_title_and_connecting_then_draws(page, one_at_a
     page.goto(url, wait_until="commit")
     notice = page.locator("#as-connecting")
     notice.wait_for(state="visible", timeout=3000)
-    assert page.evaluate("() => !window.Bokeh || Bokeh.documents.length === 0")
     text = notice.inner_text()
     assert TITLE in text and "Connecting" in text
     assert page.title() == TITLE
-    # the place is freed after the hold: the page then draws and the notice goes
-    page.wait_for_function("() => (window.__col('jacobian-diagonal-source', 'value') || [])"
-                           ".length > 0", timeout=30_000)
-    notice.wait_for(state="detached", timeout=5000)
+    # while it waits: the explorer as it opens at this address, drawn with no session, inert
+    page.wait_for_selector("#as-first-view[data-drawn='1']", state="attached", timeout=10_000)
+    expected = core.compute_state(128, 1.0, FIG3_SEED)
+    weights = page.evaluate("() => window.__col('scaled-weights-source', 'weight')")
+    assert weights == pytest.approx(expected.scaled.probs.tolist(), rel=1e-12)
+    assert page.evaluate("() => document.getElementById('as-first-view').inert")
+    assert page.evaluate("() => window.__asFirstView !== null && Bokeh.documents.length === 1")
+    assert notice.is_visible()
+    page.evaluate("() => { window.__firstDoc = Bokeh.documents[0]; }")
+    # the place is freed after the hold: the live page draws, the first view and notice go
+    notice.wait_for(state="detached", timeout=30_000)
+    assert page.locator("#as-first-view").count() == 0
+    page.wait_for_function("() => Bokeh.documents.length === 1 && Bokeh.documents[0] !== "
+                           "window.__firstDoc && (window.__col('jacobian-diagonal-source', "
+                           "'value') || []).length > 0", timeout=10_000)
     assert_plots_drawn(page)
+    assert column(page, "scaled-weights-source", "weight") == pytest.approx(
+        expected.scaled.probs.tolist(), rel=1e-12)
     page.wait_for_timeout(300)
     assert page.console_errors == [] and page.failed_requests == []
     assert [r for r in responses if r[0] >= 400] == []
@@ -228,6 +245,54 @@ def test_a_waiting_page_shows_its_title_and_connecting_then_draws(page, one_at_a
     # only what the page uses: no WebGL plot, no ES-module component
     assert names == ["bokeh-tables.min.js", "bokeh-widgets.min.js", "bokeh.min.js",
                      "panel.min.js"], names
+
+
+def _first_view_document(html_text: str):
+    """The Bokeh document a first view's HTML carries, read back by Bokeh itself."""
+    from bokeh.document import Document
+    data = re.search(r'<script type="application/json" id="as-first-view-doc">(.*?)</script>',
+                     html_text, re.S).group(1)
+    data = json.loads(data)
+    return Document.from_json(data["doc"]), data["root"]
+
+
+def test_a_first_view_is_the_explorer_at_its_address_built_once():
+    views = FirstViews()
+    args = {"d_k": [b"512"], "rule": [b"none"], "temperature": [b"2.5"], "seed": [b"7"]}
+    first = views.html(args)
+    doc, root = _first_view_document(first)
+    expected = core.compute_state(512, 2.5, 7)
+    source = doc.get_model_by_name("scaled-weights-source")
+    assert source.data["weight"] == pytest.approx(expected.scaled.probs.tolist(), rel=1e-12)
+    assert doc.get_model_by_name("unscaled-weights-source").data["weight"] == pytest.approx(
+        expected.unscaled.probs.tolist(), rel=1e-12)
+    assert doc.get_model_by_id(root) is not None
+    # the same address again (and its defaults spelled out): the kept one, not a new build
+    assert views.html(args) is first
+    assert views.html({**args, "keys": [b"8"], "align": [b"0"]}) is first
+
+
+def test_first_views_are_bounded_and_nothing_sent_can_end_their_script(caplog):
+    views = FirstViews()
+    views.builds_per_s = 1e9
+    views.size = 3
+    hostile = {"d_k": [b"</script><script>alert(1)</script>"],
+               "seed": ["\u2028<!--".encode()], "tab": [b"<img src=x onerror=alert(1)>"]}
+    text = views.html(hostile)
+    assert text.count("</script>") == 2 and "<img" not in text and "alert(1)</script>" not in text
+    doc, _ = _first_view_document(text)
+    assert doc.get_model_by_name("scaled-weights-source") is not None
+    for seed in range(5):
+        views.html({"seed": [str(seed).encode()]})
+    assert len(views._kept) == 3
+    # new addresses faster than the rate: after one build, no first view (the notice
+    # alone), said once
+    views.builds_per_s = 1e-6
+    assert views.html({"seed": [b"99"]}) != ""
+    with caplog.at_level(logging.WARNING):
+        assert views.html({"seed": [b"100"]}) == "" and views.html({"seed": [b"101"]}) == ""
+    assert sum("Ready-made first views" in r.getMessage() for r in caplog.records) == 1
+    assert views.html({"seed": [b"4"]}) != ""        # a kept one is still sent
 
 
 @pytest.mark.browser

@@ -26,7 +26,7 @@ import pytest
 
 from attention_scaling import cli
 from conftest import CLI, Server, free_port, stop_group, wait_column
-from conftest import INIT, assert_plots_drawn, column, open_app, wait_changed
+from conftest import INIT, LIVE, assert_plots_drawn, column, open_app, wait_changed
 
 ROOT = Path(__file__).resolve().parents[1]
 NGINX_DIR = ROOT / "deploy" / "nginx"
@@ -354,9 +354,7 @@ def open_tab(browser, url: str, *, backends=None, embed: bool = False, **context
                 context.add_init_script(INIT)
                 page.set_content(f'<iframe src="{url}" width="1200" height="900"></iframe>')
                 frame = page.wait_for_selector("iframe").content_frame()
-                frame.wait_for_function(
-                    "() => (window.__col('jacobian-diagonal-source', 'value') || []).length > 0",
-                    timeout=30_000)
+                frame.wait_for_function(LIVE, timeout=30_000)
             else:
                 open_app(page, type("Target", (), {"url": url}))
         except PlaywrightError:

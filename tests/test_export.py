@@ -299,7 +299,7 @@ def test_the_offline_copy_downloads_and_passes_axe(offline_page):
     show(page, 1, 512, 0.5, "linear")
     with page.expect_download() as info:
         page.get_by_role("button", name="Download CSV").click()
-    assert info.value.suggested_filename == "attention-dk512-T0.5-seed1-linear.csv"
+    assert info.value.suggested_filename == "attention-draw-dk512-T0.5-seed1-keys8-linear.csv"
     rows = list(csv.DictReader(io.StringIO(Path(info.value.path()).read_text())))
     st = core.compute_state(512, 0.5, 1)
     assert [float(r["weight_unscaled"]) for r in rows] == st.unscaled.probs.tolist()
@@ -343,6 +343,8 @@ def served_line_widths(rule):
             if name in ("saturation-curves", "saturation-eff-keys", "saturation-gradient",
                         "head-budget", "head-budget-gradient")}
 
+
+Y_RANGE = "(n) => { const r = window.__model(n).y_range; return [r.start, r.end]; }"
 
 ARGUMENT_CASES = [
     (prose.FIG3_SEED, 64, 1.0, "sqrt"),      # the page as it opens
@@ -390,6 +392,10 @@ def test_offline_tabs_show_core_values_and_the_served_page_s_texts(offline_page)
         assert col(page, "saturation-draw-source", "grad_q") == floored(
             [draw[r].query_gradient for r in core.RULES]), case
         assert col(page, "saturation-draw-source", "d_k") == [float(d_k)] * 3, case
+        served = charts.Argument()            # the axes as the served page fits them
+        served.update_curves(curves, d_k, draw)
+        rng = served.figures["saturation-gradient"].y_range
+        assert page.evaluate(Y_RANGE, "saturation-gradient") == [rng.start, rng.end], case
 
         open_tab(page, "3 Gradient")
         wait_text(page, "gradient-text", prose.plain(
@@ -402,6 +408,9 @@ def test_offline_tabs_show_core_values_and_the_served_page_s_texts(offline_page)
         for name, values in budget.items():
             want = floored(values) if name.startswith("grad_q") else np.asarray(values, float).tolist()
             assert col(page, "head-budget-source", name) == want, (case, name)
+        served.update_budget(budget)
+        rng = served.figures["head-budget-gradient"].y_range
+        assert page.evaluate(Y_RANGE, "head-budget-gradient") == [rng.start, rng.end], case
         assert page.evaluate(LINE_WIDTHS) == served_line_widths(rule), case
         open_tab(page, "One draw")
     # Reset to Fig. 3, from a tab: the reference setting on the one-draw tab
@@ -448,6 +457,10 @@ def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(o
         assert page.evaluate(TRAINING_RANGES) == [
             [f.x_range.start, f.x_range.end, f.y_range.start, f.y_range.end]
             for f in (a.training_figs["training-loss"], a.training_figs["training-gradients"])]
+    # its CSV is named after the run's own setting, as on the served page
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download CSV").click()
+    assert info.value.suggested_filename == f"attention-training-dk64-T1-seed{seeds[0]}-keys8.csv"
     shown = col(page, "training-source", "loss_none")
     for seed, t in ((seeds[0], 0.5), (seeds[1], 1.0)):       # settings it holds no run of
         show(page, seed, 64, t, "sqrt")

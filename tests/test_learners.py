@@ -5,7 +5,7 @@ rules, names and keys for the controls, and the charts as text for screen reader
 from pathlib import Path
 
 import pytest
-from conftest import column, open_app, open_at
+from conftest import column, open_app, open_at, wait_column
 
 from attention_scaling import core
 
@@ -188,8 +188,9 @@ def test_the_view_downloads_as_png_svg_and_csv_named_after_the_state(page, serve
     import xml.etree.ElementTree as ET
     open_at(page, server, "?d_k=128&rule=none&temperature=2&seed=7")
     st = core.compute_state(128, 2.0, 7)
+    stem = "attention-draw-dk128-T2-seed7-keys8-none"
     name, data = _download(page, "Download CSV")
-    assert name == "attention-dk128-T2-seed7-none.csv"
+    assert name == stem + ".csv"
     rows = list(csv.DictReader(io.StringIO(data.decode())))
     assert [r["key"] for r in rows] == [f"k{i + 1}" for i in range(8)]
     for i, r in enumerate(rows):
@@ -199,7 +200,7 @@ def test_the_view_downloads_as_png_svg_and_csv_named_after_the_state(page, serve
             assert float(r[f"p_1_minus_p_{side}"]) == v.diagonal[i]
             assert float(r[f"grad_to_query_{side}"]) == v.query_rows[i]
     name, data = _download(page, "Download SVG")
-    assert name == "attention-dk128-T2-seed7-none.svg"
+    assert name == stem + ".svg"
     svg = ET.fromstring(data)
     ns = "{http://www.w3.org/2000/svg}"
     charts = svg.findall(f"{ns}g")
@@ -211,14 +212,208 @@ def test_the_view_downloads_as_png_svg_and_csv_named_after_the_state(page, serve
         k = heights[0] / v.probs[0]
         assert heights == pytest.approx([k * p for p in v.probs], rel=1e-9)
     name, data = _download(page, "Download PNG")
-    assert name == "attention-dk128-T2-seed7-none.png"
+    assert name == stem + ".png"
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
     assert (width, height) == (1800, 800)
-    shown = page.evaluate("""async (b64) => { const img = new Image(); img.src = b64;
+    assert _decoded_size(page, data) == [1800, 800]
+    assert page.console_errors == []
+
+
+def _decoded_size(page, png: bytes) -> list:
+    """[width, height] of ``png`` as the browser decodes it."""
+    import base64
+    return page.evaluate("""async (b64) => { const img = new Image(); img.src = b64;
         await img.decode(); return [img.naturalWidth, img.naturalHeight]; }""",
-        "data:image/png;base64," + __import__("base64").b64encode(data).decode())
-    assert shown == [1800, 800]
+                         "data:image/png;base64," + base64.b64encode(png).decode())
+
+
+def _hex(color: str) -> str:
+    """An SVG colour, "#D55E00" or "rgb(213,94,0)", as lower-case hex."""
+    if color and color.startswith("rgb("):
+        return "#%02x%02x%02x" % tuple(int(x) for x in color[4:-1].split(","))
+    return (color or "").lower()
+
+
+def _points(path) -> list:
+    """The (x, y) points of an SVG path's M and L commands."""
+    import re
+    nums = [float(x) for x in re.findall(r"[-+]?\d*\.?\d+(?:e[-+]?\d+)?",
+                                          " ".join(re.findall(r"[ML][^MLZAC]*", path.get("d"))))]
+    return list(zip(nums[::2], nums[1::2]))
+
+
+def _affine(pixels, values) -> float:
+    """The largest distance in pixels of ``pixels`` from the best line a + b * values."""
+    import numpy as np
+    x, y = np.asarray(values, float), np.asarray(pixels, float)
+    a = np.vstack([np.ones_like(x), x]).T
+    fit, *_ = np.linalg.lstsq(a, y, rcond=None)
+    return float(np.abs(a @ fit - y).max())
+
+
+def _charts(svg) -> dict:
+    """The nested chart SVGs of a tab's download, by figure name, in page order."""
+    ns = "{http://www.w3.org/2000/svg}"
+    return {c.get("data-chart"): c for c in svg.findall(f"{ns}svg")}
+
+
+def _lines(chart, color) -> list:
+    """The point lists of the unfilled paths stroked in ``color`` (the glyphs' lines)."""
+    ns = "{http://www.w3.org/2000/svg}"
+    return [_points(p) for p in chart.iter(f"{ns}path")
+            if _hex(p.get("stroke")) == color.lower() and p.get("fill") == "none"]
+
+
+def _filled(chart, color) -> list:
+    ns = "{http://www.w3.org/2000/svg}"
+    return [_points(p) for p in chart.iter(f"{ns}path") if _hex(p.get("fill")) == color.lower()]
+
+
+def _check_curves(chart, xs, by_rule, log_y=False):
+    """Each rule's line in ``chart`` is its values: every point on one straight line through
+    (log10 x, value) or (log10 x, log10 value), as the figure's scales place them."""
+    import numpy as np
+    from attention_scaling.charts import RULE_COLORS
+    for rule, values in by_rule.items():
+        lines = _lines(chart, RULE_COLORS[rule])
+        assert lines, rule
+        pts = lines[0]
+        assert len(pts) == len(xs), (rule, len(pts))
+        assert _affine([p[0] for p in pts], np.log10(xs)) < 0.05
+        v = np.log10(values) if log_y else np.asarray(values)
+        assert _affine([p[1] for p in pts], v) < 0.05, rule
+
+
+#: A state for each tab, its URL, and its downloads' name.
+TAB_CASES = {
+    "variance": ("?tab=variance&d_k=256&temperature=2&seed=7&keys=16&align=0.5&rule=none",
+                 "attention-variance-dk256"),
+    "saturation": ("?tab=saturation&d_k=128&temperature=2&seed=7&keys=16&align=0.5&rule=none",
+                   "attention-saturation-dk128-T2-seed7-keys16-align0.5-none"),
+    "gradient": ("?tab=gradient&d_k=32&temperature=2&seed=3&keys=4&align=0.2&rule=linear",
+                 "attention-gradient-dk32-T2-seed3-keys4-align0.2-linear"),
+    "training": ("?tab=training&d_k=16&temperature=1&seed=5&keys=8&align=0.5&rule=sqrt",
+                 "attention-training-dk16-T1-seed5-keys8"),
+    "budget": ("?tab=budget&d_k=64&temperature=2&seed=7&keys=16&align=0.3&rule=none",
+               "attention-budget-T2-keys16-align0.3-none"),
+}
+
+
+@pytest.mark.parametrize("tab", list(TAB_CASES))
+def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
+    """The visible tab's buttons: a CSV whose columns are core's numbers for the state, an
+    SVG that holds each of the tab's charts with its glyphs where core's numbers put them, a
+    PNG of it at twice its size; named after the tab and the controls it depends on."""
+    import csv
+    import io
+    import struct
+    import xml.etree.ElementTree as ET
+    import numpy as np
+    from attention_scaling.charts import GRAD_FLOOR, SCALED_COLOR, UNSCALED_COLOR
+    search, stem = TAB_CASES[tab]
+    open_at(page, server, search)
+    q = dict(x.split("=") for x in search[1:].split("&"))
+    d_k, t, seed, n = int(q["d_k"]), float(q["temperature"]), int(q["seed"]), int(q["keys"])
+    rho = float(q["align"])
+    # the numbers the tab must hold, from core; the page waited for until it shows them
+    if tab == "variance":
+        dist, std = core.logit_distribution(d_k), core.logit_std_curve()
+        expected = {f"{c}_{r}": (dist[f"edges_{r}"][:-1] if c == "left" else
+                                 dist[f"edges_{r}"][1:] if c == "right" else dist[f"counts_{r}"])
+                    for r in ("none", "sqrt") for c in ("left", "right", "top")}
+        expected.update(d_k=std["d_k"], std_raw=std["std_raw"], sqrt_d_k=np.sqrt(std["d_k"]))
+        shown = ("logit-histogram-source", "top_none")
+    elif tab in ("saturation", "gradient"):
+        curves = core.saturation_curves(t, n, rho)
+        draw = core.draw_metrics(d_k, t, seed, n, rho)
+        metrics = ("max_weight", "eff_keys") if tab == "saturation" else ("grad_q",)
+        expected = {"d_k": curves["d_k"], **{k: v for k, v in curves.items()
+                                             if k.startswith(metrics)}}
+        expected.update(this_draw_rule=list(core.RULES), this_draw_d_k=[d_k] * 3)
+        attr = {"max_weight": "max_weight", "eff_keys": "effective_keys",
+                "grad_q": "query_gradient"}
+        for m in metrics:
+            expected[f"this_draw_{m}"] = [getattr(draw[r], attr[m]) for r in core.RULES]
+        shown = ("saturation-curves-source", f"{metrics[0]}_median_none")
+    elif tab == "training":
+        page.get_by_role("button", name="Train").click()
+        page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name('train');"
+                               " return m && !m.disabled && (window.__col('training-source', "
+                               "'step') || []).length === 301; }", timeout=60_000)
+        runs = {r: core.train(d_k, r, seed, temperature=t, steps=300, n_keys=n)
+                for r in core.RULES}
+        expected = {"step": list(range(301)),
+                    **{f"{m}_{r}": getattr(runs[r], m) for r in core.RULES
+                       for m in ("loss", "grad_wq", "grad_wk")}}
+        shown = ("training-source", "loss_none")
+    else:
+        expected = core.head_budget(512, t, n, rho)
+        shown = ("head-budget-source", "max_weight_median_none")
+    for k, v in expected.items():
+        if k.startswith(("grad_q", "this_draw_grad_q")):
+            assert min(v) > GRAD_FLOOR, k           # a state the charts draw without a floor
+    wait_column(page, *shown, [float(x) for x in expected[shown[1]]], timeout=30_000)
+    # the CSV: core's columns, every number read back as core's float64
+    name, data = _download(page, "Download CSV")
+    assert name == stem + ".csv"
+    table = list(csv.reader(io.StringIO(data.decode())))
+    head, rows = table[0], table[1:]
+    assert sorted(head) == sorted(expected) and len(set(head)) == len(head)
+    for j, k in enumerate(head):
+        cells = [r[j] for r in rows if j < len(r) and r[j] != ""]
+        want = list(expected[k])
+        assert len(cells) == len(want), k
+        if k == "this_draw_rule":
+            assert cells == want
+        else:
+            assert [float(c) for c in cells] == [float(x) for x in want], k
+    # the SVG: each chart of the tab, holding its glyphs where core's numbers put them
+    name, data = _download(page, "Download SVG")
+    assert name == stem + ".svg"
+    svg = ET.fromstring(data)
+    charts = _charts(svg)
+    titles = {c: [x.text for x in el.iter("{http://www.w3.org/2000/svg}text")]
+              for c, el in charts.items()}
+    if tab == "variance":
+        assert list(charts) == ["logit-histogram", "logit-histogram-scaled", "logit-std"]
+        for chart, rule, color in (("logit-histogram", "none", UNSCALED_COLOR),
+                                   ("logit-histogram-scaled", "sqrt", SCALED_COLOR)):
+            bars = _filled(charts[chart], color)
+            assert len(bars) == core.LOGIT_BINS
+            heights = [max(y for _, y in b) - min(y for _, y in b) for b in bars]
+            k = max(heights) / max(expected[f"top_{rule}"])
+            assert heights == pytest.approx(k * np.asarray(expected[f"top_{rule}"]), abs=0.05)
+        assert len(_filled(charts["logit-std"], UNSCALED_COLOR)) == len(core.D_K_VALUES)
+        assert "Spread of q·k against d_k" in titles["logit-std"]
+    elif tab in ("saturation", "gradient"):
+        names = (["saturation-curves", "saturation-eff-keys"] if tab == "saturation"
+                 else ["saturation-gradient"])
+        assert list(charts) == names
+        for chart, m in zip(names, metrics):
+            _check_curves(charts[chart], curves["d_k"],
+                          {r: curves[f"{m}_median_{r}"] for r in core.RULES},
+                          log_y=m == "grad_q")
+    elif tab == "training":
+        assert list(charts) == ["training-loss", "training-gradients"]
+        from attention_scaling.charts import RULE_COLORS
+        for rule in core.RULES:
+            pts = _lines(charts["training-loss"], RULE_COLORS[rule])[0]
+            assert len(pts) == 301
+            assert _affine([p[0] for p in pts], range(301)) < 0.05
+            assert _affine([p[1] for p in pts], runs[rule].loss) < 0.05
+    else:
+        assert list(charts) == ["head-budget", "head-budget-gradient"]
+        for chart, m in (("head-budget", "max_weight"), ("head-budget-gradient", "grad_q")):
+            _check_curves(charts[chart], expected["heads"],
+                          {r: expected[f"{m}_median_{r}"] for r in core.RULES},
+                          log_y=m == "grad_q")
+    width, height = int(svg.get("width")), int(svg.get("height"))
+    name, data = _download(page, "Download PNG")
+    assert name == stem + ".png"
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", data[16:24]) == (2 * width, 2 * height)
+    assert _decoded_size(page, data) == [2 * width, 2 * height]
     assert page.console_errors == []
 
 
@@ -312,3 +507,113 @@ def test_the_heat_maps_are_text_too(page, server):
         assert cells[0] == str(d) + (" (current)" if d == 64 else "")
         i = int(sweep[:, j].argmax())
         assert float(cells[1]) == pytest.approx(sweep[i, j], rel=1e-3) and cells[2] == f"k{i + 1}"
+
+
+#: In the page: for every figure shown, each title line's right end and the canvas's width,
+#: and each x axis's labels as drawn: [text, centre, width] and the slant.
+LAYOUT = """() => { const out = []; const ctx = document.createElement('canvas').getContext('2d');
+  const font = (v) => `${v.text_font_style} ${v.text_font_size} ${v.text_font}`;
+  for (const m of Bokeh.documents[0].all_models) {
+    if (m.type !== 'Figure') continue;
+    const v = Bokeh.index.find_one(m);
+    if (v == null || !v.el.checkVisibility({checkVisibilityCSS: true})) continue;
+    const titles = [m.title, ...m.above.filter((x) => x.type === 'Title')].map((t) => {
+      ctx.font = font(t);
+      return [t.text, v.renderer_views.get(t).bbox.left + ctx.measureText(t.text).width]; });
+    const axes = [...m.above, ...m.below].filter((a) => a.type.endsWith('Axis')).map((a) => {
+      const av = v.renderer_views.get(a);
+      let texts, xs;
+      if (a.type === 'CategoricalAxis') {
+        texts = a.formatter.doFormat(m.x_range.factors, {loc: 0});
+        xs = m.x_range.factors.map((f) => v.frame.x_scale.compute(f));
+      } else {
+        const coords = av.tick_coords.major;
+        texts = av.compute_labels(coords[0]).items.map((l) => l.text);
+        xs = Array.from(av.scoords(coords)[0]);
+      }
+      ctx.font = `${a.major_label_text_font_style} ${a.major_label_text_font_size} ${a.major_label_text_font}`;
+      const metrics = ctx.measureText('0');
+      const orient = a.major_label_orientation;
+      return {labels: texts.map((t, i) => [t, xs[i], ctx.measureText(t).width]),
+              angle: typeof orient === 'number' ? orient : 0,
+              line: metrics.fontBoundingBoxAscent + metrics.fontBoundingBoxDescent}; });
+    out.push({name: m.name, width: v.bbox.width, titles, axes});
+  }
+  return out; }"""
+
+#: The figures of each tab, all of which must be laid out before the measures are read.
+TAB_FIGURES = {"draw": ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"],
+               "variance": ["logit-histogram", "logit-histogram-scaled", "logit-std"],
+               "saturation": ["saturation-curves", "saturation-eff-keys"],
+               "gradient": ["saturation-gradient"],
+               "training": ["training-loss", "training-gradients"],
+               "budget": ["head-budget", "head-budget-gradient"]}
+
+
+@pytest.mark.parametrize("tab", list(TAB_FIGURES))
+@pytest.mark.parametrize("width", [375, 1440])
+def test_every_title_fits_its_chart_and_no_two_axis_labels_overlap(browser, server, tab,
+                                                                      width):
+    """On a phone and a wide screen, under the rule with the longest titles: no title line
+    runs past its chart's right edge, and the labels along each x axis (the sweep's 25
+    widths slanted) keep clear of each other."""
+    ctx, page = _open(browser, server, width, f"?tab={tab}&rule=none&keys=8")
+    try:
+        page.wait_for_function("(names) => names.every((n) => { const m = Bokeh.documents[0]"
+                               ".get_model_by_name(n); const v = m && Bokeh.index.find_one(m);"
+                               " return v && v.el.checkVisibility({checkVisibilityCSS: true}); })",
+                               arg=TAB_FIGURES[tab], timeout=20_000)
+        if tab == "training":
+            page.get_by_role("button", name="Train").click()
+            page.wait_for_function("() => (window.__col('training-source', 'step') || [])"
+                                   ".length === 301", timeout=60_000)
+        page.wait_for_timeout(500)
+        import math
+        shown = page.evaluate(LAYOUT)
+        assert sorted(f["name"] for f in shown) == sorted(TAB_FIGURES[tab])
+        for fig in shown:
+            for text, right in fig["titles"]:
+                assert right <= fig["width"] - 2, (fig["name"], text, right, fig["width"])
+            for axis in fig["axes"]:
+                drawn = [lab for lab in axis["labels"] if lab[0]]
+                assert len(drawn) >= 4, (fig["name"], axis["labels"])
+                for (t0, x0, w0), (t1, x1, w1) in zip(drawn, drawn[1:]):
+                    if axis["angle"]:      # parallel slanted labels: apart by a line at least
+                        assert abs(x1 - x0) * math.sin(axis["angle"]) >= axis["line"], \
+                            (fig["name"], t0, t1, x1 - x0)
+                    else:
+                        assert abs(x1 - x0) >= (w0 + w1) / 2 + 2, (fig["name"], t0, t1)
+        if tab == "draw":
+            sweep = next(f for f in shown if f["name"] == "jacobian-diagonal")["axes"][0]
+            labelled = [lab[0] for lab in sweep["labels"] if lab[0]]
+            expected = ([str(d) for d in core.D_K_VALUES] if width >= 1280
+                        else ["1", "4", "16", "64", "256", "1024", "4096"])
+            assert labelled == expected
+        assert page.console_errors == []
+    finally:
+        ctx.close()
+
+
+def test_a_gradient_of_hundreds_of_decades_still_has_a_usable_log_axis(page, server):
+    """With the first key aligned (ρ = 0.5) the unscaled gradient falls below float64 at the
+    widest heads: the curves span 300 decades, and every value is drawn inside the frame, the
+    highest near its top and the lowest near its bottom."""
+    open_at(page, server, "?tab=gradient&align=0.5")
+    curves = core.saturation_curves(1.0, 8, 0.5)
+    page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
+                           "'saturation-gradient'); return m && Bokeh.index.find_one(m); }",
+                           timeout=15_000)
+    wait_column(page, "saturation-curves-source", "max_weight_median_none",
+                curves["max_weight_median_none"].tolist(), timeout=15_000)
+    page.wait_for_timeout(300)
+    ys = page.evaluate("""() => { const m = Bokeh.documents[0].get_model_by_name(
+        'saturation-gradient'); const v = Bokeh.index.find_one(m); const d = Bokeh.documents[0]
+        .get_model_by_name('saturation-curves-source').data; const get = (k) => Array.from(
+        d instanceof Map ? d.get(k) : d[k]); const f = v.frame.bbox; const out = [];
+        for (const r of ['none', 'sqrt', 'linear']) for (const q of ['median', 'q25', 'q75'])
+          for (const x of get(`grad_q_${q}_${r}`)) out.push(v.frame.y_scale.compute(x));
+        return [f.top, f.bottom, out]; }""")
+    top, bottom, pixels = ys
+    assert all(top <= y <= bottom for y in pixels)
+    assert min(pixels) - top < 0.1 * (bottom - top)
+    assert bottom - max(pixels) < 0.1 * (bottom - top)

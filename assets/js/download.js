@@ -1,12 +1,27 @@
-// Take the one-draw view away (`kind`: 'csv', 'svg' or 'png'), named after the state, e.g.
-// attention-dk64-T1-seed2288-sqrt.svg: the numbers of both bar charts as CSV, or the pair of
-// charts drawn again from their data as a vector SVG (for slides and papers) or a PNG of it.
+// Take a tab away (`kind`: 'csv', 'svg' or 'png'), named after the tab and the controls its
+// charts depend on (`parts`, in order), e.g. attention-saturation-dk64-T1-seed2288-keys8-
+// align0.5-sqrt.svg. CSV: the columns of `tables` ([source, [[column, header], ...]], side
+// by side, a shorter one ending in empty cells) as the charts hold them, every number
+// written so that it reads back to the same float64. SVG: the tab's `figures` as Bokeh
+// draws them, in vector form, placed as on the page; for the one draw (`bars` given) the pair
+// of bar charts drawn again from their data. PNG: that SVG at twice its size.
 const col = (src, k) => { const d = src.data; return Array.from(d instanceof Map ? d.get(k) : d[k]); };
 const fd = text_source.data;
 const fcol = (k) => Array.from(fd instanceof Map ? fd.get(k) : fd[k]);
 const f = {};
 fcol('field').forEach((k, i) => { f[k] = fcol('value')[i]; });
-const name = 'attention-dk' + f.d + '-T' + f.t + '-seed' + f.seed + '-' + f.rule + '.' + kind;
+// the setting: each control's value as the page shows it; a training run's own setting
+const setting = Object.assign({}, defaults, {seed: f.seed});
+for (const [name, [widget, labels]] of Object.entries(controls)) {
+  const at = widget.value !== undefined ? widget.value : widget.active;
+  setting[name] = labels[at];
+}
+if (bars != null && controls.keys == null) setting.keys = String(col(bars[0], 'key').length);
+if (run != null && run.tags.length === 4) {
+  ['d_k', 'temperature', 'seed', 'keys'].forEach((k, i) => { setting[k] = String(run.tags[i]); });
+}
+const prefix = {d_k: 'dk', temperature: 'T', seed: 'seed', keys: 'keys', align: 'align', rule: ''};
+const name = ['attention', tab, ...parts.map((p) => prefix[p] + setting[p])].join('-') + '.' + kind;
 const save = (blob) => {
   const a = document.createElement('a');       // never in the page: nothing to announce
   a.href = URL.createObjectURL(blob);
@@ -14,26 +29,42 @@ const save = (blob) => {
   a.click();
   setTimeout(() => URL.revokeObjectURL(a.href), 1000);
 };
-const charts = [[scaled, 'Scaled by 1/√d_k', colors[0]], [unscaled, 'Unscaled', colors[1]]];
+const esc = (t) => String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
+  .replace(/"/g, '&quot;');
+const png = (svg, W, H) => {
+  const img = new Image();
+  img.onload = () => {
+    const canvas = document.createElement('canvas');
+    canvas.width = 2 * W; canvas.height = 2 * H;
+    const ctx = canvas.getContext('2d');
+    ctx.scale(2, 2);
+    ctx.drawImage(img, 0, 0, W, H);
+    canvas.toBlob((blob) => save(blob), 'image/png');
+  };
+  img.src = 'data:image/svg+xml;base64,' + btoa(unescape(encodeURIComponent(svg)));
+};
+const image = (svg, W, H) => {
+  if (kind === 'svg') save(new Blob([svg], {type: 'image/svg+xml'}));
+  else png(svg, W, H);
+};
+
 if (kind === 'csv') {
-  const keys = col(scaled, 'key');
-  const cols = ['logit', 'weight', 'pq', 'gq'];
-  const head = ['key', ...cols.map((c) => c + '_scaled'), ...cols.map((c) => c + '_unscaled')];
-  const lines = [head.join(',').replace(/pq/g, 'p_1_minus_p').replace(/gq/g, 'grad_to_query')];
-  keys.forEach((k, i) => {
-    const cells = [k];
-    for (const [src] of charts) for (const c of cols) cells.push(col(src, c)[i].toPrecision(17));
-    lines.push(cells.join(','));
-  });
+  const columns = [];
+  for (const [src, cols] of tables) for (const [c, head] of cols) columns.push([head, col(src, c)]);
+  const cell = (x) => typeof x === 'number' ? String(x)
+    : /[",\n]/.test(String(x)) ? '"' + String(x).replace(/"/g, '""') + '"' : String(x);
+  const rows = Math.max(...columns.map(([, v]) => v.length));
+  const lines = [columns.map(([head]) => head).join(',')];
+  for (let i = 0; i < rows; i++) lines.push(columns.map(([, v]) => i < v.length ? cell(v[i]) : '').join(','));
   save(new Blob([lines.join('\n') + '\n'], {type: 'text/csv'}));
-} else {
-  const W = 900, H = 400, pw = 380, ph = 280, top = 60, esc = (t) => String(t)
-    .replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+} else if (bars != null) {
+  const charts = [[bars[0], 'Scaled by 1/√d_k', colors[0]], [bars[1], 'Unscaled', colors[1]]];
+  const W = 900, H = 400, pw = 380, ph = 280, top = 60;
   const parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="' + W + '" height="' + H
     + '" viewBox="0 0 ' + W + ' ' + H + '" font-family="Helvetica, Arial, sans-serif">'
     + '<rect width="100%" height="100%" fill="#ffffff"/>'
-    + '<text x="20" y="28" font-size="16" fill="#1f2933">Attention weights, d_k = ' + esc(f.d)
-    + ', T = ' + esc(f.t) + ', seed ' + esc(f.seed) + '</text>'];
+    + '<text x="20" y="28" font-size="16" fill="#1f2933">Attention weights, d_k = ' + esc(setting.d_k)
+    + ', T = ' + esc(setting.temperature) + ', seed ' + esc(setting.seed) + '</text>'];
   charts.forEach(([src, title, color], c) => {
     const x0 = 50 + c * (pw + 70), keys = col(src, 'key'), w = col(src, 'weight');
     const labels = col(src, 'label'), bw = pw / keys.length;
@@ -61,19 +92,27 @@ if (kind === 'csv') {
       + 'text-anchor="middle" fill="#52606d">key</text></g>');
   });
   parts.push('</svg>');
-  const svg = parts.join('');
-  if (kind === 'svg') {
-    save(new Blob([svg], {type: 'image/svg+xml'}));
-  } else {
-    const img = new Image();
-    img.onload = () => {
-      const canvas = document.createElement('canvas');
-      canvas.width = 2 * W; canvas.height = 2 * H;
-      const ctx = canvas.getContext('2d');
-      ctx.scale(2, 2);
-      ctx.drawImage(img, 0, 0);
-      canvas.toBlob((blob) => save(blob), 'image/png');
-    };
-    img.src = 'data:image/svg+xml;base64,' + btoa(unescape(encodeURIComponent(svg)));
-  }
+  image(parts.join(''), W, H);
+} else {
+  // each figure exported by BokehJS as SVG, nested where the page shows it
+  const shown = figures.map((m) => [m, Bokeh.index.find_one(m)]).filter(([, v]) => v != null);
+  const boxes = shown.map(([, v]) => v.el.getBoundingClientRect());
+  const x0 = Math.min(...boxes.map((b) => b.left)), y0 = Math.min(...boxes.map((b) => b.top));
+  const W = Math.ceil(Math.max(...boxes.map((b) => b.right)) - x0);
+  const H = Math.ceil(Math.max(...boxes.map((b) => b.bottom)) - y0);
+  const view = shown[0][1];
+  const bg = getComputedStyle(view.el).getPropertyValue('--bk-border-fill-color').trim()
+    || view.model.border_fill_color || '#ffffff';
+  Promise.all(shown.map(([, v]) => v.export('svg').to_blob().then((b) => b.text()))).then((svgs) => {
+    const out = ['<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
+      + ' width="' + W + '" height="' + H + '" viewBox="0 0 ' + W + ' ' + H + '">'
+      + '<rect width="100%" height="100%" fill="' + esc(bg) + '"/>'];
+    svgs.forEach((svg, i) => {
+      const b = boxes[i];
+      out.push(svg.replace(/^[^<]*<svg /, '<svg x="' + (b.left - x0) + '" y="' + (b.top - y0)
+        + '" data-chart="' + esc(shown[i][0].name) + '" '));
+    });
+    out.push('</svg>');
+    image(out.join(''), W, H);
+  });
 }

@@ -53,8 +53,12 @@ const oneDraw = (P) => {
     const [alpha, line] = P.styles[i[0]];
     const [top, align, text] = P.labels[i[1]];
     const weight = Array.from(f.subarray(0, n));
-    const fields = {};
-    P.fields.forEach((name, k) => { fields[name] = P.strings[i[3 + n + k]]; });
+    const varying = {};
+    P.fields.forEach((name, k) => { varying[name] = P.strings[i[3 + n + k]]; });
+    const fields = {};      // in the served page's order
+    for (const name of P.field_order) {
+      fields[name] = name in varying ? varying[name] : P.constant_fields[name];
+    }
     const cell_text = Array.from({length: n}, (_, k) => P.strings[i[3 + k]]);
     return {
       bars: {logit: Array.from(F.subarray(off, off + n)), weight: weight,
@@ -118,7 +122,16 @@ const argument = (P) => {
   lines.forEach((line, k) => {
     if (line.glyph.line_width !== widths[k]) line.glyph.line_width = widths[k];
   });
-  for (const [name, by] of A.sources[key]) assign(sources[name], block(P, name, index[by]));
+  for (const [name, by] of A.sources[key]) {
+    const data = block(P, name, index[by]);
+    if (name.includes(':')) {             // a figure's axis range
+      const [fig, r] = name.split(':'), range = argument_figs[fig][r];
+      if (range.start !== data.start[0]) range.start = data.start[0];
+      if (range.end !== data.end[0]) range.end = data.end[0];
+    } else {
+      assign(sources[name], data);
+    }
+  }
   texts[key].text = paragraphs(P, key, index[A.text_index[key]]);
   P.shown[key] = setting;
 };
@@ -130,6 +143,7 @@ const training = (P) => {
     status.text = A.no_run;
     return;
   }
+  sources['training-source'].tags = A.training_tags[rec];   // what the downloads are named after
   assign(sources['training-source'], block(P, 'training-source', rec));
   const ranges = A.training_ranges[rec];
   for (const name in ranges) {

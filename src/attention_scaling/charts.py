@@ -32,6 +32,7 @@ from bokeh.models import (
     RadioButtonGroup,
     TabPanel,
     Tabs,
+    Title,
 )
 from bokeh.palettes import Inferno256
 from bokeh.core.properties import value, without_property_validation
@@ -131,7 +132,14 @@ def _style(fig) -> None:
     fig.grid.grid_line_color = "#e4e7eb"
 
 
-def _bars(name: str, title: str, color: str) -> tuple:
+def subtitle(fig, text: str) -> None:
+    """A second, smaller line under the figure's title: what does not fit on the title's own
+    line on a phone (static; the title carries what changes with the rule)."""
+    fig.add_layout(Title(text=text, text_font=FONT, text_font_size="13px",
+                         text_font_style="normal", text_color="#52606d"), "above")
+
+
+def _bars(name: str, title: str, color: str, note: str) -> tuple:
     n = len(KEY_LABELS)
     zeros = np.zeros(n)
     # the "max weight" label is a column of the bars' own source ("" except on the highest
@@ -165,6 +173,7 @@ def _bars(name: str, title: str, color: str) -> tuple:
     fig.yaxis.formatter.use_scientific = False
     fig.xaxis.axis_label = "key"
     _style(fig)
+    subtitle(fig, note)
     fig.xgrid.grid_line_color = None
     return fig, source
 
@@ -204,6 +213,13 @@ def max_label(v: core.Variant) -> tuple[str, str]:
     n = len(v.probs)
     align = "left" if top <= 1 else "right" if top >= n - 2 else "center"
     return f"max weight {weight_label(v)}", align
+
+
+#: The sweep's width labels: their slant (radians), and the widths labelled where the chart is
+#: too narrow for all 25 (the powers of four).
+SWEEP_LABEL_ANGLE = 0.9
+SWEEP_LABEL_EVERY = [str(w) for w in core.D_K_VALUES if w & (w - 1) == 0 and
+                     (w.bit_length() - 1) % 2 == 0]
 
 
 #: Text colour of the numbers printed in the heatmap's cells (white on the darkest cells).
@@ -309,9 +325,11 @@ class Charts:
         self.text_source.js_on_change("data", CustomJS(
             args=dict(source=self.text_source, divs=self.texts), code=script("read-fields", "fill-spans")))
         self.scaled_fig, self.scaled_source = _bars(
-            "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR)
+            "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR,
+            "logits q·k/√d_k: unit variance at every d_k")
         self.unscaled_fig, self.unscaled_source = _bars(
-            "unscaled-weights", "Unscaled: logits grow with d_k", UNSCALED_COLOR)
+            "unscaled-weights", "Unscaled", UNSCALED_COLOR,
+            "logits q·k: their spread grows as √d_k")
         self.jacobian_fig, self.jacobian_source, self.jacobian_labels_source = self._jacobian()
         self.bars_text = Div(text=BARS_TEXT, name="bars-text", disable_math=True,
                              sizing_mode="stretch_width", margin=0)
@@ -366,7 +384,7 @@ class Charts:
         mapper = LinearColorMapper(palette=DIVERGING, low=-core.JACOBIAN_BOUND,
                                    high=core.JACOBIAN_BOUND)
         fig = figure(
-            name="jacobian", title="Softmax Jacobian ∂p_i/∂u_j",
+            name="jacobian", title="Jacobian ∂p_i/∂u_j",
             x_range=FactorRange(*KEY_LABELS), y_range=FactorRange(*reversed(KEY_LABELS)),
             height=360, sizing_mode="stretch_width", min_width=300, max_width=460, tools="",
             x_axis_location="above",
@@ -403,7 +421,7 @@ class Charts:
                                             h=[n + 0.2]), name="jacobian-diagonal-marker")
         mapper = LinearColorMapper(palette=SEQUENTIAL, low=0, high=core.JACOBIAN_BOUND)
         fig = figure(
-            name="jacobian-diagonal", title="Jacobian diagonal p_i(1 − p_i) as the head widens",
+            name="jacobian-diagonal", title="Diagonal p_i(1 − p_i)",
             x_range=FactorRange(*widths), y_range=FactorRange(*reversed(KEY_LABELS)),
             height=300, sizing_mode="stretch_width", min_width=300, tools="",
         )
@@ -420,8 +438,13 @@ class Charts:
         fig.add_layout(bar, "right")
         fig.xaxis.axis_label = "head width d_k (log-spaced)"
         fig.yaxis.axis_label = "key"
-        fig.xaxis.major_label_orientation = 0.9
+        fig.xaxis.major_label_orientation = SWEEP_LABEL_ANGLE
+        # every width labelled where there is room, the powers of four where there is not
+        fig.xaxis.formatter = CustomJSTickFormatter(
+            args=dict(fig=fig, angle=SWEEP_LABEL_ANGLE, every=SWEEP_LABEL_EVERY),
+            code=script("sweep-ticks"))
         _style(fig)
+        subtitle(fig, "as the head widens (outlined: this d_k)")
         fig.grid.grid_line_color = None
         fig.axis.axis_line_color = None
         return fig, source, marker
@@ -491,9 +514,8 @@ class Charts:
         bar chart: neither is outlined). Set only when the rule changes: even setting an
         equal value costs Bokeh ~0.1 ms per property."""
         variant = {"sqrt": "scaled", "none": "unscaled", "linear": "÷d_k"}[rule]
-        self.jacobian_fig.title.text = f"Softmax Jacobian ∂p_i/∂u_j, {variant} logits"
-        self.diagonal_fig.title.text = (f"Jacobian diagonal p_i(1 − p_i) as the head widens, "
-                                        f"{variant} logits (outlined: current d_k)")
+        self.jacobian_fig.title.text = f"Jacobian ∂p_i/∂u_j, {variant} logits"
+        self.diagonal_fig.title.text = f"Diagonal p_i(1 − p_i), {variant} logits"
         for fig, on in ((self.scaled_fig, rule == "sqrt"), (self.unscaled_fig, rule == "none")):
             fig.outline_line_color = "#1f2933" if on else None
             fig.outline_line_width = 3 if on else 1
@@ -595,6 +617,19 @@ def wrapping_row(*children):
 BUDGET_WIDTH = 512
 #: Steps of a training run.
 TRAINING_STEPS = 300
+#: The one draw's CSV columns per bar chart: (source column, header before _scaled or
+#: _unscaled), after the key.
+DRAW_COLUMNS = (("logit", "logit"), ("weight", "weight"), ("pq", "p_1_minus_p"),
+                ("gq", "grad_to_query"))
+#: What each tab's downloads are named after: the controls its charts depend on, in order.
+DOWNLOAD_NAMES = {
+    "draw": ("d_k", "temperature", "seed", "keys", "rule"),
+    "variance": ("d_k",),
+    "saturation": ("d_k", "temperature", "seed", "keys", "align", "rule"),
+    "gradient": ("d_k", "temperature", "seed", "keys", "align", "rule"),
+    "training": ("d_k", "temperature", "seed", "keys"),
+    "budget": ("temperature", "keys", "align", "rule"),
+}
 
 #: The explorer's tabs, in the order of the argument: (key, title).
 TABS = (("draw", "One draw"), ("variance", "1 Variance"), ("saturation", "2 Saturation"),
@@ -660,8 +695,9 @@ class View:
         if argument_rows:
             argument_rows.insert(0, Div(
                 text="<h4 class='group'>Over many draws</h4><small>The alignment sets the "
-                     "Saturation, Gradient and Heads tabs; the One draw, Variance and Training "
-                     "tabs keep the keys independent of the query.</small>", stylesheets=css, disable_math=True, margin=(12, 10, 0, 10),
+                     "One draw, Saturation, Gradient and Heads tabs; the Variance and Training "
+                     "tabs keep the keys independent of the query.</small>", stylesheets=css,
+                disable_math=True, margin=(12, 10, 0, 10),
                 sizing_mode="stretch_width"))
         self.seed_div = Div(text="", stylesheets=css, disable_math=True, name="seed",
                             margin=(4, 10))
@@ -700,17 +736,20 @@ class View:
                      sizing_mode="stretch_width")] if notice else []
         c.bars_text.stylesheets = css
         c.heatmaps_text.stylesheets = css
-        #: The one-draw view to take away: PNG, SVG and CSV (assets/js/download.js).
-        self.downloads = {kind: Button(label=f"Download {kind.upper()}", name=f"download-{kind}",
-                                       margin=(5, 10), width=140, stylesheets=controls_css)
-                          for kind in ("png", "svg", "csv")}
-        downloads = row(*self.downloads.values(), css_classes=["no-print"],
-                        stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
-        for kind, button in self.downloads.items():
-            button.js_on_event("button_click", CustomJS(args=dict(
-                kind=kind, scaled=c.scaled_source, unscaled=c.unscaled_source,
-                text_source=c.text_source, colors=[SCALED_COLOR, UNSCALED_COLOR]),
-                code=script("download")))
+        #: The choice and option controls as the download names show them: name -> [widget,
+        #: the value at each position]; the others are named at their defaults.
+        self._named = {ctl.name: [w, [ctl.show(v) for v in ctl.values] if ctl.kind == "choice"
+                                  else list(ctl.values)]
+                       for ctl in CONTROLS if (w := self.widgets.get(ctl.name)) is not None
+                       and ctl.kind in ("choice", "option")}
+        self._defaults = {ctl.name: ctl.show(ctl.default) for ctl in CONTROLS
+                          if ctl.kind == "choice" and ctl.name not in self._named}
+        #: Each tab's buttons to take it away: PNG, SVG and CSV (assets/js/download.js).
+        self.downloads = {"draw": self._download_row("draw", [c.scaled_fig, c.unscaled_fig], [
+            (src, [["key", "key"]] + [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
+            for src, side in ((c.scaled_source, "scaled"), (c.unscaled_source, "unscaled"))],
+            bars=[c.scaled_source, c.unscaled_source])}
+        downloads = self.downloads["draw"]
         one_draw = column(
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
             downloads,
@@ -759,6 +798,27 @@ class View:
         #: "document_ready"): names and keys for the controls, the bars' text.
         self.ready = [theme, a11y, *c.ready]
 
+    def _download_row(self, tab: str, figures: list, tables: list, bars=None, run=None):
+        """A row of three buttons that take the tab ``tab`` away (assets/js/download.js):
+        its ``figures`` as PNG and SVG, the columns of ``tables`` ((source, [[column,
+        header], ...]) in order) as CSV, named after the controls of :data:`DOWNLOAD_NAMES`;
+        ``bars``, the one draw's two sources, draw its SVG from their data; ``run``, the
+        training source, names the file after its run's setting (its tags)."""
+        buttons = {}
+        for kind in ("png", "svg", "csv"):
+            name = f"download-{kind}" if tab == "draw" else f"download-{kind}-{tab}"
+            buttons[kind] = button = Button(label=f"Download {kind.upper()}", name=name,
+                                            margin=(5, 10), width=140,
+                                            stylesheets=self._controls_css)
+            button.js_on_event("button_click", CustomJS(args=dict(
+                kind=kind, tab=tab, parts=list(DOWNLOAD_NAMES[tab]),
+                controls={k: v for k, v in self._named.items() if k in DOWNLOAD_NAMES[tab]},
+                defaults=self._defaults, text_source=self.charts.text_source,
+                figures=figures, tables=[[src, cols] for src, cols in tables], bars=bars,
+                run=run, colors=[SCALED_COLOR, UNSCALED_COLOR]), code=script("download")))
+        return row(*buttons.values(), css_classes=["no-print"], name=f"downloads-{tab}",
+                   stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
+
     def build_argument(self, wire=None) -> bool:
         """Build the argument's figures, texts and Train button and put them in their tabs;
         False if they were built already. ``wire(view)`` runs before they join the document:
@@ -783,16 +843,25 @@ class View:
 
         f = a.figures
         wide_row = wrapping_row
+
+        def take_away(key):
+            return self._download_row(
+                key, [f[n] for n in a.tab_figures[key]], a.tables[key],
+                run=a.training_source if key == "training" else None)
+
         children = {
             "variance": section("variance", wide_row(f["logit-histogram"],
                                                      f["logit-histogram-scaled"]),
-                                f["logit-std"]),
+                                f["logit-std"], take_away("variance")),
             "saturation": section("saturation", wide_row(f["saturation-curves"],
-                                                         f["saturation-eff-keys"])),
-            "gradient": section("gradient", f["saturation-gradient"]),
+                                                         f["saturation-eff-keys"]),
+                                  take_away("saturation")),
+            "gradient": section("gradient", f["saturation-gradient"], take_away("gradient")),
             "training": section("training", wrapping_row(self.train_button, self.training_status),
-                                wide_row(f["training-loss"], f["training-gradients"])),
-            "budget": section("budget", wide_row(f["head-budget"], f["head-budget-gradient"])),
+                                wide_row(f["training-loss"], f["training-gradients"]),
+                                take_away("training")),
+            "budget": section("budget", wide_row(f["head-budget"], f["head-budget-gradient"]),
+                              take_away("budget")),
         }
         a.update_std(core.logit_std_curve())
         t["training"].text = TRAINING_INTRO
@@ -878,6 +947,23 @@ WIDTH_TICKS = [1, 4, 16, 64, 256, 1024, 4096]
 
 #: The lowest gradient the log-scale charts draw (the texts print "<1e-300" there).
 GRAD_FLOOR = 1e-300
+#: The most decades a log axis spans: BokehJS's log scale divides the axis's end by its start,
+#: which overflows float64 beyond ~308 decades (a data range's padding below 1e-300 would).
+LOG_DECADES = 304
+
+
+def fit_log_range(rng: Range1d, *values) -> None:
+    """Span the log axis ``rng`` over the positive ``values`` with a little room on each
+    side, over at most :data:`LOG_DECADES` decades."""
+    v = np.concatenate([np.ravel(np.asarray(x, float)) for x in values])
+    v = v[v > 0]
+    if not len(v):
+        return
+    lo, hi = float(np.log10(v.min())), float(np.log10(v.max()))
+    pad = min(max(0.06 * (hi - lo), 0.25), max((LOG_DECADES - (hi - lo)) / 2, 0.0))
+    start, end = 10.0 ** (lo - pad), 10.0 ** (hi + pad)
+    if (rng.start, rng.end) != (start, end):
+        rng.start, rng.end = start, end
 
 
 class Argument:
@@ -908,7 +994,7 @@ class Argument:
                    "max weight", False),
                   ("saturation-eff-keys", "eff_keys", "Effective number of keys e^H",
                    "effective keys", False),
-                  ("saturation-gradient", "grad_q", "Gradient reaching the query ‖∂p/∂q‖_F",
+                  ("saturation-gradient", "grad_q", "Gradient to the query ‖∂p/∂q‖_F",
                    "‖∂p/∂q‖_F (log)", True))
         self.curve_figs = {}
         for name, metric, title, label, y_log in panels:
@@ -936,6 +1022,8 @@ class Argument:
             fig.legend.label_text_font_size = "12px"
             if metric == "max_weight":
                 fig.y_range = Range1d(0, 1.04)
+            elif y_log:
+                fig.y_range = Range1d(1e-3, 10)      # fit_log_range sets it to the data
             self.curve_figs[name] = fig
         # -- the logits over many draws: raw and divided by sqrt(d_k), and their spread
         self.hist_source = ColumnDataSource(
@@ -976,13 +1064,14 @@ class Argument:
                                         for r in core.RULES}}, name="head-budget-source")
         self.budget_figs = {}
         for name, metric, title, label, y_log in (
-                ("head-budget", "max_weight", "Max weight per head (median)", "max weight",
+                ("head-budget", "max_weight", "Median max weight per head", "max weight",
                  False),
-                ("head-budget-gradient", "grad_q", "Gradient to the query per head (median)",
+                ("head-budget-gradient", "grad_q", "Median ‖∂p/∂q‖_F per head",
                  "‖∂p/∂q‖_F (log)", True)):
             fig = figure(name=name, title=title, height=250, sizing_mode="stretch_width",
                          min_width=240, tools="", x_axis_type="log",
-                         y_axis_type="log" if y_log else "linear")
+                         y_axis_type="log" if y_log else "linear",
+                         **({"y_range": Range1d(1e-3, 10)} if y_log else {}))
             for r in core.RULES:
                 self.rule_lines[r].append(fig.line(
                     x="heads", y=f"{metric}_median_{r}", source=self.budget_source,
@@ -1038,6 +1127,32 @@ class Argument:
             fig.legend.label_text_font = FONT
             fig.legend.label_text_font_size = "12px"
 
+        #: Each tab's figures, by name in page order, and the columns of its CSV: (source,
+        #: [[column, header], ...]).
+        self.tab_figures = {
+            "variance": ["logit-histogram", "logit-histogram-scaled", "logit-std"],
+            "saturation": ["saturation-curves", "saturation-eff-keys"],
+            "gradient": ["saturation-gradient"], "training": list(self.training_figs),
+            "budget": list(self.budget_figs)}
+
+        def same(*names):
+            return [[n, n] for n in names]
+
+        def curves(*metrics):
+            return [(self.curves_source, same("d_k", *(f"{m}_{q}_{r}" for m in metrics
+                                                       for r in core.RULES
+                                                       for q in ("median", "q25", "q75")))),
+                    (self.draw_source, [[c, f"this_draw_{c}"] for c in ("rule", "d_k", *metrics)])]
+
+        self.tables = {
+            "variance": [(self.hist_source, same(*self.hist_source.data)),
+                         (self.std_source, same("d_k", "std_raw", "sqrt_d_k"))],
+            "saturation": curves("max_weight", "eff_keys"),
+            "gradient": curves("grad_q"),
+            "training": [(self.training_source, same(*self.training_source.data))],
+            "budget": [(self.budget_source, same(*self.budget_source.data))],
+        }
+
     @property
     def figures(self) -> dict:
         return {**self.curve_figs, **self.hist_figs, "logit-std": self.std_fig,
@@ -1053,11 +1168,15 @@ class Argument:
                 .tolist() for k, v in curves.items()}
             self._curves_shown = curves
         variants = [draw[r] for r in core.RULES]
+        grad_q = [max(v.query_gradient, GRAD_FLOOR) for v in variants]
         self.draw_source.data.update(
             d_k=[float(d_k)] * 3,
             max_weight=[v.max_weight for v in variants],
             eff_keys=[v.effective_keys for v in variants],
-            grad_q=[max(v.query_gradient, GRAD_FLOOR) for v in variants])
+            grad_q=grad_q)
+        fit_log_range(self.curve_figs["saturation-gradient"].y_range, grad_q,
+                      *(np.maximum(v, GRAD_FLOOR) for k, v in curves.items()
+                        if k.startswith("grad_q")))
 
     def update_logits(self, dist: dict) -> None:
         """The histograms of q·k, raw and divided by sqrt(d_k) (core.logit_distribution)."""
@@ -1087,15 +1206,21 @@ class Argument:
                                     sqrt_d_k=np.sqrt(np.asarray(curve["d_k"], float)).tolist())
 
     def update_budget(self, budget: dict) -> None:
-        self.budget_source.data = {
+        self.budget_source.data = data = {
             k: (np.maximum(v, GRAD_FLOOR) if k.startswith("grad_q") else np.asarray(v, float))
             .tolist() for k, v in budget.items()}
+        fit_log_range(self.budget_figs["head-budget-gradient"].y_range,
+                      *(v for k, v in data.items() if k.startswith("grad_q")))
 
     def show_training(self, run_by_rule: dict) -> None:
         """The training runs so far (one per rule, core.start_training), replacing what is
         shown; the axes span the planned steps and the values so far."""
         n = min(len(run.loss) for run in run_by_rule.values())
         runs = run_by_rule.values()
+        first = next(iter(runs))
+        setting = [str(first.d_k), f"{first.temperature:g}", str(first.seed), str(first.n_keys)]
+        if self.training_source.tags != setting:     # what the downloads are named after
+            self.training_source.tags = setting
         steps = max(run.steps for run in runs)
         if self.training_figs["training-loss"].x_range.end != steps:
             self.training_figs["training-loss"].x_range.end = steps

@@ -267,7 +267,7 @@ def _serve(args: argparse.Namespace) -> int:
     import panel as pn
 
     from . import server
-    from .page import FAVICON, TITLE, create_page
+    from .page import FAVICON, TITLE, FirstViews, create_page
 
     server.use_capped_handlers()
     server.skip_document_validation()
@@ -277,6 +277,7 @@ def _serve(args: argparse.Namespace) -> int:
                            else args.open_at_once)
     server.ConnectingPage.title = TITLE
     server.ConnectingPage.icon_href = FAVICON
+    server.FIRST_VIEW = FirstViews().html
     server.bound_logs()
     # SIGTERM stops the server: explicitly, because as a container's PID 1 (Docker, Kubernetes)
     # a process has no default action for it and would wait to be killed.

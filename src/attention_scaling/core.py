@@ -81,6 +81,17 @@ def _check_temperature(temperature: float) -> float:
     return t
 
 
+def _check_align(align: float) -> float:
+    """A key's correlation with the query: a number in [0, 1] (as a float)."""
+    try:
+        rho = float(align)
+    except (TypeError, ValueError):
+        raise ValueError(f"align must be a number in [0, 1], got {align!r}") from None
+    if not 0.0 <= rho <= 1.0:
+        raise ValueError(f"align must be a number in [0, 1], got {align!r}")
+    return rho
+
+
 def softmax(logits, temperature: float = 1.0) -> np.ndarray:
     """Softmax of ``logits / temperature`` along the last axis.
 
@@ -204,17 +215,22 @@ def attention_logits(query, keys, scaled: bool = True) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def _full_draw(seed: int, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
+def _full_draw(seed: int, n_keys: int, align: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     query = rng.standard_normal(MAX_D_K)
     keys = rng.standard_normal((n_keys, MAX_D_K))
+    if align:
+        keys[0] = align * query + math.sqrt(1.0 - align * align) * keys[0]
     query.setflags(write=False)
     keys.setflags(write=False)
     return query, keys
 
 
-def sample_qk(seed: int, d_k: int, n_keys: int = N_KEYS) -> tuple[np.ndarray, np.ndarray]:
-    """A query (d_k,) and keys (n_keys, d_k) with i.i.d. N(0, 1) components.
+def sample_qk(seed: int, d_k: int, n_keys: int = N_KEYS,
+              align: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """A query (d_k,) and keys (n_keys, d_k) with i.i.d. N(0, 1) components, except that
+    with ``align`` = rho > 0 the first key is k_1 = rho q + sqrt(1 - rho^2) eps (eps the
+    key drawn without alignment): still N(0, 1) per component, correlated rho with q's.
 
     The draws are *nested*: the vectors at width d are the first d components
     of the vectors drawn at width 4096 from the same seed, so changing d_k
@@ -227,7 +243,7 @@ def sample_qk(seed: int, d_k: int, n_keys: int = N_KEYS) -> tuple[np.ndarray, np
         raise ValueError(f"d_k must be between 1 and {MAX_D_K}, got {d_k}")
     if seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed}")
-    query, keys = _full_draw(seed, int(n_keys))
+    query, keys = _full_draw(seed, int(n_keys), float(align))
     return query[:d_k], keys[:, :d_k]
 
 
@@ -328,6 +344,7 @@ class State:
     unscaled_sweep: np.ndarray  # the same for unscaled logits
     linear_sweep: np.ndarray    # the same for the logits divided by d_k
     linear: Variant             # the logits divided by d_k (rule "linear")
+    align: float = 0.0          # rho: the first key's correlation with the query
 
     def by_rule(self, rule: str) -> Variant:
         """The variant of a scaling rule of :data:`RULES`."""
@@ -352,9 +369,10 @@ def _rule_logits(query, keys, rule: str) -> np.ndarray:
 
 
 @lru_cache(maxsize=384)
-def _sweep(seed: int, temperature: float, rule: str, widths: tuple[int, ...], n_keys: int) -> np.ndarray:
+def _sweep(seed: int, temperature: float, rule: str, widths: tuple[int, ...], n_keys: int,
+           align: float) -> np.ndarray:
     cols = [
-        softmax(_rule_logits(*sample_qk(seed, w, n_keys), rule), temperature)
+        softmax(_rule_logits(*sample_qk(seed, w, n_keys, align), rule), temperature)
         for w in widths
     ]
     out = np.ascontiguousarray(jacobian_diagonal(np.stack(cols)).T)
@@ -368,6 +386,7 @@ def diagonal_sweep(
     scaled=True,
     widths=D_K_VALUES,
     n_keys: int = N_KEYS,
+    align: float = 0.0,
 ) -> np.ndarray:
     """p_i (1 - p_i) for every key (rows) at every width in ``widths`` (columns), under the
     rule ``scaled`` (a rule of RULES, or True / False for "sqrt" / "none").
@@ -377,7 +396,7 @@ def diagonal_sweep(
     temperature and rule).
     """
     return _sweep(int(seed), _check_temperature(temperature), as_rule(scaled),
-                  tuple(int(w) for w in widths), int(n_keys))
+                  tuple(int(w) for w in widths), int(n_keys), _check_align(align))
 
 
 #: States kept by :func:`compute_state` (a few KB each): a class exploring the same draw
@@ -386,11 +405,14 @@ STATE_CACHE_SIZE = 2048
 
 
 def compute_state_uncached(
-    d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int = N_KEYS
+    d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int = N_KEYS,
+    align: float = 0.0,
 ) -> State:
-    """One full recompute of everything shown, for a setting of the controls. Its arrays are
-    read-only (states are shared, see :func:`compute_state`)."""
-    query, keys = sample_qk(seed, d_k, n_keys)
+    """One full recompute of everything shown, for a setting of the controls (the first key
+    ``align``-correlated with the query, see :func:`sample_qk`). Its arrays are read-only
+    (states are shared, see :func:`compute_state`)."""
+    align = _check_align(align)
+    query, keys = sample_qk(seed, d_k, n_keys, align)
     raw = attention_logits(query, keys, scaled=False)
     scaled_logits = attention_logits(query, keys, scaled=True)
     state = State(
@@ -401,11 +423,12 @@ def compute_state_uncached(
         scaled=variant(scaled_logits, True, temperature, keys),
         unscaled=variant(raw, False, temperature, keys),
         widths=D_K_VALUES,
-        scaled_sweep=diagonal_sweep(seed, temperature, True, D_K_VALUES, n_keys),
-        unscaled_sweep=diagonal_sweep(seed, temperature, False, D_K_VALUES, n_keys),
-        linear_sweep=diagonal_sweep(seed, temperature, "linear", D_K_VALUES, n_keys),
+        scaled_sweep=diagonal_sweep(seed, temperature, True, D_K_VALUES, n_keys, align),
+        unscaled_sweep=diagonal_sweep(seed, temperature, False, D_K_VALUES, n_keys, align),
+        linear_sweep=diagonal_sweep(seed, temperature, "linear", D_K_VALUES, n_keys, align),
         linear=variant(_rule_logits(query, keys, "linear"), True, temperature, keys,
                        divisor=float(d_k)),
+        align=align,
     )
     for v in (state.scaled, state.unscaled, state.linear):
         for a in (v.logits, v.probs, v.jacobian, v.diagonal, v.query_rows):
@@ -415,15 +438,17 @@ def compute_state_uncached(
 
 
 @lru_cache(maxsize=STATE_CACHE_SIZE)
-def _cached_state(d_k: int, temperature: float, seed: int, n_keys: int) -> State:
-    return compute_state_uncached(d_k, temperature, seed, n_keys)
+def _cached_state(d_k: int, temperature: float, seed: int, n_keys: int, align: float) -> State:
+    return compute_state_uncached(d_k, temperature, seed, n_keys, align)
 
 
-def compute_state(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int = N_KEYS) -> State:
+def compute_state(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int = N_KEYS,
+                  align: float = 0.0) -> State:
     """Everything shown for a setting of the controls: :func:`compute_state_uncached`, kept
     for the :data:`STATE_CACHE_SIZE` most recent settings. A state is a pure function of its
     arguments and read-only, so every session asking for the same setting shares one."""
-    return _cached_state(int(d_k), _check_temperature(temperature), int(seed), int(n_keys))
+    return _cached_state(int(d_k), _check_temperature(temperature), int(seed), int(n_keys),
+                         _check_align(align))
 
 
 def percent(x: float, below_one: bool = False) -> str:
@@ -496,18 +521,46 @@ class Typical:
         return float(100 * (2 * len(q) - left - right) / 2 / len(q))
 
 
-@lru_cache(maxsize=None)         # at most len(D_K_VALUES) x len(TEMPERATURES), ~9 KB each
-def _typical(d_k: int, temperature: float, n_keys: int) -> Typical:
+@cache
+def _mc_aligned_draws(n_keys: int) -> np.ndarray:
+    """The Monte Carlo's g (draws, n_keys), float32, keys in order: the same normals whose
+    gaps :func:`_mc_draws` keeps, for draws whose first key is aligned with q."""
+    g = np.random.default_rng(MC_SEED).standard_normal((MC_DRAWS, n_keys)).astype(np.float32)
+    g.setflags(write=False)
+    return g
+
+
+def _log_rest(d_k: int, scale: float, n_keys: int, align: float) -> np.ndarray:
+    """log(1 - max weight) of every Monte Carlo draw, sorted, the softmax inputs being
+    ``scale`` q . k_j (q . k_j = |q| g_j; with ``align`` = rho, q . k_1 = |q| (rho |q| +
+    sqrt(1 - rho^2) g_1))."""
     gaps, norms = _mc_draws(n_keys)
     row = norms[D_K_VALUES.index(d_k)]
-    picks = np.round(np.linspace(0, MC_DRAWS - 1, _LEVELS + 1)).astype(int)
-    log_rest, median = {}, {}
-    for scaled in (True, False):
-        c = row * np.float32(1 / ((math.sqrt(d_k) if scaled else 1.0) * temperature))
+    c = row * np.float32(scale)
+    if not align:
         # 1 - max weight = S / (1 + S) with S = sum_j exp(-c gap_j); log S factored around
         # the smallest gap, so that nothing underflows
         log_s = -c * gaps[:, 0] + np.log1p(np.exp(-c[:, None] * gaps[:, 1:]).sum(axis=1))
-        values = np.sort(log_s - np.log1p(np.exp(log_s)))
+    else:
+        along = np.array(_mc_aligned_draws(n_keys))
+        along[:, 0] = np.float32(align) * row + np.float32(math.sqrt(1 - align * align)) * along[:, 0]
+        u = c[:, None] * along
+        top = u.argmax(axis=1)
+        u_top = np.take_along_axis(u, top[:, None], 1)
+        others = np.where(np.arange(n_keys) == top[:, None], -np.inf, u)
+        u_second = others.max(axis=1, keepdims=True)
+        log_s = ((u_second - u_top)[:, 0]
+                 + np.log(np.exp(others - u_second).sum(axis=1)))
+    return np.sort(log_s - np.log1p(np.exp(log_s)))
+
+
+@lru_cache(maxsize=4096)         # per (d_k, T, keys, alignment), ~9 KB each
+def _typical(d_k: int, temperature: float, n_keys: int, align: float = 0.0) -> Typical:
+    picks = np.round(np.linspace(0, MC_DRAWS - 1, _LEVELS + 1)).astype(int)
+    log_rest, median = {}, {}
+    for scaled in (True, False):
+        values = _log_rest(d_k, 1 / ((math.sqrt(d_k) if scaled else 1.0) * temperature),
+                           n_keys, align)
         log_rest[scaled] = values[picks]
         log_rest[scaled].setflags(write=False)
         mid = MC_DRAWS // 2
@@ -515,14 +568,15 @@ def _typical(d_k: int, temperature: float, n_keys: int) -> Typical:
     return Typical(d_k, temperature, MC_DRAWS, log_rest, median)
 
 
-def typical(d_k: int, temperature: float = 1.0, n_keys: int = N_KEYS) -> Typical:
+def typical(d_k: int, temperature: float = 1.0, n_keys: int = N_KEYS,
+            align: float = 0.0) -> Typical:
     """The max weight over many random draws at a width of :data:`D_K_VALUES` and a
-    temperature, seeded (the same numbers every run) and computed once per setting
-    (~3 ms the first time)."""
+    temperature (the first key ``align``-correlated with the query), seeded (the same
+    numbers every run) and computed once per setting (~3 ms the first time)."""
     d_k = int(d_k)
     if d_k not in D_K_VALUES:
         raise ValueError(f"d_k must be one of D_K_VALUES, got {d_k}")
-    return _typical(d_k, _check_temperature(temperature), int(n_keys))
+    return _typical(d_k, _check_temperature(temperature), int(n_keys), _check_align(align))
 
 
 # ---- the argument over many draws: saturation curves, logits, head budget ---------------
@@ -674,7 +728,7 @@ _CURVE_THREADS = 2
 
 def _curve_batch(batch: range, temperature: float, n_keys: int, align: float) -> dict:
     """:func:`saturation_metrics` at the widths ``batch`` (indices into D_K_VALUES), every
-    rule: metric -> (widths * rules, draws)."""
+    rule: metric -> its quartiles (3, widths * rules), the gradient's as log10."""
     a, norms, diag, upper_t, col_sq_rows = _curve_draws(n_keys)
     partial = _partial_rows(n_keys)
     rest = math.sqrt(max(0.0, 1.0 - align * align))
@@ -693,8 +747,12 @@ def _curve_batch(batch: range, temperature: float, n_keys: int, align: float) ->
     col_sq = np.repeat(col_sq_rows[[partial.index(m) if m < n_keys else len(partial)
                                     for m in n_rows]], n_rules, axis=0)
     present = np.repeat(np.arange(n_keys)[None, :] < n_rows[:, None], n_rules, axis=0)
-    return saturation_metrics(u, np.repeat(along, n_rules, axis=0), divisors, diag=diag_b,
-                              rows=present, col_sq=col_sq, upper_t=upper_t)
+    m = saturation_metrics(u, np.repeat(along, n_rules, axis=0), divisors, diag=diag_b,
+                           rows=present, col_sq=col_sq, upper_t=upper_t)
+    # per group (width x rule): the quartiles over the draws, in float64
+    return {metric: np.quantile(m[key].astype(np.float64), [0.25, 0.5, 0.75], axis=1)
+            for metric, key in (("max_weight", "max_weight"), ("eff_keys", "eff_keys"),
+                                ("grad_q", "log10_grad_q"))}
 
 
 @lru_cache(maxsize=256)      # per (T, keys, alignment): ~30 KB each
@@ -706,15 +764,11 @@ def _saturation_curves(temperature: float, n_keys: int, align: float) -> dict:
     with ThreadPoolExecutor(_CURVE_THREADS) as pool:
         results = list(pool.map(lambda b: _curve_batch(b, temperature, n_keys, align),
                                 batches))
-    for batch, m in zip(batches, results):
+    for batch, quartiles in zip(batches, results):
         for g, (w, i) in enumerate((w, i) for w in batch for i in range(len(RULES))):
             r = RULES[i]
-            for metric, values in (("max_weight", m["max_weight"][g]),
-                                   ("eff_keys", m["eff_keys"][g]),
-                                   ("grad_q", m["log10_grad_q"][g])):
-                q25, q50, q75 = np.quantile(values.astype(np.float64), [0.25, 0.5, 0.75])
-                if metric == "grad_q":
-                    q25, q50, q75 = (10.0 ** x for x in (q25, q50, q75))
+            for metric, q in quartiles.items():
+                q25, q50, q75 = (10.0 ** q[:, g]) if metric == "grad_q" else q[:, g]
                 stats[f"{metric}_q25_{r}"][w] = q25
                 stats[f"{metric}_median_{r}"][w] = q50
                 stats[f"{metric}_q75_{r}"][w] = q75
@@ -820,10 +874,7 @@ def draw_metrics(d_k: int, temperature: float, seed: int, n_keys: int = N_KEYS,
                  align: float = 0.0) -> dict:
     """One draw (the explorer's nested q and keys of ``seed``; the first key made
     ``align``-correlated with q) under each rule: rule -> :class:`Variant`."""
-    query, keys = sample_qk(seed, d_k, n_keys)
-    if align:
-        keys = np.array(keys)
-        keys[0] = align * query + math.sqrt(1 - align * align) * keys[0]
+    query, keys = sample_qk(seed, d_k, n_keys, _check_align(align))
     raw = keys @ query
     return {r: variant(raw / rule_divisor(r, d_k), r != "none", temperature, keys,
                        divisor=rule_divisor(r, d_k)) for r in RULES}

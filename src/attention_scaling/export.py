@@ -12,8 +12,9 @@ gradients to the query and the Jacobian's diagonal, whose other entries -p_i p_j
 rebuilds bit for bit, as it rebuilds the p(1 - p) sweep from the diagonals of the 25 widths;
 then the logits per seed, width and rule; then the argument's data sources, one block per
 source and setting); ``ints``, per record indices into small tables of the distinct styles,
-labels and texts; everything else as JSON. The three are gzipped (the float64s byte plane by
-byte plane) and base64-encoded; the browser inflates them with ``DecompressionStream``.
+labels and texts (a text field with one value over the whole grid is stored once, in
+``constant_fields``); everything else as JSON. The three are gzipped (the float64s byte plane
+by byte plane) and base64-encoded; the browser inflates them with ``DecompressionStream``.
 """
 
 from __future__ import annotations
@@ -126,6 +127,11 @@ class _Blocks:
         self.rows.setdefault(source.name, []).append(
             np.concatenate([np.asarray(v, dtype=float) for v in columns.values()]))
 
+    def add_range(self, name: str, rng) -> None:
+        """A figure's axis range (``<figure>:<x_range|y_range>``), as a block of its own."""
+        self.rows.setdefault(name, []).append(np.array([rng.start, rng.end], dtype=float))
+        self.shape[name] = (["start", "end"], [1, 1])
+
     def pack(self, start: int) -> tuple[np.ndarray, dict]:
         """The blocks as one array, and where each one starts (counted from ``start``)."""
         arrays, meta = [], {}
@@ -170,6 +176,7 @@ def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
     for t in temps:
         view.draw_tab("budget", d_ks[0], t, *setting)
         blocks.add(a.budget_source)
+        blocks.add_range("head-budget-gradient:y_range", a.figures["head-budget-gradient"].y_range)
         text["budget"].append(_paragraphs(texts["budget"].text, table))
     for si, seed in enumerate(seeds):
         for d_k in d_ks:
@@ -180,19 +187,22 @@ def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
                 if si == 0 and d_k == d_ks[0]:
                     blocks.add(a.curves_source)
                 blocks.add(a.draw_source)
+                blocks.add_range("saturation-gradient:y_range",
+                                 a.figures["saturation-gradient"].y_range)
     lines = [line for r in core.RULES for line in a.rule_lines[r]]
     widths = {}
     for rule in core.RULES:
         a.highlight(rule)
         widths[rule] = [line.glyph.line_width for line in lines]
     runs = training_runs(seeds[0])
-    ranges, status, ti = [], [], temps.index(TRAINING_TEMPERATURE)
+    ranges, status, tags, ti = [], [], [], temps.index(TRAINING_TEMPERATURE)
     figs = a.training_figs
     for d_k in d_ks:
         view.show_training(runs[d_k], d_k, TRAINING_TEMPERATURE, N)
         blocks.add(a.training_source)
         text["training"].append(_paragraphs(texts["training"].text, table))
         status.append(view.training_status.text)
+        tags.append(list(a.training_source.tags))      # what the downloads are named after
         ranges.append({name: {r: [getattr(fig, r).start, getattr(fig, r).end]
                               for r in ("x_range", "y_range")} for name, fig in figs.items()})
     meta = dict(
@@ -200,14 +210,17 @@ def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
         sources={"variance": [["logit-histogram-source", "width"],
                               ["logit-width-source", "width"]],
                  "saturation": [["saturation-curves-source", "temperature"],
-                                ["saturation-draw-source", "setting"]],
+                                ["saturation-draw-source", "setting"],
+                                ["saturation-gradient:y_range", "setting"]],
                  "gradient": [["saturation-curves-source", "temperature"],
-                              ["saturation-draw-source", "setting"]],
-                 "budget": [["head-budget-source", "temperature"]]},
+                              ["saturation-draw-source", "setting"],
+                              ["saturation-gradient:y_range", "setting"]],
+                 "budget": [["head-budget-source", "temperature"],
+                            ["head-budget-gradient:y_range", "temperature"]]},
         text_index={"variance": "width", "saturation": "setting", "gradient": "setting",
                     "budget": "temperature"},
         training={f"0,{di},{ti}": di for di in range(len(d_ks))}, training_ranges=ranges,
-        training_status=status,
+        training_status=status, training_tags=tags,
         no_run=OFFLINE_NO_RUN.format(seed=seeds[0]),
         tabs=[key for key, _ in TABS])
     return blocks, meta
@@ -244,7 +257,8 @@ def build_payload(seeds: list[int]) -> dict:
     n_rec = len(seeds) * nd * nt * nr
     explorer = ExplorerState()
     fields_order = list(explorer.text_fields())
-    n_ints = _INT_HEAD + _DIAG_TEXTS + len(fields_order)
+    n_head = _INT_HEAD + _DIAG_TEXTS
+    n_ints = n_head + len(fields_order)
     rec_floats = np.empty((n_rec, _RECORD_FLOATS))
     logits = np.empty((len(seeds), nd, nr, N))
     ints = np.empty((n_rec, n_ints), dtype=np.uint16)
@@ -283,6 +297,12 @@ def build_payload(seeds: list[int]) -> dict:
                         *(strings.add(t) for t in cells["text"]),
                         *(strings.add(fields[k]) for k in fields_order),
                     ]
+    # a text field with one value over the whole grid is stored once, not per record
+    same = [k for k in range(len(fields_order))
+            if (ints[:, n_head + k] == ints[0, n_head + k]).all()]
+    constants = {fields_order[k]: strings.items[ints[0, n_head + k]] for k in same}
+    keep = [c for c in range(n_ints) if c - n_head not in same]
+    ints = ints[:, keep]
     paragraphs = _Table()
     blocks, argument = _argument(seeds, paragraphs)
     start = rec_floats.size + logits.size
@@ -290,9 +310,10 @@ def build_payload(seeds: list[int]) -> dict:
     floats = np.concatenate([rec_floats.ravel(), logits.ravel(), argument_floats])
     return dict(
         seeds=seeds, d_k=list(d_ks), temperatures=list(temps), keys=KEY_LABELS,
-        fields=fields_order, styles=styles.items, labels=labels.items, inks=inks.items,
+        fields=[f for f in fields_order if f not in constants], constant_fields=constants,
+        field_order=fields_order, styles=styles.items, labels=labels.items, inks=inks.items,
         strings=strings.items, styling=_styling(),
-        record_floats=_RECORD_FLOATS, record_ints=n_ints, logit_offset=rec_floats.size,
+        record_floats=_RECORD_FLOATS, record_ints=len(keep), logit_offset=rec_floats.size,
         rules=list(core.RULES), states=n_rec // nr, records=n_rec, label_alpha=LABEL_ALPHA,
         argument=argument, paragraphs=paragraphs.items, align=OFFLINE_ALIGN,
         training_temperature=TRAINING_TEMPERATURE,
@@ -347,6 +368,8 @@ def build_view(payload: dict, seeds: list[int]) -> View:
         sources={s.name: s for s in (a.hist_source, a.width_source, a.curves_source,
                                      a.draw_source, a.budget_source, a.training_source)},
         texts=view.section_texts, training_figs=dict(a.training_figs),
+        argument_figs={name: a.figures[name]
+                       for name in ("saturation-gradient", "head-budget-gradient")},
         lines=[line for r in core.RULES for line in a.rule_lines[r]],
         shown=[d_ks.index(FIG3_D_K), temps.index(1.0), 0, core.RULES.index("sqrt")])
     select = CustomJS(args=dict(args, action="change"), code=script("offline-select"))

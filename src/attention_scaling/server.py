@@ -129,6 +129,10 @@ class OpeningLine:
         """Visitors before one arriving now: opening and waiting."""
         return self.busy + sum(1 for f in self.waiting if not f.done())
 
+    def opening(self) -> bool:
+        """Whether a visitor arriving now shares the server with other sessions opening."""
+        return self.at_once > 0 and self.ahead() > 0
+
     async def enter(self, timeout: float, holder=None) -> bool:
         """Wait for a place in arrival order: True once given one, False after ``timeout`` s
         or when the wait was cancelled (``holder._place.cancel()``: the visitor left). An
@@ -187,23 +191,37 @@ class OpeningLine:
 
 
 LINE = OpeningLine()
+#: query arguments -> the ready-made first view's HTML ("" for none), sent to a visitor who
+#: arrives while other sessions are opening (page.FirstViews.html; set by the command line's
+#: serve).
+FIRST_VIEW = None
 
 # Over the page rather than in its flow: the explorer's layout never moves when it goes.
 CONNECTING_CSS = """#as-connecting{font:17px/1.5 system-ui,"Segoe UI",Arial,sans-serif;
-color:#1d2433;padding:16px 24px;position:fixed;top:0;left:0;right:0;z-index:10;
-background:#fff}#as-connecting h1{font-size:1.4em;margin:0 0 .3em}
-#as-connecting p{margin:0;color:#4a5568}#as-connecting .dot{display:inline-block;width:.6em;
+color:var(--as-theme-ink,#1d2433);padding:16px 24px;position:fixed;top:0;left:0;right:0;
+z-index:10;background:var(--as-theme-card,#fff)}#as-connecting h1{font-size:1.4em;
+margin:0 0 .3em}#as-connecting p{margin:0;color:var(--as-theme-muted,#4a5568)}
+@media (prefers-color-scheme:dark){#as-connecting{color:var(--as-theme-ink,#e4e7eb);
+background:var(--as-theme-card,#11161b)}#as-connecting p{color:var(--as-theme-muted,#bcc6d0)}}#as-connecting .dot{display:inline-block;width:.6em;
 height:.6em;border-radius:50%;background:#3b6fd4;margin-right:.5em;animation:as-pulse 1s
 ease-in-out infinite alternate}@keyframes as-pulse{from{opacity:.25}to{opacity:1}}
 @media (prefers-reduced-motion:reduce){#as-connecting .dot{animation:none}}"""
 
-# Removes the notice once BokehJS has drawn the document (it is drawn only once the
-# websocket delivered it); after a minute it says the server is still busy.
+# The ready-made first view lies over the place where the live explorer is drawn, so that
+# nothing moves when it goes.
+CONNECTING_CSS += """#as-first-view{position:absolute;top:0;left:0;right:0;z-index:5;
+background:var(--as-theme-card,#fff);cursor:progress}"""
+
+# Removes the notice (and the ready-made first view) once BokehJS has drawn the live
+# document (it is drawn only once the websocket delivered it); after a minute it says the
+# server is still busy.
 CONNECTING_JS = """(function(){var t0=Date.now(),timer=setInterval(function(){
 var box=document.getElementById('as-connecting');if(!box){clearInterval(timer);return;}
-var ph=document.querySelector('div[data-root-id]');
-if(window.Bokeh&&Bokeh.documents&&Bokeh.documents.length&&(!ph||ph.childElementCount||
-ph.shadowRoot)){clearInterval(timer);box.remove();return;}
+var ph=document.querySelector('div[data-root-id]'),
+fv=document.getElementById('as-first-view');
+if(window.Bokeh&&Bokeh.documents&&Bokeh.documents.length&&(ph?(ph.childElementCount||
+ph.shadowRoot):!fv)){clearInterval(timer);if(window.__asDropFirstView)__asDropFirstView();
+else if(fv)fv.remove();box.remove();return;}
 if(Date.now()-t0>60000){var m=document.getElementById('as-connecting-text');
 if(m)m.textContent='Still connecting: the server is busy opening the explorer for the '+
 'class. This page keeps trying.';}},100);})();"""
@@ -323,6 +341,8 @@ class CappedDocHandler(DocHandler):
             self.set_header("Content-Type", "text/html; charset=UTF-8")
             self._sent_scripts = ConnectingPage.scripts
             self.write(ConnectingPage.head(LINE.ahead()))
+            if FIRST_VIEW is not None and self._sent_scripts and LINE.opening():
+                self.write(FIRST_VIEW(self.request.arguments))
             self._streaming = True
             await self.flush()
             admitted = await self._wait_in_line()

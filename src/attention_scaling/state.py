@@ -99,10 +99,10 @@ class _State(param.Parameterized):
     def __init__(self, **params):
         super().__init__(**params)
         self._recompute()
-        self.param.watch(self._recompute, ["d_k", "temperature", "seed", "keys"])
+        self.param.watch(self._recompute, ["d_k", "temperature", "seed", "keys", "align"])
 
     def _recompute(self, *_events) -> None:
-        state = core.compute_state(self.d_k, self.temperature, self.seed, self.keys)
+        state = core.compute_state(self.d_k, self.temperature, self.seed, self.keys, self.align)
         # what param.edit_constant(self) does, for the one parameter it concerns: it would
         # unlock and relock every parameter, a third of the cost of a change outside Bokeh
         result = self.param["result"]
@@ -131,7 +131,7 @@ class _State(param.Parameterized):
     def text_fields(self) -> dict[str, str]:
         """Every number (and variable word) of the texts, as shown (:func:`text.text_fields`)."""
         r = self.result
-        return text_fields(r.d_k, r.temperature, r.seed, self.rule, len(r.raw_logits))
+        return text_fields(r.d_k, r.temperature, r.seed, self.rule, len(r.raw_logits), r.align)
 
     def explanation(self) -> str:
         """The explanation as HTML, with the current numbers filled in."""

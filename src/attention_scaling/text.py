@@ -43,12 +43,14 @@ CAPTION = (
     "√d<sub>k</sub> on the left, raw on the right. Over many draws <i>q</i>·<i>k</i> has "
     "variance d<sub>k</sub>, so the raw logits grow like √d<sub>k</sub> and, as the head "
     "widens, the unscaled softmax puts more and more weight on one key; the scaled logits keep "
-    "unit variance at every width.</p><p class='caption'>Over {mc_n} random draws at "
-    "d<sub>k</sub> = {d}, T = {t} the median max weight is {mc_s} scaled and {mc_u} unscaled: "
+    "unit variance at every width.{align_caption}</p><p class='caption'>Over {mc_n} random "
+    "draws at d<sub>k</sub> = {d}, T = {t}{mc_align} the median max weight is {mc_s} scaled "
+    "and {mc_u} unscaled: "
     "a typical draw puts {mc_u} of the weight on one key unscaled. This draw puts {s_max_w} "
     "scaled ({s_pct}) and {u_max_w} unscaled ({u_pct}).{mild}{fig3} This one draw changes "
     "with d<sub>k</sub> in its own way: each width extends the same q and k by more "
-    "components, and the scaled logits at widths d and d′ correlate by only √(d/d′)."
+    "components, and the scaled logits{corr_keys} at widths d and d′ correlate by only "
+    "√(d/d′)."
 )
 
 
@@ -144,12 +146,38 @@ WHICH = {"sqrt": "scaled", "none": "unscaled", "linear": "÷d_k"}
 NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 6: "six", 8: "eight", 12: "twelve"}
 
 
+def align_texts(r: core.State, n_words: str) -> dict[str, str]:
+    """The one draw's sentences that depend on the alignment rho of its first key: with
+    rho = 0 all keys are independent of the query; with rho > 0, q . k_1 = rho |q|^2 +
+    sqrt(1 - rho^2) q . eps averages rho d_k over draws."""
+    rho, d = r.align, r.d_k
+    if not rho:
+        return {"spread": f"one query against {n_words} keys, a small sample whose spread "
+                          "varies from draw to draw around those typical values.",
+                "align_caption": "", "mc_align": "", "corr_keys": ""}
+    return {
+        "spread": (f"one query against {n_words} keys, k1 among them aligned with the query "
+                   f"(ρ = {_fmt(rho)}): its logit is {_fmt(float(r.raw_logits[0]))} raw and "
+                   f"{_fmt(float(r.scaled.logits[0]))} scaled in this draw, against an average "
+                   f"of ρ·d_k = {_fmt(rho * d)} raw and ρ√d_k = {_fmt(rho * math.sqrt(d))} "
+                   "scaled over draws; the other keys are independent of q, with typical "
+                   f"logits ±{_fmt(math.sqrt(d))} raw and ±1 scaled."),
+        "align_caption": (" That is for keys drawn independently of the query. Here k1 is "
+                          f"aligned with it (ρ = {_fmt(rho)}), as training makes keys: q·k1 "
+                          f"averages ρ·d_k = {_fmt(rho * d)} over draws, so it grows like d_k "
+                          f"raw and like √d_k scaled (ρ√d_k = {_fmt(rho * math.sqrt(d))} "
+                          "here); only ÷d_k keeps its average fixed, at ρ."),
+        "mc_align": f", with k1 aligned at ρ = {_fmt(rho)},",
+        "corr_keys": " of the independent keys",
+    }
+
+
 @lru_cache(maxsize=core.STATE_CACHE_SIZE)
 def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
-                 n_keys: int = core.N_KEYS) -> dict[str, str]:
+                 n_keys: int = core.N_KEYS, align: float = 0.0) -> dict[str, str]:
     """ExplorerState.text_fields: a pure function of the controls, kept for the same recent
     settings as core.compute_state (whose cached state it reads); callers get a copy."""
-    r = core.compute_state(d_k, temperature, seed, n_keys)
+    r = core.compute_state(d_k, temperature, seed, n_keys, align)
     t = r.temperature
     act = r.active(rule)
     s, u, lin = r.scaled, r.unscaled, r.linear
@@ -161,7 +189,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         if r.d_k > 1 and t * math.sqrt(r.d_k) == 1:
             temp += (f" At T = 1/√{r.d_k} the scaled chart is the unscaled chart at T = 1: "
                      "softmax(q·k/(√d_k·T)) = softmax(q·k).")
-    typ = core.typical(r.d_k, t, n_keys)
+    typ = core.typical(r.d_k, t, n_keys, align)
     s_pct, u_pct = typ.percentile(True, s.rest), typ.percentile(False, u.rest)
     if r.d_k == 1:
         grad = GRAD_SAME
@@ -202,17 +230,20 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         "s_pct": percentile_phrase(s_pct), "u_pct": percentile_phrase(u_pct),
         "mild": (MILD if u_pct < 100 / 3 and u.max_weight < typ.median[False]
                  else EXTREME if u_pct > 200 / 3 and u.max_weight > typ.median[False] else ""),
-        "fig3": fig3_note() if r.seed == FIG3_SEED and n_keys == core.N_KEYS else "",
+        "fig3": (fig3_note() if r.seed == FIG3_SEED and n_keys == core.N_KEYS and not align
+                 else ""),
+        **align_texts(r, NUMBER_WORDS.get(n_keys, str(n_keys))),
     }
 
 
 def text_fields(d_k: int, temperature: float, seed: int, rule,
-                n_keys: int = core.N_KEYS) -> dict[str, str]:
+                n_keys: int = core.N_KEYS, align: float = 0.0) -> dict[str, str]:
     """Every number (and variable word) of the explanation, caption and readout, as shown,
-    for the state core computes at these settings (``n_keys`` keys), the model using
-    ``rule`` (a rule of core.RULES, or scaled: True / False); a copy: the caller may add to
-    it."""
-    return dict(_text_fields(d_k, temperature, seed, core.as_rule(rule), int(n_keys)))
+    for the state core computes at these settings (``n_keys`` keys, the first ``align``-
+    correlated with the query), the model using ``rule`` (a rule of core.RULES, or scaled:
+    True / False); a copy: the caller may add to it."""
+    return dict(_text_fields(d_k, temperature, seed, core.as_rule(rule), int(n_keys),
+                             float(align)))
 
 
 def notice_html(notices: list[str]) -> str:
@@ -257,9 +288,7 @@ EXPLANATION = (
     "<p>With independent unit-variance components, <i>q</i>·<i>k</i> is a sum of "
     + _DK + " = {d} terms of variance 1: over draws its variance is {d}, typical logits are "
     "about ±{root}, and dividing by √{d} = {root} restores unit variance. This draw's {n_words} "
-    "logits have standard deviation {raw_sd} raw and {scaled_sd} scaled: one query against "
-    "{n_words} keys, a small sample whose spread varies from draw to draw around those typical "
-    "values.{temp}</p>"
+    "logits have standard deviation {raw_sd} raw and {scaled_sd} scaled: {spread}{temp}</p>"
     "<p>The softmax's own Jacobian <i>J</i> = ∂<i>p</i>/∂<i>u</i> (the heat map, "
     "<i>u</i> = <i>z</i>/<i>T</i>) has diagonal " + _PI + "(1 − " + _PI + "), at most ¼ and "
     "vanishing as " + _PI + " nears 0 or 1; with respect to the logits <i>z</i> it is "

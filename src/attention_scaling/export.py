@@ -42,7 +42,7 @@ from .text import FIG3_D_K, FIG3_SEED, TITLE, guide_html
 #: Largest file the export may write; every state of 4 seeds fits in it.
 MAX_BYTES = 5_000_000
 DEFAULT_SEEDS = 4
-#: Each seed adds ~0.5 MB of exact data and texts, gzipped, on top of ~2.6 MB: BokehJS (~1.7
+#: Each seed adds ~0.5 MB of exact data and texts, gzipped, on top of ~2.7 MB: BokehJS (~1.7
 #: MB), the argument's charts and the training runs.
 MAX_SEEDS = 4
 N = core.N_KEYS

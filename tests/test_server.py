@@ -194,9 +194,12 @@ def test_gc_freezer_freezes_periodically_and_ended_sessions_are_still_reclaimed(
 
 
 def serve_in_process(port: int):
-    """The app as the CLI serves it (no Location), in this thread's event loop."""
+    """The app as the CLI serves it (no Location), in this thread's event loop; sessions
+    unsigned whatever Bokeh's process-wide defaults (read when Bokeh's server module is first
+    imported) say, as this test process imports it in many ways."""
     return pn.serve(create_page, port=port, address="127.0.0.1", show=False, start=False,
-                    location=False, websocket_origin=[f"127.0.0.1:{port}"])
+                    location=False, websocket_origin=[f"127.0.0.1:{port}"],
+                    sign_sessions=False, secret_key=None)
 
 
 def fetch_page(port: int) -> bytes:

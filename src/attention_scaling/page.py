@@ -347,7 +347,8 @@ def first_view_html(values: dict, hidden=frozenset(), notices=()) -> str:
     explorer = Explorer(ExplorerState(**values), hidden=hidden, notices=notices)
     doc = Document()
     doc.add_root(explorer.view.root)
-    explorer.sync_url(doc)
+    # its theme, labels and tables as the live page's; the address is left to the live page
+    doc.js_on_event("document_ready", *explorer.view.ready)
     data = json.dumps({"doc": doc.to_json(deferred=False), "root": explorer.view.root.id},
                       separators=(",", ":"), allow_nan=False)
     # "<" occurs only inside the JSON's strings, where \u003c is the same character: nothing

@@ -23,6 +23,8 @@ from .state import CONTROLS, PRESETS, ExplorerState, parse_query, preset_query, 
 from .text import TITLE, guide_html, notice_html, presets_html
 
 #: The presets' links (state.PRESETS), the same for every page.
+log = logging.getLogger(__name__)
+
 PRESETS_HTML = presets_html([(label, urllib.parse.urlencode(preset_query(overrides)))
                              for label, overrides in PRESETS])
 
@@ -301,11 +303,11 @@ def create_page():
 
 
 class FirstViews:
-    """Ready-made first views: for a visitor who waits in line for a session, the explorer
-    as it opens at the visitor's address, as a standalone document that BokehJS draws with no
-    session (assets/js/first-view.js) until the live one replaces it. Built like a session's
-    page (:func:`create_page`'s explorer) and kept per address, at most :attr:`size` of
-    them; an address not kept is built at most :attr:`builds_per_s` times a second (each is
+    """Ready-made first views: for a visitor who arrives while other sessions are opening,
+    the explorer as it opens at the visitor's address, as a standalone document that BokehJS
+    draws with no session (assets/js/first-view.js) until the live one replaces it. Built
+    like a session's page (:func:`create_page`'s explorer) and kept per address, at most
+    :attr:`size` of them; an address not kept is built at most :attr:`builds_per_s` times a second (each is
     a whole explorer on the server's thread), else the visitor sees the notice alone."""
 
     size = 32
@@ -358,7 +360,5 @@ def first_view_html(values: dict, hidden=frozenset(), notices=()) -> str:
             + data.replace("<", "\\u003c") + "</script><script>" + script("first-view")
             + "</script>\n")
 
-
-log = logging.getLogger(__name__)
 
 __all__ = ["Explorer", "FirstViews", "create_page", "first_view_html", "TITLE"]

@@ -342,7 +342,10 @@ class CappedDocHandler(DocHandler):
             self._sent_scripts = ConnectingPage.scripts
             self.write(ConnectingPage.head(LINE.ahead()))
             if FIRST_VIEW is not None and self._sent_scripts and LINE.opening():
-                self.write(FIRST_VIEW(self.request.arguments))
+                try:
+                    self.write(FIRST_VIEW(self.request.arguments))
+                except Exception:          # the visitor still gets the notice and the page
+                    log.exception("Could not build a ready-made first view")
             self._streaming = True
             await self.flush()
             admitted = await self._wait_in_line()

@@ -2,16 +2,27 @@
 // each slider handle gets its slider's title as its name and the value it shows as
 // aria-valuetext; the tabs become a tablist that Tab reaches and the arrow keys, Home and End
 // move through; the main column and the sidebar become landmarks. Run on document_ready and
-// again whenever a slider or the tabs change (the tabs' headers are drawn anew then).
+// whenever the tabs change (their headers are drawn anew then); a slider's change relabels
+// its own handle only, once the slider has drawn the new value (a microtask: before the
+// server's answer is handled, at a fraction of the whole pass's cost).
+const label = (slider, labels) => {
+  const view = Bokeh.index.find_one(slider);
+  if (view == null) return false;
+  for (const handle of view.shadow_el.querySelectorAll('[role="slider"]')) {
+    handle.setAttribute('aria-label', slider.title);
+    handle.setAttribute('aria-valuetext', labels[slider.value] ?? String(slider.value));
+  }
+  return true;
+};
+const moved = sliders.find(([slider]) => slider === cb_obj);
+if (moved != null) {
+  queueMicrotask(() => label(...moved));
+  return;
+}
 const apply = () => {
   let missing = false;
   for (const [slider, labels] of sliders) {
-    const view = Bokeh.index.find_one(slider);
-    if (view == null) { missing = true; continue; }
-    for (const handle of view.shadow_el.querySelectorAll('[role="slider"]')) {
-      handle.setAttribute('aria-label', slider.title);
-      handle.setAttribute('aria-valuetext', labels[slider.value] ?? String(slider.value));
-    }
+    if (!label(slider, labels)) missing = true;
   }
   for (const [model, role, name] of regions) {
     const view = Bokeh.index.find_one(model);

@@ -353,3 +353,70 @@ def test_hovering_a_saturated_bar_shows_honest_numbers(page, server):
     assert "1.0000" not in text
     assert f"{v.diagonal[v.argmax]:.3e}" in text, text
     assert f"{v.query_rows[v.argmax]:.3e}" in text, text
+
+
+# Every PATCH-DOC message the page receives, as the ids of the models its events change (a
+# Bokeh message is a header, a metadata and a content frame, then its buffers).
+RECORD_PATCHES = """(() => {
+  const Socket = window.WebSocket;
+  window.__patches = [];
+  window.WebSocket = function (...args) {
+    const ws = new Socket(...args);
+    let frame = 0, type = null;
+    ws.addEventListener('message', (event) => {
+      if (typeof event.data !== 'string') return;
+      const json = JSON.parse(event.data);
+      if (json.msgtype !== undefined) { type = json.msgtype; frame = 1; return; }
+      frame += 1;
+      if (frame === 3 && type === 'PATCH-DOC') {
+        window.__patches.push(json.events.map((e) => e.model && e.model.id).filter(Boolean));
+      }
+    });
+    return ws;
+  };
+  window.WebSocket.prototype = Socket.prototype;
+  Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+})();"""
+
+
+def patches_after(page, slider: str, position: int) -> list[set[str]]:
+    """The named models each PATCH-DOC changed after setting ``slider`` to ``position`` in
+    the page, in the order they arrived."""
+    page.evaluate("() => { window.__patches = []; }")
+    page.evaluate("([n, p]) => { Bokeh.documents[0].get_model_by_name(n).value = p; }",
+                  [slider, position])
+    page.wait_for_function("() => window.__patches.length > 0", timeout=10_000)
+    page.wait_for_timeout(1500)       # anything else the change sends
+    return page.evaluate("""() => window.__patches.map((ids) => [...new Set(ids.map((id) => {
+        const m = Bokeh.documents[0].get_model_by_id(id); return m ? m.name : null;
+    }).filter(Boolean))])""")
+
+
+def test_a_change_sends_what_is_on_screen_first_then_the_rest_in_one_message(page, server):
+    # the one draw: the bar charts alone, then the heat maps and the text together
+    page.add_init_script(RECORD_PATCHES)
+    open_app(page, server)
+    first, *rest = patches_after(page, "d_k", 12)
+    assert {"scaled-weights-source", "unscaled-weights-source"} <= set(first)
+    assert "text-source" not in first and "jacobian-source" not in first
+    assert len(rest) == 1
+    assert {"jacobian-source", "jacobian-diagonal-marker", "text-source"} <= set(rest[0])
+    assert column(page, "text-source", "value") is not None
+
+
+def test_on_an_argument_tab_its_new_curves_come_before_the_one_draw(page, server):
+    page.add_init_script(RECORD_PATCHES)
+    server_url = server.url
+    server.url = server_url + "?tab=saturation"
+    try:
+        open_app(page, server)
+    finally:
+        server.url = server_url
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name("
+                           "'saturation-curves-source') !== null", timeout=30_000)
+    from attention_scaling import core
+    position = core.TEMPERATURES.index(1.0) + 1
+    first, *rest = patches_after(page, "temperature", position)
+    assert "saturation-curves-source" in first
+    assert "scaled-weights-source" not in first and "text-source" not in first
+    assert len(rest) == 1 and {"scaled-weights-source", "text-source"} <= set(rest[0])

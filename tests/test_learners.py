@@ -111,6 +111,19 @@ def test_every_control_has_a_name_and_works_by_keyboard(page, server):
     page.wait_for_function("() => document.querySelector('*') && true")
     page.wait_for_timeout(400)
     assert first.get_attribute("aria-valuetext") == "80"
+    # a change made on the model (a reset, a preset, the server) relabels the handle by the
+    # next task, and the slider's own drawing does not overwrite it
+    now, later = page.evaluate("""async () => {
+      const slider = Bokeh.documents[0].get_model_by_name('d_k');
+      const handle = () => Bokeh.index.find_one(slider).shadow_el
+        .querySelector('[role="slider"]').getAttribute('aria-valuetext');
+      slider.value = 6;
+      await new Promise((r) => setTimeout(r, 0));
+      const now = handle();
+      await new Promise((r) => setTimeout(r, 300));
+      return [now, handle()];
+    }""")
+    assert now == later == "12"
     assert page.get_by_role("button", name="unscaled", exact=True).count() == 1
     # the tabs: a tablist reached with Tab, moved through with the arrow keys
     tabs = page.get_by_role("tab")

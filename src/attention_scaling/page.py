@@ -1,6 +1,6 @@
 """The served page and the notebook's ``Explorer``: the shared :class:`charts.View`, bound to an
 :class:`state.ExplorerState` by Python callbacks of plain Bokeh widgets; a change recomputes
-once and leaves, held by Bokeh's ``Document.hold``, as one message."""
+once and leaves as two messages: the visible tab, then the rest."""
 
 from __future__ import annotations
 
@@ -42,9 +42,16 @@ FAVICON = "data:image/png;base64," + base64.b64encode(
 
 @contextmanager
 def held(doc):
-    """Bokeh's ``Document.hold``: the events of a change leave as one message on release."""
+    """The events of a change leave as one message. In a served session Panel's
+    ``pn.io.unlocked`` writes them to the websocket as one PATCH-DOC when the block ends
+    (Bokeh's ``Document.hold`` would send a message per changed model, each one serialised
+    against every model of the document); elsewhere Bokeh's ``Document.hold``."""
     if doc is None:
         yield
+        return
+    if doc.session_context is not None:
+        with pn.io.unlocked():
+            yield
         return
     doc.hold("combine")
     try:
@@ -168,6 +175,8 @@ class Explorer(pn.viewable.Viewer):
         # change redraws only the visible one)
         self._shown: dict[str, tuple] = {}     # per tab: (argument_setting, rule) drawn
         self._training = None
+        self._rest_pending = False
+        self._bars_shown = None          # the core.State the bar charts show
         self._refresh()
         # the number of keys and the alignment change the result; the tab leaves the one
         # draw as it is and changes only the address and the argument's tabs
@@ -180,8 +189,33 @@ class Explorer(pn.viewable.Viewer):
         return fields
 
     def _refresh(self, *_events) -> None:
+        """The visible tab now (the bar charts, or the argument's tab); the rest of the page
+        in a message of its own on the server's next turn (at once where there is no server
+        loop), so that what is on screen does not wait for it. Changes that come first share
+        that second message."""
+        (self._refresh_bars if self.state.tab == "draw" else self._refresh_argument)()
+        doc = self.view.root.document
+        if doc is None or doc.session_context is None:
+            self._refresh_rest()
+        elif not self._rest_pending:
+            self._rest_pending = True
+            doc.add_next_tick_callback(self._refresh_rest_held)
+
+    def _refresh_bars(self) -> None:
         r = self.state.result
-        self.charts.update(r, self.state.rule, self._fields())
+        if self._bars_shown is not r:
+            self.charts.update_bars(r)
+            self._bars_shown = r
+
+    def _refresh_rest_held(self) -> None:
+        self._rest_pending = False
+        with held(self.view.root.document):
+            self._refresh_rest()
+
+    def _refresh_rest(self) -> None:
+        self._refresh_bars()
+        r = self.state.result
+        self.charts.update_rest(r, self.state.rule, self._fields())
         self.view.show_seed(r.seed)
         self._refresh_argument()
 

@@ -1,6 +1,6 @@
 """The served page and the notebook's ``Explorer``: the shared :class:`charts.View`, bound to an
 :class:`state.ExplorerState` by Python callbacks of plain Bokeh widgets; a change recomputes
-once and leaves as two messages: the visible tab, then the rest."""
+once and leaves as one message (on an argument's tab, two: that tab first)."""
 
 from __future__ import annotations
 
@@ -189,11 +189,16 @@ class Explorer(pn.viewable.Viewer):
         return fields
 
     def _refresh(self, *_events) -> None:
-        """The visible tab now (the bar charts, or the argument's tab); the rest of the page
-        in a message of its own on the server's next turn (at once where there is no server
-        loop), so that what is on screen does not wait for it. Changes that come first share
-        that second message."""
-        (self._refresh_bars if self.state.tab == "draw" else self._refresh_argument)()
+        """On the one draw's tab, the whole page in one message. On an argument's tab, that
+        tab now and the rest of the page in a message of its own on the server's next turn
+        (at once where there is no server loop), so that its new curves do not wait for the
+        one draw's texts; changes that come first share that second message. (Splitting the
+        one draw's change, the bars first, costs the browser a second frame per change and
+        answers a drag later.)"""
+        if self.state.tab == "draw":
+            self._refresh_rest()
+            return
+        self._refresh_argument()
         doc = self.view.root.document
         if doc is None or doc.session_context is None:
             self._refresh_rest()

@@ -21,6 +21,7 @@ from bokeh.models import (
     CustomJSTickFormatter,
     Div,
     FactorRange,
+    Legend,
     HoverTool,
     InlineStyleSheet,
     LinearColorMapper,
@@ -1082,6 +1083,9 @@ class Argument:
                          min_width=240, tools="", x_axis_type="log",
                          y_axis_type="log" if y_log else "linear",
                          **({"y_range": Range1d(1e-3, 10)} if y_log else {}))
+            # the key under the plot, in a row: inside it, it covered a line on a phone
+            fig.add_layout(Legend(orientation="horizontal", location="center",
+                                  margin=0, padding=4, border_line_color=None), "below")
             for r in core.RULES:
                 self.rule_lines[r].append(fig.line(
                     x="heads", y=f"{metric}_median_{r}", source=self.budget_source,
@@ -1094,7 +1098,6 @@ class Argument:
             fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
             fig.xaxis.axis_label = "number of heads h (d_k = width / h)"
             fig.yaxis.axis_label = label
-            fig.legend.location = "top_right" if metric == "max_weight" else "bottom_right"
             fig.legend.label_text_font = FONT
             fig.legend.label_text_font_size = "12px"
             _style(fig)

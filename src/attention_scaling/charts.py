@@ -21,9 +21,9 @@ from bokeh.models import (
     CustomJSTickFormatter,
     Div,
     FactorRange,
-    Legend,
     HoverTool,
     InlineStyleSheet,
+    Legend,
     LinearColorMapper,
     Range1d,
     Slider,
@@ -450,25 +450,15 @@ class Charts:
         fig.axis.axis_line_color = None
         return fig, source, marker
 
+    @without_property_validation   # the values are ours and known good; saves ~60% of the time
     def update(self, state: core.State, rule, fields: dict[str, str] | None = None) -> None:
         """Replace the sources' changing columns (and the active-rule styling) from ``state``,
         the model using ``rule`` (core.RULES, or scaled: True / False); ``fields``
         (state.ExplorerState.text_fields) are the numbers of the text."""
-        self.update_bars(state)
-        self.update_rest(state, rule, fields)
-
-    @without_property_validation   # the values are ours and known good; saves ~60% of the time
-    def update_bars(self, state: core.State) -> None:
-        """The first part of :meth:`update`: the two bar charts (and the keys of every chart)."""
+        rule = core.as_rule(rule)
         self._resize(len(state.scaled.probs))
         self.scaled_source.data.update(bar_data(state.scaled))
         self.unscaled_source.data.update(bar_data(state.unscaled))
-
-    @without_property_validation
-    def update_rest(self, state: core.State, rule, fields: dict[str, str] | None = None) -> None:
-        """The rest of :meth:`update`, after :meth:`update_bars` for the same ``state``: the
-        heat maps, the active rule's styling and the text."""
-        rule = core.as_rule(rule)
         active = state.active(rule)
         self.jacobian_source.data.update(jacobian_data(active))
         self.jacobian_labels_source.data.update(diagonal_label_data(active))

@@ -176,7 +176,6 @@ class Explorer(pn.viewable.Viewer):
         self._shown: dict[str, tuple] = {}     # per tab: (argument_setting, rule) drawn
         self._training = None
         self._rest_pending = False
-        self._bars_shown = None          # the core.State the bar charts show
         self._refresh()
         # the number of keys and the alignment change the result; the tab leaves the one
         # draw as it is and changes only the address and the argument's tabs
@@ -206,21 +205,14 @@ class Explorer(pn.viewable.Viewer):
             self._rest_pending = True
             doc.add_next_tick_callback(self._refresh_rest_held)
 
-    def _refresh_bars(self) -> None:
-        r = self.state.result
-        if self._bars_shown is not r:
-            self.charts.update_bars(r)
-            self._bars_shown = r
-
     def _refresh_rest_held(self) -> None:
         self._rest_pending = False
         with held(self.view.root.document):
             self._refresh_rest()
 
     def _refresh_rest(self) -> None:
-        self._refresh_bars()
         r = self.state.result
-        self.charts.update_rest(r, self.state.rule, self._fields())
+        self.charts.update(r, self.state.rule, self._fields())
         self.view.show_seed(r.seed)
         self._refresh_argument()
 

@@ -148,6 +148,11 @@ def test_the_charts_are_text_too_and_changes_are_announced_once_still(page, serv
     now = "[data-now]"
     page.wait_for_function("() => document.querySelector('*') !== null")
     page.locator(now).wait_for(state="attached")
+    # written once the charts have been still for a moment
+    page.wait_for_function("() => { for (const d of Bokeh.documents) { const v = Bokeh.index"
+                           ".find_one(d.get_model_by_name('bars-text')); const el = v && v.shadow_el"
+                           ".querySelector('[data-now]'); if (el) return el.textContent !== ''; }"
+                           " return false; }", timeout=5_000)
     text = page.locator(now).text_content()
     assert text == "Scaled: max weight 27% on k6; unscaled: max weight 80% on k6."
     rows = page.locator("[data-bars] tr")
@@ -509,7 +514,11 @@ def test_the_heat_maps_are_text_too(page, server):
     open_app(page, server)
     st = core.compute_state(64, 1.0, 2288)
     page.locator("[data-diagonal]").wait_for(state="attached")
-    page.wait_for_function("() => document.querySelector('[data-sweep] tr') !== null || true")
+    # written once the charts have been still for a moment
+    page.wait_for_function("() => { for (const d of Bokeh.documents) { const v = Bokeh.index"
+                           ".find_one(d.get_model_by_name('heatmaps-text')); const el = v && v"
+                           ".shadow_el.querySelector('[data-sweep] tr'); if (el) return true; }"
+                           " return false; }", timeout=5_000)
     text = page.locator("[data-diagonal]").text_content()
     assert text.startswith("Jacobian diagonal p(1 − p) at this width: k1 0.165, k2 0.161")
     rows = page.locator("[data-sweep] tr")

@@ -1,40 +1,40 @@
 // The paired bar charts as text for screen readers (into the "bars-text" Div, whose HTML holds
 // an empty table body and a live region): a table of every key's logit, weight and p(1 - p)
-// under both variants, rewritten on every change, and a one-sentence summary announced
+// under both variants, rewritten after every change, and a one-sentence summary announced
 // politely once the controls have been still for 0.7 s (not on every step of a drag).
-// Written after the change has been applied and drawn, once per burst of changes (a change of
-// the bars runs this for each source): off the path from a change to the new chart.
-if (div.__described == null) {
-  div.__described = setTimeout(() => {
-    div.__described = null;
-    const view = Bokeh.index.find_one(div);
-    const rows = (src) => { const d = src.data; return (d instanceof Map ? d.get('key') : d.key).length; };
-    // both charts hold the same keys again once a change of their number has reached both
-    if (view != null && rows(scaled) === rows(unscaled)) {
-      const col = (src, k) => { const d = src.data; return Array.from(d instanceof Map ? d.get(k) : d[k]); };
-      // a softmax weight is never 0 or 1, even where float64 rounds it there
-      const pct = (w) => w >= 0.9995 ? '>99.9%' : w < 0.0005 ? '<0.1%' : (100 * w).toFixed(1) + '%';
-      const keys = col(scaled, 'key');
-      const s = {logit: col(scaled, 'logit'), weight: col(scaled, 'weight'), pq: col(scaled, 'pq')};
-      const u = {logit: col(unscaled, 'logit'), weight: col(unscaled, 'weight'), pq: col(unscaled, 'pq')};
-      const body = view.shadow_el.querySelector('[data-bars]');
-      if (body != null) {
-        body.innerHTML = keys.map((k, i) => '<tr><th scope="row">' + k + '</th><td>'
-          + s.logit[i].toFixed(3) + '</td><td>' + pct(s.weight[i]) + '</td><td>'
-          + s.pq[i].toExponential(3) + '</td><td>' + u.logit[i].toFixed(3) + '</td><td>'
-          + pct(u.weight[i]) + '</td><td>' + u.pq[i].toExponential(3) + '</td></tr>').join('');
-      }
-      const top = (src) => { const labels = col(src, 'label'), i = labels.findIndex((t) => t);
-                             return labels[i].replace('max weight ', '') + ' on ' + keys[i]; };
-      const sentence = 'Scaled: max weight ' + top(scaled) + '; unscaled: max weight '
-                       + top(unscaled) + '.';
-      const live = view.shadow_el.querySelector('[data-summary]');
-      if (live != null) {
-        clearTimeout(live.__timer);
-        live.__timer = setTimeout(() => { if (live.textContent !== sentence) live.textContent = sentence; }, 700);
-      }
-      const now = view.shadow_el.querySelector('[data-now]');
-      if (now != null) now.textContent = sentence;
+// Written once the charts have been still for 0.25 s (a change of the bars runs this for each
+// source; a drag writes it once, at its end): off the path from a change to the new chart,
+// and no work for the page while a slider moves.
+clearTimeout(div.__described);
+div.__described = setTimeout(() => {
+  div.__described = null;
+  const view = Bokeh.index.find_one(div);
+  const rows = (src) => { const d = src.data; return (d instanceof Map ? d.get('key') : d.key).length; };
+  // both charts hold the same keys again once a change of their number has reached both
+  if (view != null && rows(scaled) === rows(unscaled)) {
+    const col = (src, k) => { const d = src.data; return Array.from(d instanceof Map ? d.get(k) : d[k]); };
+    // a softmax weight is never 0 or 1, even where float64 rounds it there
+    const pct = (w) => w >= 0.9995 ? '>99.9%' : w < 0.0005 ? '<0.1%' : (100 * w).toFixed(1) + '%';
+    const keys = col(scaled, 'key');
+    const s = {logit: col(scaled, 'logit'), weight: col(scaled, 'weight'), pq: col(scaled, 'pq')};
+    const u = {logit: col(unscaled, 'logit'), weight: col(unscaled, 'weight'), pq: col(unscaled, 'pq')};
+    const body = view.shadow_el.querySelector('[data-bars]');
+    if (body != null) {
+      body.innerHTML = keys.map((k, i) => '<tr><th scope="row">' + k + '</th><td>'
+        + s.logit[i].toFixed(3) + '</td><td>' + pct(s.weight[i]) + '</td><td>'
+        + s.pq[i].toExponential(3) + '</td><td>' + u.logit[i].toFixed(3) + '</td><td>'
+        + pct(u.weight[i]) + '</td><td>' + u.pq[i].toExponential(3) + '</td></tr>').join('');
     }
-  }, 30);
-}
+    const top = (src) => { const labels = col(src, 'label'), i = labels.findIndex((t) => t);
+                           return labels[i].replace('max weight ', '') + ' on ' + keys[i]; };
+    const sentence = 'Scaled: max weight ' + top(scaled) + '; unscaled: max weight '
+                     + top(unscaled) + '.';
+    const live = view.shadow_el.querySelector('[data-summary]');
+    if (live != null) {
+      clearTimeout(live.__timer);
+      live.__timer = setTimeout(() => { if (live.textContent !== sentence) live.textContent = sentence; }, 700);
+    }
+    const now = view.shadow_el.querySelector('[data-now]');
+    if (now != null) now.textContent = sentence;
+  }
+}, 250);

@@ -7,5 +7,7 @@ for (const div of divs) {
     const v = values[el.dataset.k];
     if (v !== undefined && el.textContent !== v) el.textContent = v;
   }
-  for (const el of view.shadow_el.querySelectorAll('[data-active]')) el.dataset.active = values.which;
+  for (const el of view.shadow_el.querySelectorAll('[data-active]')) {
+    if (el.dataset.active !== values.which) el.dataset.active = values.which;
+  }
 }

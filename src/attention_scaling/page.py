@@ -175,7 +175,7 @@ class Explorer(pn.viewable.Viewer):
         # change redraws only the visible one)
         self._shown: dict[str, tuple] = {}     # per tab: (argument_setting, rule) drawn
         self._training = None
-        self._rest_pending = False
+        self._page_pending = False
         self._refresh()
         # the number of keys and the alignment change the result; the tab leaves the one
         # draw as it is and changes only the address and the argument's tabs
@@ -195,22 +195,24 @@ class Explorer(pn.viewable.Viewer):
         one draw's change, the bars first, costs the browser a second frame per change and
         answers a drag later.)"""
         if self.state.tab == "draw":
-            self._refresh_rest()
+            self._refresh_page()
             return
         self._refresh_argument()
         doc = self.view.root.document
         if doc is None or doc.session_context is None:
-            self._refresh_rest()
-        elif not self._rest_pending:
-            self._rest_pending = True
-            doc.add_next_tick_callback(self._refresh_rest_held)
+            self._refresh_page()
+        elif not self._page_pending:
+            self._page_pending = True
+            doc.add_next_tick_callback(self._refresh_page_held)
 
-    def _refresh_rest_held(self) -> None:
-        self._rest_pending = False
+    def _refresh_page_held(self) -> None:
+        self._page_pending = False
         with held(self.view.root.document):
-            self._refresh_rest()
+            self._refresh_page()
 
-    def _refresh_rest(self) -> None:
+    def _refresh_page(self) -> None:
+        """Everything the controls set: the one draw's charts and texts, the seed, the
+        visible argument tab (left as it is when drawn already)."""
         r = self.state.result
         self.charts.update(r, self.state.rule, self._fields())
         self.view.show_seed(r.seed)

@@ -5,10 +5,19 @@
 // whenever the tabs change (their headers are drawn anew then); a slider's change relabels
 // its own handle only, once the slider has drawn the new value (a microtask: before the
 // server's answer is handled, at a fraction of the whole pass's cost).
-const label = (slider, labels) => {
+// A slider's handles, kept on the slider while they are in the page (finding the view walks
+// every view of the page: most of a relabel's cost).
+const handles = (slider) => {
+  const kept = slider.__handles;
+  if (kept != null && kept.length && kept.every((h) => h.isConnected)) return kept;
   const view = Bokeh.index.find_one(slider);
-  if (view == null) return false;
-  for (const handle of view.shadow_el.querySelectorAll('[role="slider"]')) {
+  if (view == null) return null;
+  return slider.__handles = [...view.shadow_el.querySelectorAll('[role="slider"]')];
+};
+const label = (slider, labels) => {
+  const found = handles(slider);
+  if (found == null) return false;
+  for (const handle of found) {
     handle.setAttribute('aria-label', slider.title);
     handle.setAttribute('aria-valuetext', labels[slider.value] ?? String(slider.value));
   }

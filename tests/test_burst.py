@@ -17,7 +17,8 @@ from conftest import INIT, Server, assert_plots_drawn, column, run_in_thread
 
 from attention_scaling import core
 from attention_scaling import server as served
-from attention_scaling.page import FirstViews
+from attention_scaling.page import Explorer, FirstViews
+from attention_scaling.state import ExplorerState
 from attention_scaling.text import FIG3_SEED, TITLE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,6 +161,35 @@ def test_the_page_without_its_head_the_scripts_sent_and_unused_bundles(monkeypat
         assert kept in body, kept
 
 
+def test_the_bundles_a_document_does_not_use():
+    from bokeh.document import Document
+    from bokeh.models import ColumnDataSource, DataTable, Div
+    from bokeh.plotting import figure
+    import panel as pn
+
+    def unused(*roots):
+        doc = Document()
+        for root in roots:
+            doc.add_root(root)
+        return served.unused_bundles(doc)
+
+    everything = {"bokeh-gl", "es-module-shims", "panel", "bokeh-tables"}
+    assert unused(Div(text="x")) == everything
+    assert unused(figure(output_backend="webgl")) == everything - {"bokeh-gl"}
+    assert unused(DataTable(source=ColumnDataSource())) == everything - {"bokeh-tables"}
+    doc = Document()
+    doc.add_root(pn.Column(pn.pane.Markdown("x")).get_root(doc))
+    # Panel's bundle, and bokeh-tables, which it imports
+    assert served.unused_bundles(doc) == {"bokeh-gl", "es-module-shims"}
+    # the explorer's own page, every tab built: Bokeh models only
+    explorer = Explorer(ExplorerState(tab="saturation"))
+    doc = Document()
+    doc.add_root(explorer.page().get_root(doc))
+    for tab in ("variance", "gradient", "training", "budget"):
+        explorer.state.tab = tab
+    assert served.unused_bundles(doc) == everything
+
+
 # ---- a real server on loopback
 
 def burst(url: str, n: int, tmp_path) -> dict:
@@ -242,9 +272,8 @@ def test_a_waiting_page_shows_its_title_connecting_and_the_first_view_then_goes_
     assert [r for r in responses if r[0] >= 400] == []
     scripts = page.evaluate("() => Array.from(document.scripts, s => s.src).filter(Boolean)")
     names = sorted(Path(s.split("?")[0]).name for s in scripts)
-    # only what the page uses: no WebGL plot, no ES-module component
-    assert names == ["bokeh-tables.min.js", "bokeh-widgets.min.js", "bokeh.min.js",
-                     "panel.min.js"], names
+    # only what the page uses: no WebGL plot, no ES-module component, no Panel model, no table
+    assert names == ["bokeh-widgets.min.js", "bokeh.min.js"], names
 
 
 def _first_view_document(html_text: str):

@@ -294,16 +294,20 @@ class ConnectingPage:
 
 def unused_bundles(doc) -> set[str]:
     """The scripts that ``doc`` has no model of: bokeh-gl without a WebGL plot,
-    es-module-shims without an ES-module component. (bokeh-tables stays: Panel's own bundle
-    imports it when it loads.)"""
-    from bokeh.models import Plot
+    es-module-shims without an ES-module component, Panel's bundle without a Panel model,
+    and bokeh-tables without a table or Panel (whose bundle imports it)."""
+    from bokeh.models import Plot, TableWidget
     from panel.models.esm import ReactiveESM
-    unused = {"bokeh-gl", "es-module-shims"}
+    unused = {"bokeh-gl", "es-module-shims", "panel", "bokeh-tables"}
     for model in doc.models:
         if isinstance(model, Plot) and model.output_backend == "webgl":
             unused.discard("bokeh-gl")
-        elif isinstance(model, ReactiveESM):
-            unused.discard("es-module-shims")
+        elif type(model).__module__.startswith("panel."):
+            unused.difference_update({"panel", "bokeh-tables"})
+            if isinstance(model, ReactiveESM):
+                unused.discard("es-module-shims")
+        elif isinstance(model, TableWidget):
+            unused.discard("bokeh-tables")
     return unused
 
 

@@ -58,6 +58,35 @@ def test_no_sideways_scroll_at_any_width(browser, server, width):
         ctx.close()
 
 
+@pytest.mark.parametrize("width", [375, 1400])
+def test_the_charts_keep_their_place_while_a_slider_moves(browser, server, width):
+    """Across d_k's values, every chart of the one draw keeps its width and the page never
+    gets shorter: the texts keep the tallest height they have had, and no number in them
+    widens the column (which resized every chart, and the page moved under the reader)."""
+    ctx, page = _open(browser, server, width, height=812)
+    try:
+        sizes = []
+        for index in (3, 17, 8, 22, 12, 5, 0, 24, 11):
+            page.evaluate("(i) => { Bokeh.documents[0].get_model_by_name('d_k').value = i; }",
+                          index)
+            page.wait_for_function(
+                "(w) => (window.__col('jacobian-diagonal-marker', 'width') || [])[0] === w",
+                arg=str(core.D_K_VALUES[index]), timeout=10_000)
+            page.wait_for_timeout(150)
+            sizes.append(page.evaluate("""() => [
+                ['scaled-weights', 'unscaled-weights', 'jacobian', 'jacobian-diagonal'].map(
+                    (n) => Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name(n))
+                           .el.getBoundingClientRect().width),
+                document.documentElement.scrollHeight]"""))
+        widths = [w for w, _ in sizes]
+        assert all(w == widths[0] for w in widths), widths
+        heights = [h for _, h in sizes]
+        assert heights == sorted(heights), heights
+        assert sideways(page) <= 0
+    finally:
+        ctx.close()
+
+
 def test_embedded_in_a_360px_iframe_nothing_scrolls_sideways(browser, server):
     ctx = browser.new_context(viewport={"width": 400, "height": 900})
     try:

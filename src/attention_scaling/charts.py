@@ -582,6 +582,9 @@ SIDEBAR_CSS = """
 NO_PRINT_CSS = " @media print { :host { display: none !important; } }"
 #: For the rows of charts: wrap onto the next line where the screen is too narrow for both.
 WRAP_CSS = ":host { flex-wrap: wrap !important; }"
+#: A column as wide as its place and never wider, whatever its texts hold: a column that
+#: followed its widest content resized every chart in it when a number grew.
+FIT_CSS = ":host { min-width: 0; max-width: 100%; }"
 
 #: Bokeh's primary button at WCAG AA contrast (white on #1f5f99, 6.7:1), and a focus ring
 #: that shows on every control reached by keyboard.
@@ -756,7 +759,8 @@ class View:
             downloads,
             *text,
             wrapping_row(c.jacobian_fig, c.readout),
-            c.diagonal_fig, c.heatmaps_text, sizing_mode="stretch_width")
+            c.diagonal_fig, c.heatmaps_text, sizing_mode="stretch_width",
+            stylesheets=[InlineStyleSheet(css=FIT_CSS)])
         #: The argument over many draws and through training, one tab per step in the
         #: order of the argument (:data:`TABS`): built by :meth:`build_argument` when first
         #: asked for, so that a page whose reader stays on the first tab costs a quarter of

@@ -583,7 +583,7 @@ NO_PRINT_CSS = " @media print { :host { display: none !important; } }"
 #: For the rows of charts: wrap onto the next line where the screen is too narrow for both.
 WRAP_CSS = ":host { flex-wrap: wrap !important; }"
 #: A column as wide as its place and never wider, whatever its texts hold: a column that
-#: followed its widest content resized every chart in it when a number grew.
+#: follows its widest content resizes every chart in it when a number grows.
 FIT_CSS = ":host { min-width: 0; max-width: 100%; }"
 
 #: Bokeh's primary button at WCAG AA contrast (white on #1f5f99, 6.7:1), and a focus ring

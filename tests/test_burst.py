@@ -187,6 +187,8 @@ def test_the_bundles_a_document_does_not_use():
     doc.add_root(explorer.page().get_root(doc))
     for tab in ("variance", "gradient", "training", "budget"):
         explorer.state.tab = tab
+    for name in ("saturation-curves", "logit-histogram", "training-loss", "head-budget"):
+        assert doc.get_model_by_name(name) is not None, name
     assert served.unused_bundles(doc) == everything
 
 

@@ -2,7 +2,8 @@
 // that show it; text nodes only, so the page is not laid out again.
 // Each text then keeps the tallest height it has had at its width: a shorter text leaves its
 // space, so the charts below it stay where they are while a slider moves, and the page keeps
-// its size (BokehJS lays out the whole page again whenever its root changes size: 20-75 ms).
+// its size (BokehJS lays out the whole page again whenever its root changes size: 17-76 ms a
+// change at 375 px).
 for (const div of divs) {
   const view = Bokeh.index.find_one(div);
   if (view == null) continue;

@@ -9,13 +9,16 @@ import collections
 import json
 import logging
 import sys
+import threading
 import time
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import panel as pn
 from bokeh.document import Document
 from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Switch, Tabs
+from tornado.ioloop import IOLoop
 
 from . import core
 from .charts import ASSETS, TABS, TRAINING_STEPS, View, script
@@ -28,9 +31,38 @@ log = logging.getLogger(__name__)
 PRESETS_HTML = presets_html([(label, urllib.parse.urlencode(preset_query(overrides)))
                              for label, overrides in PRESETS])
 
-#: The most time one turn of the server's loop spends on a training run (charts.TRAINING_STEPS
-#: steps; the rest of the class's changes go between two turns).
+#: A served training run's slice (charts.TRAINING_STEPS steps in all): the steps the training
+#: thread takes before the page shows them, as long as this (at least a step of each rule).
 TRAINING_SLICE_S = 0.02
+
+_training_thread: ThreadPoolExecutor | None = None
+
+
+def training_thread() -> ThreadPoolExecutor:
+    """The process's one thread for training runs. Every served session's run goes through it
+    a slice at a time, in the order the slices were handed over: the runs of several sessions
+    take turns, and the server's event loop only shows their results (NumPy lets go of the
+    GIL in the large products, so the loop keeps answering meanwhile). One step at d_k = 4096
+    with 64 keys takes ~70 ms and ~130 MB of temporaries: one thread bounds both."""
+    global _training_thread
+    if _training_thread is None:
+        _training_thread = ThreadPoolExecutor(max_workers=1,
+                                              thread_name_prefix="attention-scaling-training")
+    return _training_thread
+
+
+def train_slice(runs: dict, stop: threading.Event, budget_s: float) -> None:
+    """A step of each run in turn (rule -> core.TrainingRun), again while ``budget_s`` has
+    not passed, until every run is done; no step once ``stop`` is set."""
+    end = time.perf_counter() + budget_s
+    while not all(run.done for run in runs.values()):
+        for run in runs.values():
+            if stop.is_set():
+                return
+            run.advance(1)
+        if time.perf_counter() >= end:
+            return
+
 
 #: The tab icon, inline (no extra request): assets/favicon.svg drawn as a PNG
 #: (scripts/favicon.py). Not the SVG itself: Chromium fetches and decodes the tab icon again
@@ -175,6 +207,8 @@ class Explorer(pn.viewable.Viewer):
         # change redraws only the visible one)
         self._shown: dict[str, tuple] = {}     # per tab: (argument_setting, rule) drawn
         self._training = None
+        self._slice = None          # a served run's slice: (job, stop, show callback or None)
+        self._stops_with = None     # the document whose end stops a served run
         self._page_pending = False
         self._refresh()
         # the number of keys and the alignment change the result; the tab leaves the one
@@ -252,9 +286,11 @@ class Explorer(pn.viewable.Viewer):
 
     def start_training(self) -> None:
         """Train one head under each rule at the current d_k, T and keys, from the state's
-        seed, a slice of steps per turn of the server's loop so that the curves grow while
-        it runs (all at once where there is no server loop, as in a notebook)."""
-        if self._training and not all(r.done for r in self._training[0].values()):
+        seed. Served, the steps run in slices on the process's training thread
+        (:func:`training_thread`) while the page's curves grow, each slice shown on the
+        server's loop, until the runs end or :meth:`stop_training`; elsewhere (a notebook, a
+        document with no session) all at once."""
+        if self._training and self._slice is not None:
             return           # one run at a time (the button is disabled meanwhile)
         d_k, t, seed, n, _rho = self.argument_setting()
         runs = {rule: core.start_training(d_k, rule, seed, temperature=t,
@@ -268,19 +304,61 @@ class Explorer(pn.viewable.Viewer):
                 run.advance(TRAINING_STEPS + 1)
             self._show_training()
             return
+        if doc is not self._stops_with:
+            self._stops_with = doc
+            doc.on_event("connection_lost", lambda event: self.stop_training())
+            doc.on_session_destroyed(lambda session_context: self.stop_training(doc=False))
         self._show_training()
-        doc.add_next_tick_callback(self._train_slice)
+        self._next_slice(runs, threading.Event())
 
-    def _train_slice(self) -> None:
-        runs, _ = self._training
-        end = time.perf_counter() + TRAINING_SLICE_S
-        while time.perf_counter() < end and not all(run.done for run in runs.values()):
-            for run in runs.values():
-                run.advance(1)
+    def _next_slice(self, runs: dict, stop: threading.Event) -> None:
+        """Hand the next slice of ``runs`` to the training thread; once it is done, show it
+        on the server's loop (Tornado runs the done callback there)."""
+        job = training_thread().submit(train_slice, runs, stop, TRAINING_SLICE_S)
+        self._slice = (job, stop, None)
+        IOLoop.current().add_future(job, lambda job: self._slice_done(job, runs, stop))
+
+    def _slice_done(self, job, runs: dict, stop: threading.Event) -> None:
+        if stop.is_set():
+            return
+        if job.exception() is not None:
+            log.error("A training run failed: %r", job.exception())
+            self.stop_training()
+            return
+        shown = self.view.root.document.add_next_tick_callback(
+            lambda: self._show_slice(runs, stop))
+        self._slice = (job, stop, shown)
+
+    def _show_slice(self, runs: dict, stop: threading.Event) -> None:
+        if stop.is_set():
+            return
+        self._slice = None
         with held(self.view.root.document):
             self._show_training()
         if not all(run.done for run in runs.values()):
-            self.view.root.document.add_timeout_callback(self._train_slice, 15)
+            self._next_slice(runs, stop)
+
+    def stop_training(self, doc: bool = True) -> None:
+        """End a served run where it is: no step after the one under way, no slice left to
+        show, and the Train button usable again on the server's next turn (Bokeh lets a
+        served document change only in its callbacks); ``doc=False``: the session is gone,
+        its document is left as it is."""
+        if self._slice is None:
+            return
+        job, stop, shown = self._slice
+        self._slice = None
+        stop.set()
+        job.cancel()
+        document = self.view.root.document
+        if not doc or document is None:
+            return
+        if shown is not None and shown in document.session_callbacks:
+            document.remove_next_tick_callback(shown)
+        document.add_next_tick_callback(self._enable_train)
+
+    def _enable_train(self) -> None:
+        if self._slice is None:
+            self.view.train_button.disabled = False
 
     def _show_training(self) -> None:
         runs, (d_k, t, n) = self._training

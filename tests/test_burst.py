@@ -110,20 +110,28 @@ def test_waiting_longer_than_the_limit_is_refused_and_takes_no_place():
     assert run(scenario()) == (False, 0)
 
 
-def test_a_held_place_is_freed_by_its_document_or_after_the_hold():
+def test_a_place_is_held_only_for_the_work_a_request_causes():
+    """A page sent keeps its place a moment for its websocket, which keeps it until it pulled
+    its document; a page whose browser does not connect loses it after that moment; a
+    reconnect of the same session takes no place."""
     async def scenario():
         line = served.OpeningLine(at_once=1)
-        assert await line.enter(1)
+        assert await line.enter(1)                                # page a built and sent
         line.hold("a", seconds=60)
         nxt = asyncio.ensure_future(line.enter(5))
         await asyncio.sleep(0.01)
         assert not nxt.done()
+        line.connected("a", seconds=60)                           # its websocket opened
+        await asyncio.sleep(0.01)
+        assert not nxt.done()
         line.done("a")                                            # document pulled
-        assert await nxt
-        line.hold("b", seconds=0.05)                              # never pulled
+        assert await nxt                                          # page b built and sent
+        line.hold("b", seconds=0.05)                              # never connects
         after = asyncio.ensure_future(line.enter(5))
-        assert await after
-        line.done("b")                                            # too late: no double free
+        await asyncio.wait_for(after, 1)                          # b lost its place
+        line.connected("b", seconds=60)                           # too late: its own place
+        line.done("b")
+        line.connected("a", seconds=60)                           # a reconnects: no place
         return line.busy
 
     assert run(scenario()) == 1

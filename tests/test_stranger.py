@@ -342,3 +342,76 @@ def test_a_server_with_workers_stops_on_a_signal_workers_included(signum):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+
+class Floor:
+    """The benchmarks' plain Bokeh app (benchmarks/apps/bokeh_floor.py) under `bokeh serve`,
+    on a free loopback port; stopped by its PID."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        origin = f"127.0.0.1:{self.port}"
+        bokeh = str(Path(CLI).with_name("bokeh"))
+        app = Path(__file__).resolve().parents[1] / "benchmarks" / "apps" / "bokeh_floor.py"
+        self.proc = subprocess.Popen([bokeh, "serve", str(app), "--address", "127.0.0.1",
+                                      "--port", str(self.port), "--allow-websocket-origin",
+                                      origin], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        self.url = f"http://{origin}/bokeh_floor/"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if status_of(self.url)[0] == 200:
+                    break
+            except OSError:                 # not listening yet
+                pass
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        from conftest import stop_group
+        stop_group(self.proc)
+
+
+def live_after_get_only_requests(url: str, count: int = 30) -> float:
+    """Seconds from a student's arrival, right after ``count`` page requests that never open
+    a websocket, to the student's document pulled over its websocket."""
+    import threading
+    strangers = [threading.Thread(target=status_of, args=(url,), daemon=True)
+                 for _ in range(count)]
+    for t in strangers:
+        t.start()
+    time.sleep(0.2)                         # the strangers' requests are in
+
+    async def student():
+        start = time.monotonic()
+        token = page_token(status_of(url)[2].decode())
+        ws = await bokeh_socket(url, token)
+        assert (await read_message(ws, 120))[0]["msgtype"] == "ACK"
+        await send(ws, "PULL-DOC-REQ", {})
+        assert (await read_message(ws, 120))[0]["msgtype"] == "PULL-DOC-REPLY"
+        ws.close()
+        return time.monotonic() - start
+
+    took = run_in_thread(student, timeout=300)
+    for t in strangers:
+        t.join(120)
+    return took
+
+
+def test_requests_that_never_connect_cannot_hold_the_line():
+    """A student who arrives right after 30 page requests that never open a websocket is live
+    within 1.5x the time the plain Bokeh app takes under the same 30 requests (each measured
+    twice in the same run, taking turns; the better of each is compared)."""
+    ours, floor = Server(), Floor()
+    try:
+        times = {"ours": [], "floor": []}
+        for _ in range(2):
+            times["floor"].append(live_after_get_only_requests(floor.url))
+            time.sleep(1)
+            times["ours"].append(live_after_get_only_requests(ours.url))
+            time.sleep(1)
+    finally:
+        ours.stop()
+        floor.stop()
+    print("live after 30 page requests that never connect (s):", times)
+    assert min(times["ours"]) <= 1.5 * min(times["floor"]), times

@@ -3,12 +3,14 @@
 #   docker build -t attention-scaling .
 #   docker run -d --name attention-scaling --restart unless-stopped \
 #     --read-only --tmpfs /tmp --cap-drop ALL --security-opt no-new-privileges \
-#     --memory 1g --pids-limit 256 --log-opt max-size=10m --log-opt max-file=3 \
+#     --memory 1g --pids-limit 256 --ulimit nofile=8192:8192 --log-opt max-size=10m --log-opt max-file=3 \
 #     -p 5006:5006 -e ATTENTION_SCALING_ALLOWED_ORIGINS=TEACHER-IP:5006 attention-scaling
 #
 # --memory: 100 MiB + 2 MiB per open session, ~700 MiB for 300 students (docs/deploy.md,
 # sizing); --pids-limit: the server runs 2 tasks (3 with two workers), so 256 leaves room for
-# a worker per core and stops a runaway; --log-opt: the log rotates at 10 MB, 3 files kept.
+# a worker per core and stops a runaway; --ulimit nofile: a websocket per student, kept-alive
+# connections and half-sent requests until the 10 s header timeout; --log-opt: the log
+# rotates at 10 MB, 3 files kept.
 #
 # Configured by environment variables (see README, "Run it for a classroom"):
 # ATTENTION_SCALING_PORT, ATTENTION_SCALING_ALLOWED_ORIGINS, ATTENTION_SCALING_WORKERS,

@@ -110,19 +110,27 @@ def test_waiting_longer_than_the_limit_is_refused_and_takes_no_place():
     assert run(scenario()) == (False, 0)
 
 
-def test_a_held_place_is_freed_by_its_document_or_after_the_hold():
+def test_a_place_is_held_only_for_the_work_a_request_causes():
+    """A page's place is free once it is sent (a browser that never connects delays no one);
+    a session's first websocket takes a place until it pulled its document or the hold
+    ended; a reconnect of the same session takes none."""
     async def scenario():
         line = served.OpeningLine(at_once=1)
-        assert await line.enter(1)
-        line.hold("a", seconds=60)
+        assert await line.enter(1)                                # page a built
+        line.release()                                            # and sent
+        assert line.busy == 0
+        line.connected("a", seconds=60)                           # a's websocket opened
         nxt = asyncio.ensure_future(line.enter(5))
         await asyncio.sleep(0.01)
         assert not nxt.done()
         line.done("a")                                            # document pulled
         assert await nxt
-        line.hold("b", seconds=0.05)                              # never pulled
+        line.release()
+        line.connected("a", seconds=60)                           # a reconnects: no place
+        assert line.busy == 0
+        line.connected("b", seconds=0.05)                         # never pulled
         after = asyncio.ensure_future(line.enter(5))
-        assert await after
+        assert await asyncio.wait_for(after, 1)
         line.done("b")                                            # too late: no double free
         return line.busy
 
@@ -206,9 +214,8 @@ def burst(url: str, n: int, tmp_path) -> dict:
 
 
 def test_a_burst_is_served_first_come_first_served(tmp_path):
-    """Sessions requested in the same second, one opened at a time: each student has the
-    whole document before the next student even has a page (without the line, every page of
-    the burst is sent before the first document)."""
+    """Sessions requested in the same second, one opened at a time: pages are sent and
+    documents delivered in arrival order, no student overtaken by a later one."""
     srv = Server("--stats", "--open-at-once", "1")
     try:
         b = burst(srv.url, 8, tmp_path)
@@ -216,17 +223,32 @@ def test_a_burst_is_served_first_come_first_served(tmp_path):
         srv.stop()
     assert b["ready"] == 8 and b["errors"] == {}
     timeline = b["timeline_s"]
-    for (_, _, document, _), (_, next_page, _, _) in zip(timeline, timeline[1:]):
-        assert document < next_page, timeline
+    pages = [t[1] for t in timeline]
+    documents = [t[2] for t in timeline]
+    assert pages == sorted(pages) and documents == sorted(documents), timeline
     assert b["overtaken_share"] == 0
 
 
 def hold_the_only_place(url: str) -> None:
-    """A page fetched without its websocket: it holds its place in the opening for
-    OPENING_HOLD_S (as a browser that has not yet connected)."""
-    with urllib.request.urlopen(url, timeout=60) as resp:
-        assert resp.status == 200
-        resp.read()
+    """A page whose websocket connects and does not ask for its document: it holds its place
+    in the opening for OPENING_HOLD_S. Returns once the websocket is open; it closes itself
+    after the hold."""
+    import threading
+
+    from conftest import bokeh_socket, page_token
+    opened = threading.Event()
+
+    async def connect_and_wait():
+        with urllib.request.urlopen(url, timeout=60) as resp:
+            token = page_token(resp.read().decode())
+        ws = await bokeh_socket(url, token)
+        await ws.read_message()                   # the ACK's header: connected
+        opened.set()
+        await asyncio.sleep(served.OPENING_HOLD_S + 1)
+        ws.close()
+
+    threading.Thread(target=lambda: asyncio.run(connect_and_wait()), daemon=True).start()
+    assert opened.wait(60)
 
 
 @pytest.fixture(scope="module")

@@ -621,7 +621,8 @@ def test_the_servers_own_headers_pass_through_nginx_unchanged(deployment):
     while not (served := routes_of(deployment, key)["page"]) and time.monotonic() < deadline:
         time.sleep(0.1)                          # nginx logs the request once it is done
     (backend,) = [b for b in deployment.backends if served == [f"127.0.0.1:{b.port}"]]
-    direct = get(backend.port, "/")
+    # asked for as the browser asks nginx: a backend answers only for the allowed hosts
+    direct = get(backend.port, "/", headers={"Host": f"127.0.0.1:{deployment.port}"})
     assert via_nginx[0] == direct[0] == 200
     for name in SECURITY_HEADERS:
         assert via_nginx[1].get(name.lower()) == direct[1].get(name.lower()), name

@@ -12,7 +12,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import (CLI, Server, bokeh_socket, page_token, run_in_thread, token_payload)
+from conftest import (CLI, Server, bokeh_socket, page_token, run_in_thread, status_of,
+                      token_payload)
 
 ZEN = "Beautiful is better than ugly"
 COMPONENT_PATHS = ["components/this/x/__css__/y", "components/venv.__main__/x/__css__/y",
@@ -23,15 +24,6 @@ COMPONENT_PATHS = ["components/this/x/__css__/y", "components/venv.__main__/x/__
 WEIGHTS_JS = ("(d => Array.from(d instanceof Map ? d.get('weight') : d.weight).join(','))("
               "[...Bokeh.documents[0].all_models].find("
               "m => m.name === 'unscaled-weights-source').data)")
-
-
-def status_of(url: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
-    request = urllib.request.Request(url, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return resp.status, dict(resp.headers), resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), err.read()
 
 
 async def read_bokeh_message(ws, timeout: float = 10):
@@ -233,11 +225,12 @@ def test_a_float_or_out_of_range_slider_value_is_ignored(page, tmp_path):
     assert "Traceback" not in out and "TypeError" not in out
 
 
-def _ws_status(url: str, origin: str, **headers: str) -> int:
-    """The HTTP status of a websocket handshake with a real page's token, from ``origin``."""
+def _ws_status(url: str, origin: str, page_host: str | None = None, **headers: str) -> int:
+    """The HTTP status of a websocket handshake with a real page's token (the page asked for
+    as ``page_host``), from ``origin``."""
     from tornado.httpclient import HTTPClientError, HTTPRequest
     from tornado.websocket import websocket_connect
-    token = page_token(urllib.request.urlopen(url, timeout=30).read().decode())
+    token = page_token(status_of(url, {"Host": page_host} if page_host else None)[2].decode())
 
     async def connect():
         try:
@@ -257,23 +250,44 @@ def _ws_status(url: str, origin: str, **headers: str) -> int:
 def test_a_refused_origin_is_explained_without_trusting_the_stranger(tmp_path, xheaders):
     """A page of another site is refused and the log suggests nothing to allow, once per
     origin. Behind a proxy (--use-xheaders), a browser that asked the proxy for a host not
-    allowed is told what to set; without it, the same forwarded header is not believed."""
+    allowed is refused and told what to set; without it, the same forwarded header is not
+    believed. A page whose Host and Origin are both a host not allowed (a name made to point
+    at this server: DNS rebinding) is refused too, its page and its websocket."""
     srv = Server(*(["--use-xheaders"] if xheaders else []), log=tmp_path / "server.log")
     try:
         assert _ws_status(srv.url, "http://evil.example") == 403
         assert _ws_status(srv.url, "http://evil.example") == 403
         assert _ws_status(srv.url, "http://laptop.example:5006",
                           X_Forwarded_Host="laptop.example:5006") == 403
-        # Tornado (6.6) accepts, without asking the list, a page whose Origin is the Host
-        # it asked this server for: the list matters where a proxy changes the Host
-        assert _ws_status(srv.url, "http://laptop.example:5006", Host="laptop.example:5006") == 101
+        assert _ws_status(srv.url, "http://laptop.example:5006", Host="laptop.example:5006") == 403
+        assert _ws_status(srv.url, "http://rebound.example", Host="rebound.example") == 403
+        code, headers, body = status_of(srv.url, {"Host": "rebound.example"})
+        assert code == 403 and b"Not served here" in body and b"<script" not in body
+        assert headers["Cache-Control"] == "no-store"
+        code, _headers, body = status_of(srv.url, {"Host": "<b>x</b>.example"})
+        assert code in (400, 403) and b"<b>x</b>" not in body
+        forwarded = status_of(srv.url, {"X-Forwarded-Host": "laptop.example:5006"})[0]
+        assert forwarded == (403 if xheaders else 200)
+        # health checks ask with any Host (a pod's address): /liveness answers them
+        assert status_of(srv.url + "liveness", {"Host": "10.1.2.3:5006"})[0] == 200
     finally:
         out = srv.stop()
     assert out.count("evil.example") == 1
     assert "another site" in out
     assert "ALLOWED_ORIGINS=evil" not in out and "--allow-websocket-origin evil" not in out
-    suggested = "set ATTENTION_SCALING_ALLOWED_ORIGINS=laptop.example:5006" in out
-    assert suggested == xheaders
+    assert out.count("set ATTENTION_SCALING_ALLOWED_ORIGINS=laptop.example:5006") == 1
+    assert out.count("rebound.example") <= 1     # one record a minute per message
+
+
+def test_an_allowed_host_opens_the_page_and_its_websocket():
+    srv = Server("--allow-websocket-origin", "laptop.example:5006")
+    try:
+        assert status_of(srv.url, {"Host": "laptop.example:5006"})[0] == 200
+        assert _ws_status(srv.url, "http://laptop.example:5006", page_host="laptop.example:5006",
+                          Host="laptop.example:5006") == 101
+        assert status_of(srv.url, {"Host": "laptop.example:5007"})[0] == 403
+    finally:
+        srv.stop()
 
 
 @pytest.mark.parametrize("args,message", [

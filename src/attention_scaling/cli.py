@@ -58,6 +58,7 @@ _num_procs = _int_in_range("number of processes", 0, 64, " (one per core)")
 _seconds = _int_in_range("seconds", 1, 86400)
 _sessions = _int_in_range("sessions", 1, 100_000)
 _open_at_once = _int_in_range("sessions opened at a time", 0, 1000, " (no line)")
+_per_address = _int_in_range("websockets per address", 0, 100_000, " (no limit)")
 
 
 def _matching(pattern: str, message: str, normalise=lambda text: text):
@@ -138,6 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="sessions one process opens at a time (page, websocket, document); "
                             "visitors past them wait in arrival order, their page showing that "
                             "it is connecting (default 2; 0: no line, all at once)")
+    serve.add_argument("--websockets-per-address", type=_per_address, default=None,
+                       metavar="N",
+                       help="live websockets (open pages) one client address may hold; "
+                            "loopback is not limited (a proxy on this machine speaks for "
+                            "many) (default 16; 0: no limit, e.g. for a whole class behind "
+                            "one NAT address without a proxy)")
     serve.add_argument("--allow-any-origin", action="store_true",
                        help="accept --allow-websocket-origin '*' (any site's pages may then "
                             "open websockets to this server; refused without this flag)")
@@ -251,16 +258,77 @@ def _stats_handler():
     return Stats
 
 
-def _stop_on_signal(_signum, _frame) -> None:
+#: How long the parent of --num-procs workers waits for them to stop before it kills them.
+WORKERS_STOP_S = 5.0
+
+
+def _children() -> list[int]:
+    """The process ids of this process's children (Linux's /proc; none elsewhere)."""
+    me, found = os.getpid(), []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                # pid (comm) state ppid ...: comm may hold spaces, so split after its ")"
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                    found.append(int(name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def _stop_workers(signum: int) -> None:
+    """In the parent of --num-procs workers: pass the signal on as SIGTERM, wait up to
+    WORKERS_STOP_S for the workers to end (then SIGKILL the rest), and exit."""
+    import signal
+    import time
+    children = _children()
+    for pid in children:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + WORKERS_STOP_S
+    while children and time.monotonic() < deadline:
+        for pid in list(children):
+            try:
+                done, _status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                children.remove(pid)
+        time.sleep(0.05)
+    for pid in children:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    print(f"attention-scaling: stopped (signal {signum})", flush=True)
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _stop_on_signal(signum, _frame) -> None:
     """Stop the running event loop from a signal handler. Not by raising KeyboardInterrupt:
     raised inside a weakref callback or ``__del__`` it is ignored and the server keeps going.
-    Where no loop runs (the parent of ``--num-procs`` workers waits for them), it raises."""
+    Where no loop runs and workers were forked (the parent of ``--num-procs`` workers waits
+    for them), the workers are stopped and the parent exits; before the server started, it
+    raises."""
     from tornado.ioloop import IOLoop
+    from tornado.process import task_id
 
     loop = IOLoop.current(instance=False)
-    if loop is None or not loop.asyncio_loop.is_running():
-        raise KeyboardInterrupt
-    loop.asyncio_loop.call_soon_threadsafe(loop.stop)
+    if loop is not None and loop.asyncio_loop.is_running():
+        loop.asyncio_loop.call_soon_threadsafe(loop.stop)
+        return
+    if task_id() is None and _children():
+        _stop_workers(signum)
+    raise KeyboardInterrupt
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -275,14 +343,19 @@ def _serve(args: argparse.Namespace) -> int:
     server.Limits.trust_forwarded_host = args.use_xheaders
     server.LINE.at_once = (server.DEFAULT_OPENING_AT_ONCE if args.open_at_once is None
                            else args.open_at_once)
+    server.Limits.websockets_per_address = (
+        server.DEFAULT_WEBSOCKETS_PER_ADDRESS if args.websockets_per_address is None
+        else args.websockets_per_address)
     server.ConnectingPage.title = TITLE
     server.ConnectingPage.icon_href = FAVICON
     server.FIRST_VIEW = FirstViews().html
     server.bound_logs()
-    # SIGTERM stops the server: explicitly, because as a container's PID 1 (Docker, Kubernetes)
-    # a process has no default action for it and would wait to be killed.
+    # SIGTERM and SIGINT stop the server: explicitly, because as a container's PID 1 (Docker,
+    # Kubernetes) a process has no default action for them and would wait to be killed; the
+    # parent of --num-procs workers stops its workers first.
     import signal
-    signal.signal(signal.SIGTERM, _stop_on_signal)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _stop_on_signal)
     origins = list(args.allow_websocket_origin)
     if not origins:
         origins = [f"{h}:{args.port}" for h in ("localhost", "127.0.0.1", args.address)
@@ -332,7 +405,10 @@ def _serve(args: argparse.Namespace) -> int:
             secret_key=args.secret_key.encode("ascii"),
             websocket_max_message_size=server.MAX_MESSAGE_BYTES,
             http_server_kwargs={"max_header_size": server.MAX_HEADER_BYTES,
-                                "max_body_size": server.MAX_BODY_BYTES},
+                                "max_body_size": server.MAX_BODY_BYTES,
+                                # Tornado's header timeout, and how long a kept-alive
+                                # connection may wait for its next request
+                                "idle_connection_timeout": server.HEADER_TIMEOUT_S},
         )
     except KeyboardInterrupt:   # Ctrl-C or SIGINT
         pass

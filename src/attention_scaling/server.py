@@ -14,6 +14,7 @@ import asyncio
 import collections
 import gc
 import html
+import ipaddress
 import json
 import logging
 import re
@@ -24,7 +25,8 @@ from urllib.parse import urlparse
 from bokeh.server.urls import per_app_patterns
 from bokeh.server.util import check_allowlist
 from bokeh.settings import settings
-from bokeh.util.token import check_token_signature
+from bokeh.events import ConnectionLost
+from bokeh.util.token import check_token_signature, get_session_id
 from panel.io.server import DocHandler, WSHandler
 from tornado import web
 
@@ -50,10 +52,29 @@ WEBSOCKETS_PER_SESSION = 2
 #: default is 20 MiB. Tornado closes a connection that sends more (close code 1009).
 MAX_MESSAGE_BYTES = 64 * 1024
 
+#: Buffers one websocket message may promise (its header's ``num_buffers``). The browser's
+#: messages carry none; Bokeh keeps every buffer of a message until the promised count has
+#: arrived, so the count and the whole message (header, metadata, content and every buffer)
+#: are bounded together: past MAX_MESSAGE_BYTES in all, the connection is closed.
+MAX_MESSAGE_BUFFERS = 16
+
+#: A session's document is sent whole on a PULL-DOC-REQ (160-480 ms of the server's thread at
+#: the heaviest settings): a session may ask PULL_DOC_BURST times at once (the first page and
+#: one reconnect), then once per PULL_DOC_EVERY_S; a websocket that asks more often is closed.
+PULL_DOC_BURST = 2
+PULL_DOC_EVERY_S = 10.0
+
+#: Live websockets from one client address (not loopback: a proxy on this machine, or the load
+#: test, speaks for many). A page has one; a student with several tabs open has a few.
+DEFAULT_WEBSOCKETS_PER_ADDRESS = 16
+
 #: HTTP request limits (Tornado's defaults: 64 KiB of headers, 100 MB of body). The app
 #: takes no request body; a page URL with every control is under 200 bytes.
 MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY_BYTES = 64 * 1024
+#: A connection must send a request's headers within this long, and may stay open without a
+#: request no longer (Tornado's default: an hour): half-sent requests cannot hold sockets.
+HEADER_TIMEOUT_S = 10
 
 #: One log record at most this long (message and exception summary), and a message of the
 #: same kind from the same place at most once per LOG_REPEAT_S seconds (then a count).
@@ -84,27 +105,95 @@ class Limits:
     before the server starts)."""
 
     max_sessions = DEFAULT_MAX_SESSIONS
+    websockets_per_address = DEFAULT_WEBSOCKETS_PER_ADDRESS    # 0: no limit
     building = 0                                  # page requests past the check, not done
     trust_forwarded_host = False                  # --use-xheaders: behind a proxy
     websockets: weakref.WeakSet = weakref.WeakSet()
+    #: session id -> its live websocket (one per session: a newer one replaces it)
+    by_session: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    #: client address -> its live websockets
+    by_address: dict[str, weakref.WeakSet] = {}
 
     @classmethod
     def max_websockets(cls) -> int:
         return cls.max_sessions * WEBSOCKETS_PER_SESSION
 
+    @classmethod
+    def full(cls, tornado_app) -> bool:
+        """Whether a new session would pass the cap: open, and being built."""
+        return _open_sessions(tornado_app) + cls.building >= cls.max_sessions
+
+
+class PullBudget:
+    """How often each session may ask for its whole document: PULL_DOC_BURST at once, then
+    one per PULL_DOC_EVERY_S (a token bucket per session id, for the last
+    ``4 x --max-sessions`` sessions seen)."""
+
+    def __init__(self) -> None:
+        self._buckets: collections.OrderedDict[str, list[float]] = collections.OrderedDict()
+
+    def take(self, session_id: str, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        tokens, then = self._buckets.pop(session_id, [float(PULL_DOC_BURST), now])
+        tokens = min(float(PULL_DOC_BURST), tokens + (now - then) / PULL_DOC_EVERY_S)
+        allowed = tokens >= 1.0
+        self._buckets[session_id] = [tokens - allowed, now]
+        while len(self._buckets) > 4 * Limits.max_sessions:
+            self._buckets.popitem(last=False)
+        return allowed
+
+
+PULLS = PullBudget()
+
+
+class MessageBounds:
+    """One websocket's messages as Bokeh's protocol frames them (a header, metadata, content,
+    then a header and a payload per buffer), each message bounded as a whole: its buffer
+    count at most MAX_MESSAGE_BUFFERS, all its frames together at most MAX_MESSAGE_BYTES.
+    :meth:`take` answers why a frame breaks the bounds, or None; :attr:`kind` is the
+    message's type once its header was read."""
+
+    def __init__(self) -> None:
+        self.left = 0               # frames still to come of the current message
+        self.size = 0
+        self.kind = None
+
+    def take(self, fragment) -> str | None:
+        if self.left == 0:
+            self.size = 0
+            if not isinstance(fragment, str):
+                return "a message must begin with its header"
+            try:
+                header = json.loads(fragment)
+            except ValueError:
+                return "a message header that is not JSON"
+            if not isinstance(header, dict):
+                return "a message header that is not an object"
+            buffers = header.get("num_buffers", 0)
+            if (isinstance(buffers, bool) or not isinstance(buffers, int)
+                    or not 0 <= buffers <= MAX_MESSAGE_BUFFERS):
+                return f"a message promising {str(buffers)[:20]} buffers"
+            self.kind = header.get("msgtype")
+            self.left = 3 + 2 * buffers
+        self.size += len(fragment)
+        if self.size > MAX_MESSAGE_BYTES:
+            return f"a message over {MAX_MESSAGE_BYTES} bytes"
+        self.left -= 1
+        return None
+
 
 # ---- a class arriving at once: first come, first served ---------------------------------
-#: Sessions one process opens at a time (page built and sent, then its websocket connected and
-#: the document pulled); later visitors wait in arrival order. Every session in the opening
-#: competes for the one event loop: with a whole class admitted at once, the first student's
-#: websocket waits behind every later student's page, and all are ready at about the same
-#: time. Measured with 30 at once on one process (`make loadtest`, median of two runs): p50
-#: 3.5 s with 1 or 2 at a time, 4.1 s with 4, 5.0 s with 8, 8.0 s with no line. Two, so that
-#: the next page is built while a browser connects.
+#: Sessions one process opens at a time (a page being built, or a websocket pulling its
+#: document); later visitors wait in arrival order. Every session in the opening competes for
+#: the one event loop: with a whole class admitted at once, the first student's websocket
+#: waits behind every later student's page, and all are ready at about the same time.
+#: Measured with 30 at once on one process (`make loadtest`, median of two runs): p50 3.5 s
+#: with 1 or 2 at a time, 4.1 s with 4, 5.0 s with 8, 8.0 s with no line. Two, so that the
+#: next page is built while a browser pulls its document.
 DEFAULT_OPENING_AT_ONCE = 2
-#: A page sent holds its place in the opening until its websocket pulled the document, or this
-#: long (a browser that never connects, or is slow to load the scripts).
-OPENING_HOLD_S = 5.0
+#: A session's first websocket holds a place until it has pulled its document (BokehJS asks
+#: right after the connection's ACK), or this long at most.
+OPENING_HOLD_S = 2.0
 #: The longest a visitor waits in line; then the page says the server is busy and reloads.
 LINE_WAIT_MAX_S = 300.0
 #: How often a waiting page is told how many are before it (a few bytes; a proxy's read
@@ -113,17 +202,22 @@ LINE_PROGRESS_S = 10.0
 
 
 class OpeningLine:
-    """First come, first served: at most ``at_once`` sessions opening, the rest waiting in
-    arrival order. A place is taken when a page request is admitted, held by its session
-    (``hold``) once the page is sent, and given to the next in line when that session's
-    websocket has pulled the document (``done``), after OPENING_HOLD_S, or at once when the
-    request failed or its visitor left the line."""
+    """First come, first served: at most ``at_once`` places in the opening, the rest waiting
+    in arrival order. A page request holds a place while its session is built and its page
+    sent (:meth:`enter`, :meth:`release`); a session's first websocket takes one while it
+    pulls the document (:meth:`connected`, :meth:`done`, at most OPENING_HOLD_S). A place is
+    held only for the work a request causes: a page whose browser never connects delays no
+    one once it is sent. (Measured: a student arriving after 30 page requests that never
+    connect was live after 10-11 s when each sent page kept its place 0.5 s for its
+    websocket, against 4-8 s for a plain Bokeh app; tests/test_stranger.py.)"""
 
     def __init__(self, at_once: int = DEFAULT_OPENING_AT_ONCE) -> None:
         self.at_once = at_once
         self.busy = 0
         self.waiting: collections.deque = collections.deque()
         self.held: dict[str, asyncio.TimerHandle] = {}
+        #: sessions whose first websocket has taken its place (bounded: the latest ones)
+        self._connected: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     def ahead(self) -> int:
         """Visitors before one arriving now: opening and waiting."""
@@ -177,13 +271,20 @@ class OpeningLine:
                 self.busy += 1
                 place.set_result(True)
 
-    def hold(self, session_id: str, seconds: float = OPENING_HOLD_S) -> None:
-        """The page of ``session_id`` was sent: its place is held until ``done`` or
-        ``seconds``."""
+    def connected(self, session_id: str, seconds: float = OPENING_HOLD_S) -> None:
+        """The first websocket of ``session_id`` opened: it holds a place until :meth:`done`
+        or ``seconds``. A later websocket of the same session (a reconnect) takes none."""
+        if self.at_once <= 0 or session_id in self._connected:
+            return
+        self._connected[session_id] = None
+        while len(self._connected) > 4096:
+            self._connected.popitem(last=False)
+        self.busy += 1
         loop = asyncio.get_running_loop()
         self.held[session_id] = loop.call_later(seconds, self.done, session_id)
 
     def done(self, session_id: str) -> None:
+        """``session_id`` pulled its document, or its websocket closed: its place is free."""
         timer = self.held.pop(session_id, None)
         if timer is not None:
             timer.cancel()
@@ -311,6 +412,81 @@ def unused_bundles(doc) -> set[str]:
     return unused
 
 
+REFUSED_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Not served here</title></head>
+<body><h1>Not served here</h1><p>{what}</p></body></html>
+"""
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def asked_for_host(request) -> str:
+    """The host and port the browser asked for: the ``Host`` header, or behind a proxy with
+    --use-xheaders its ``X-Forwarded-Host`` when it sends one."""
+    host = request.headers.get("Host", "")
+    if Limits.trust_forwarded_host:
+        host = request.headers.get("X-Forwarded-Host", "").split(",")[0].strip() or host
+    return host.lower()[:300]
+
+
+def host_allowed(handler) -> bool:
+    """Whether the host a request asked for is one the page may be opened from (the allowed
+    websocket origins; ``*`` allows any): a page of another site whose name was made to point
+    at this server (DNS rebinding) asks for that site's host, and is refused."""
+    allowed = set(handler.application.websocket_origins)
+    if settings.allowed_ws_origin():
+        allowed = set(settings.allowed_ws_origin())
+    host = asked_for_host(handler.request)
+    return bool(host) and check_allowlist(host, allowed)
+
+
+class _RefusalLog:
+    """Says once per (kind, subject), for the first 64 of them, why a request was refused."""
+
+    seen: set[tuple[str, str]] = set()
+
+    @classmethod
+    def once(cls, kind: str, subject: str, message: str, *args) -> None:
+        if (kind, subject) in cls.seen or len(cls.seen) >= 64:
+            return
+        cls.seen.add((kind, subject))
+        log.error(message, *args)
+
+
+def say_host_refused(handler) -> None:
+    host = asked_for_host(handler.request)
+    _RefusalLog.once("host", host, "Refused a request for host %r with 403: not an allowed host. "
+                     "If students open the page at that address, set "
+                     "ATTENTION_SCALING_ALLOWED_ORIGINS=%s or pass --allow-websocket-origin %s",
+                     host[:100], host[:100], host[:100])
+
+
+def refuse_request(handler) -> bool:
+    """Answer a page request that may not open a session, and say so: 403 for a host that is
+    not allowed, and for a session id or token named in the address (a page always gets a new
+    session; Bokeh would otherwise open, or wait for, the session named). True when refused."""
+    if not host_allowed(handler):
+        say_host_refused(handler)
+        what = ("This server does not answer for the address this page was asked for. If "
+                "you typed it, ask your teacher for the address the class uses.")
+    elif any(name.startswith("bokeh-") for name in handler.request.arguments):
+        _RefusalLog.once("session-id", "", "Refused a page request naming a session or token "
+                         "in its address (bokeh-session-id, bokeh-token) with 403")
+        what = "This address names a session; open the page without it."
+    else:
+        return False
+    handler.set_status(403)
+    handler.set_header("Cache-Control", "no-store")
+    handler.set_header("Content-Type", "text/html; charset=UTF-8")
+    handler.finish(REFUSED_PAGE.format(what=html.escape(what)))
+    return True
+
+
 class CappedDocHandler(DocHandler):
     """Panel's page handler, refusing a new session once the process holds its cap (the
     visitor gets a short 503 page and no session is built), and opening sessions first come,
@@ -323,11 +499,15 @@ class CappedDocHandler(DocHandler):
     _sent_scripts = ""         # the script tags sent with the notice
     _left = False              # the visitor closed the connection
 
+    async def prepare(self):
+        if refuse_request(self):
+            return
+        await super().prepare()
+
     async def get(self, *args, **kwargs):
-        open_now = _open_sessions(self.application)
-        if open_now + Limits.building >= Limits.max_sessions:
+        if Limits.full(self.application):
             log.warning("Full: %d sessions open (--max-sessions %d); refused a new visitor "
-                        "with 503", open_now, Limits.max_sessions)
+                        "with 503", _open_sessions(self.application), Limits.max_sessions)
             self.set_status(503)
             self.set_header("Retry-After", "60")
             self.set_header("Cache-Control", "no-store")
@@ -371,11 +551,8 @@ class CappedDocHandler(DocHandler):
                         "The server could not open the explorer"))
         finally:
             Limits.building -= 1
-            if admitted:
-                if self._session is not None and self.get_status() == 200:
-                    LINE.hold(self._session.id)
-                else:
-                    LINE.release()
+            if admitted:            # the page is built and sent: the next visitor's turn
+                LINE.release()
 
     async def _wait_in_line(self) -> bool:
         """Wait for this visitor's turn, telling its page every LINE_PROGRESS_S how many are
@@ -449,56 +626,150 @@ class CappedWSHandler(WSHandler):
         _OriginLog.refused(origin, asked_for, allowed)
         return False
 
+    _bounds = None             # MessageBounds: this connection's messages
+    _session_id = None
+    _address = None
+    _refused = False
+
     async def prepare(self):
+        if not host_allowed(self):
+            say_host_refused(self)
+            self.set_status(403)
+            self.finish()
+            return
         if len(Limits.websockets) >= Limits.max_websockets():
             log.warning("Full: %d websockets open; refused one more with 503",
                         len(Limits.websockets))
             self.set_status(503)
             self.finish()
             return
-        if not self._signed_token():
+        token = self._signed_token()
+        if token is None:
             log.warning("Refused a websocket without a session token signed by this server "
                         "(from %s) with 403", self.request.remote_ip)
             self.set_status(403)
             self.finish()
             return
+        self._session_id = get_session_id(token)
+        live = {session.id for ctx in self.application.applications.values()
+                for session in ctx.sessions}
+        if self._session_id not in live and Limits.full(self.application):
+            # a session this process does not hold (expired, or opened by another process)
+            # would be built anew: only within the cap
+            log.warning("Full: %d sessions open (--max-sessions %d); refused a websocket for a "
+                        "session not held here with 503", _open_sessions(self.application),
+                        Limits.max_sessions)
+            self.set_status(503)
+            self.finish()
+            return
+        self._address = self.request.remote_ip or ""
+        limit = Limits.websockets_per_address
+        if limit and not _is_loopback(self._address):
+            others = Limits.by_address.get(self._address, ())
+            mine = Limits.by_session.get(self._session_id)
+            if len(others) - (mine in others) >= limit:
+                _RefusalLog.once("address", self._address, "Refused a websocket from %s with "
+                                 "429: %d open from that address (the limit per address)",
+                                 self._address[:60], len(others))
+                self.set_status(429)
+                self.finish()
+                return
         await super().prepare()
 
-    def _signed_token(self) -> bool:
-        """Whether the handshake offers Bokeh's subprotocol with a token this server signed
+    def _signed_token(self) -> str | None:
+        """The token the handshake offers with Bokeh's subprotocol, if this server signed it
         (Bokeh checks it only after the upgrade, and then answers a forged one with an
         internal error)."""
         offered = [p.strip() for p in
                    self.request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
         if len(offered) != 2 or offered[0] != "bokeh":
-            return False
+            return None
         try:
-            return check_token_signature(offered[1], secret_key=self.application.secret_key,
-                                         signed=self.application.sign_sessions)
+            signed = check_token_signature(offered[1], secret_key=self.application.secret_key,
+                                           signed=self.application.sign_sessions)
         except Exception:                         # not a token at all
-            return False
+            return None
+        return offered[1] if signed else None
 
     def open(self, *args, **kwargs):
         Limits.websockets.add(self)
+        Limits.by_address.setdefault(self._address, weakref.WeakSet()).add(self)
+        older = Limits.by_session.get(self._session_id)
+        Limits.by_session[self._session_id] = self
+        if older is not None and older is not self:
+            # one live websocket per session: the newer one (a reconnect) replaces it
+            older.close(1000, "replaced by a newer connection of this session")
+        self._bounds = MessageBounds()
+        LINE.connected(self._session_id)
         # Bokeh sends a message as several frames; with Nagle's algorithm a later small one
         # can wait for the browser's delayed ACK (~40 ms)
         self.set_nodelay(True)
         return super().open(*args, **kwargs)
 
+    async def on_message(self, fragment) -> None:
+        if self._refused:
+            return
+        problem = self._bounds.take(fragment)
+        if problem is None and self._bounds.kind == "PULL-DOC-REQ" and self._bounds.left == 2 \
+                and not PULLS.take(self._session_id):
+            problem = (f"more than {PULL_DOC_BURST} document requests at once, or more than "
+                       f"one per {PULL_DOC_EVERY_S:g} s")
+        if problem is not None:
+            self._refuse(problem)
+            return
+        await super().on_message(fragment)
+
+    def _refuse(self, problem: str) -> None:
+        """Close this websocket for a message it may not send, and let go of what it sent."""
+        self._refused = True
+        _RefusalLog.once("message", problem.split()[1] if " " in problem else problem,
+                         "Closed a websocket (from %s) for %s", self._address[:60], problem)
+        self.receiver = None                    # Bokeh's partial message and its buffers
+        self.close(1009 if "bytes" in problem else 1008, "message refused")
+
     async def send_message(self, message) -> None:
+        if message.msgtype == "ERROR":
+            # the detail (Bokeh puts a traceback in it) stays in the log, said once
+            log.error("Answered a message this server could not handle (from %s) with a "
+                      "generic error: %s", self._address and self._address[:60],
+                      str(message.content.get("text", ""))[:200])
+            message = self.connection.protocol.create(
+                "ERROR", message.header.get("reqid", ""),
+                "The server could not handle this message.")
+            message.content["traceback"] = None
         await super().send_message(message)
         if message.msgtype == "PULL-DOC-REPLY" and self.connection is not None:
             LINE.done(self.connection.session.id)     # this session has opened
 
     def on_close(self) -> None:
         Limits.websockets.discard(self)
+        peers = Limits.by_address.get(self._address)
+        if peers is not None:
+            peers.discard(self)
+            if not peers:
+                Limits.by_address.pop(self._address, None)
+        session = self.connection.session if self.connection is not None else None
+        if self._session_id is not None:
+            LINE.done(self._session_id)
+            if Limits.by_session.get(self._session_id) is self:
+                del Limits.by_session[self._session_id]
         super().on_close()
+        if (session is not None and not session.destroyed
+                and Limits.by_session.get(self._session_id) is None):
+            # no live websocket left: the session's Python callbacks for "connection_lost"
+            # run on the next turn (a training run stops)
+            doc = session.document
+            doc.add_next_tick_callback(lambda: doc.callbacks.trigger_event(ConnectionLost()))
 
 
 class NotServed(web.RequestHandler):
     """404 for a route this app does not use. Registered in place of Panel's
     ``/components/<module>/<class>/<attr>/<path>`` route, whose handler imports whatever
-    module the URL names: the page loads nothing from it."""
+    module the URL names, and of ``/autoload.js`` (a whole session per request, for pages
+    that embed the app by script: the explorer is embedded by iframe) and ``/metadata``."""
+
+    def initialize(self, **_route_context) -> None:
+        """Bokeh hands its per-application routes their application; this one needs none."""
 
     def prepare(self) -> None:
         raise web.HTTPError(404)
@@ -518,8 +789,10 @@ def use_capped_handlers() -> None:
             per_app_patterns[i] = (route, CappedDocHandler, *rest)
         elif handler is WSHandler:
             per_app_patterns[i] = (route, CappedWSHandler, *rest)
+        elif route in ("/autoload.js", "/metadata"):
+            per_app_patterns[i] = (route, NotServed, *rest)
     handlers = {entry[1] for entry in per_app_patterns}
-    if not {CappedDocHandler, CappedWSHandler} <= handlers:
+    if not {CappedDocHandler, CappedWSHandler, NotServed} <= handlers:
         raise RuntimeError("Panel's page and websocket handlers are not in Bokeh's route "
                            "table: this Panel version is not supported (see pyproject.toml)")
 

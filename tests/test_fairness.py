@@ -19,6 +19,7 @@ BYSTANDER = "?tab=saturation"
 CHANGES = 40            # slider changes per phase
 CHANGE_GAP_S = 0.1      # between an answer and the next change
 PHASE_LIMIT_S = 25      # a phase ends after this long, answered or not
+SETTLE_S = 15           # the most the load runs before the bystander is measured again
 
 
 async def read_message(ws, timeout: float = 30):
@@ -181,7 +182,13 @@ def bystander_under_load(url: str, trainers: int, pullers: int) -> dict:
         for pws, token, _m in pulling:
             pws.close()
             tasks.append(asyncio.ensure_future(pull_loop(url, token, pulled, stop)))
-        await asyncio.sleep(2)
+        # the server lets a session pull twice at once (the page and one reconnect): measure
+        # once every puller has used that and been refused (or after SETTLE_S)
+        settle = time.monotonic() + SETTLE_S
+        while time.monotonic() < settle and (
+                pulled.get("closed", 0) + pulled.get("refused", 0) < pullers):
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1)
         before = dict(progress)
         loaded = await slider_answers(ws, by_models)
         after = dict(progress)

@@ -138,22 +138,29 @@ def test_a_session_id_or_token_in_the_address_is_refused(tmp_path):
 
 
 def test_one_live_websocket_per_session_and_the_next_student_goes_live(tmp_path):
-    """45 websockets on one page's token: each replaces the one before, and a student who
-    arrives after them opens the explorer."""
+    """45 websockets on one page's token: a few are let in, each replacing the one before,
+    the rest refused before the handshake; a student who arrives after them goes live."""
     srv = Server("--stats", "--max-sessions", "3", log=tmp_path / "server.log")
     try:
         token = token_of(srv)
 
         async def many():
-            sockets = [await connected(srv.url, token) for _ in range(45)]
+            from tornado.httpclient import HTTPClientError
+            sockets, refused = [], []
+            for _ in range(45):
+                try:
+                    sockets.append(await connected(srv.url, token))
+                except HTTPClientError as exc:
+                    refused.append(exc.code)
             await asyncio.sleep(0.5)
             open_now = stats(srv)["connections"]
             shut = [await closed(ws, 0.2) for ws in sockets[:-1]]
             for ws in sockets:
                 ws.close()
-            return open_now, all(shut)
+            return len(sockets), set(refused), open_now, all(shut)
 
-        open_now, older_closed = run_in_thread(many, timeout=120)
+        accepted, refused, open_now, older_closed = run_in_thread(many, timeout=120)
+        assert accepted == served.OPENS_BURST and refused == {429}
         assert open_now == 1 and older_closed
 
         async def student():

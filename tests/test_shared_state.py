@@ -8,6 +8,7 @@ import asyncio
 import json
 import sys
 import types
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -257,4 +258,47 @@ def test_streams_and_patches_into_every_source_reach_no_other_session(tmp_path):
         == {k: v for k, v in before.items() if k not in ARGUMENT_SOURCES | {"text-source"}}
     for status, html in pages:
         assert status == 200 and "Traceback" not in html
+    assert "Traceback" not in out
+
+
+#: The heaviest address the controls allow, every argument tab built (opening one builds and
+#: draws them all): 64 keys, the widest head, the first key aligned with the query.
+HEAVIEST = "?tab=saturation&keys=64&d_k=4096&align=1&temperature=0.1"
+
+
+def test_sessions_at_the_heaviest_address_up_to_the_cap_stay_within_the_sizing(tmp_path):
+    """The default cap's sizing (server.py) holds at the heaviest address: a process with
+    ``cap`` such sessions open, each a page, its websocket and its document, stays under
+    BASE_MIB + cap x SESSION_MIB (no headroom), and the next visitor gets the 503."""
+    from attention_scaling import server
+    cap = 12
+    srv = Server("--stats", "--max-sessions", str(cap), log=tmp_path / "server.log")
+
+    async def fill():
+        sockets = []
+        for _ in range(cap):
+            ws, receiver, protocol = await open_session(srv.url + HEAVIEST)
+            doc = await pull(ws, receiver, protocol)
+            sockets.append(ws)
+        stats = await asyncio.to_thread(
+            lambda: json.loads(urllib.request.urlopen(srv.url + "stats", timeout=30).read()))
+        try:
+            urllib.request.urlopen(srv.url + HEAVIEST, timeout=30)
+            past = 200
+        except urllib.error.HTTPError as err:
+            past = err.code
+        for ws in sockets:
+            ws.close()
+        return data_sources(doc), stats, past
+
+    try:
+        sources, stats, past = run_in_thread(fill, 150)
+    finally:
+        out = srv.stop()
+    assert len(sources["scaled-weights-source"]["key"]) == 64        # the heaviest, built
+    assert len(sources["jacobian-source"]["value"]) == 64 * 64
+    assert ARGUMENT_SOURCES <= sources.keys()
+    assert stats["sessions"] == cap and past == 503
+    rss_mib = stats["rss_kib"] / 1024
+    assert rss_mib < server.BASE_MIB + cap * server.SESSION_MIB, rss_mib
     assert "Traceback" not in out

@@ -934,7 +934,9 @@ class TrainingRun:
     token of the key that matches a noisy query) by plain SGD, under one scaling rule, from a
     start and batches fixed by ``seed``: the same for every rule. ``advance`` runs steps;
     ``loss``, ``grad_wq``, ``grad_wk`` hold one value per step taken, the first at the start
-    (before any update), ||dL/dW||_F for the gradients."""
+    (before any update), ||dL/dW||_F for the gradients. The weights ``w_q`` and ``w_k`` are
+    let go (None) once the last step is taken: 1 MiB a rule at d_k = 4096 that a served page
+    would otherwise keep for as long as it is open."""
 
     def __init__(self, d_k: int, rule: str, seed: int, temperature: float = 1.0,
                  steps: int = 300, n_keys: int = N_KEYS) -> None:
@@ -980,6 +982,8 @@ class TrainingRun:
             if len(self.loss) <= self.steps:
                 self.w_q -= TRAIN_LR * g_q
                 self.w_k -= TRAIN_LR * g_k
+            else:
+                self.w_q = self.w_k = None
 
 
 def start_training(d_k: int, rule: str, seed: int, temperature: float = 1.0,

@@ -309,7 +309,7 @@ def build_payload(seeds: list[int]) -> dict:
     argument_floats, argument["blocks"] = blocks.pack(start)
     floats = np.concatenate([rec_floats.ravel(), logits.ravel(), argument_floats])
     return dict(
-        seeds=seeds, d_k=list(d_ks), temperatures=list(temps), keys=KEY_LABELS,
+        seeds=seeds, d_k=list(d_ks), temperatures=list(temps), keys=list(KEY_LABELS),
         fields=[f for f in fields_order if f not in constants], constant_fields=constants,
         field_order=fields_order, styles=styles.items, labels=labels.items, inks=inks.items,
         strings=strings.items, styling=_styling(),

@@ -32,16 +32,24 @@ from tornado import web
 
 log = logging.getLogger("attention_scaling.server")
 
-# Memory per process, measured by `make bench` (docs/deploy.md "Sizing"): ~100 MiB for a
-# process with its first session, then ~1.8-2 MiB per open session (2 MiB used here). The
-# documented limit is 1 GiB per process (the systemd unit's MemoryMax, the pod's limit, the
-# `docker run --memory`); 124 MiB of it is kept free for garbage not yet collected and for
-# sessions being built, so the default cap is (1024 - 100 - 124) / 2 = 400 sessions.
+# Memory per process, in its heaviest state (docs/deploy.md "Sizing"). Measured as the RSS
+# growth of a served process (/stats) over 30 sessions opened one after another, each a page,
+# its websocket and its document (PULL-DOC), every tab built, read after the server's periodic
+# garbage collection: 4.3 MiB a session at the heaviest address the controls allow
+# (?tab=saturation&keys=64&d_k=4096&align=1; 4.2 MiB at the defaults, 1.4 MiB with only the
+# one draw shown), plus a training run under way at d_k = 4096 (3 MiB: W_Q and W_K, 4096 x 16
+# float64, for each of the three rules, let go when the run ends), so 7.5 MiB a session. The
+# process itself: 236 MiB with its first sessions at that address (the Monte Carlo draws for
+# 64 keys; 90 MiB at the defaults). The documented limit is 1 GiB per process (the systemd
+# unit's MemoryMax, the pod's limit, the `docker run --memory`); 184 MiB of it is kept for a
+# training step at d_k = 4096 with 64 keys (131 MiB of temporaries at its peak, one step at a
+# time), garbage not yet collected (closed tabs, up to a tenth of the sessions) and sessions
+# being built. So the default cap is (1024 - 240 - 184) / 7.5 = 80 sessions.
 MEMORY_LIMIT_MIB = 1024
-BASE_MIB = 100
-HEADROOM_MIB = 124
-SESSION_MIB = 2
-DEFAULT_MAX_SESSIONS = (MEMORY_LIMIT_MIB - BASE_MIB - HEADROOM_MIB) // SESSION_MIB
+BASE_MIB = 240
+HEADROOM_MIB = 184
+SESSION_MIB = 7.5
+DEFAULT_MAX_SESSIONS = int((MEMORY_LIMIT_MIB - BASE_MIB - HEADROOM_MIB) // SESSION_MIB)
 
 #: Websockets one process keeps open, as a multiple of its session cap: a page has one, and
 #: a reconnecting page briefly two.

@@ -3,7 +3,7 @@
 #   docker build -t attention-scaling .
 #   docker run -d --name attention-scaling --restart unless-stopped \
 #     --read-only --tmpfs /tmp --cap-drop ALL --security-opt no-new-privileges \
-#     --memory 1g --pids-limit 256 --ulimit nofile=8192:8192 --log-opt max-size=10m --log-opt max-file=3 \
+#     --memory 2g --pids-limit 256 --ulimit nofile=8192:8192 --log-opt max-size=10m --log-opt max-file=3 \
 #     -p 5006:5006 -e ATTENTION_SCALING_ALLOWED_ORIGINS=TEACHER-IP:5006 attention-scaling
 #
 # --memory: 100 MiB + 2 MiB per open session, ~700 MiB for 300 students (docs/deploy.md,

@@ -42,9 +42,9 @@ PODMAN_RUN = ["podman", "run", "--runtime", "runc",
 # The limits the documented `docker run` commands set (README, docs/deploy.md, Dockerfile);
 # podman here applies them (cgroup v1 memory and pids controllers; the k8s-file log driver,
 # which applies max-size and accepts max-file without using it).
-MEMORY_LIMIT = 2**30
+MEMORY_LIMIT = 2**31
 PIDS_LIMIT = 256
-LIMITS = ["--memory", "1g", "--pids-limit", str(PIDS_LIMIT)]
+LIMITS = ["--memory", "2g", "--pids-limit", str(PIDS_LIMIT)]
 LOG_OPTS = ["--log-opt", "max-size=10m", "--log-opt", "max-file=3"]
 # As the README runs it.
 HARDENED = ["--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL",
@@ -341,7 +341,7 @@ def test_runs_read_only_unprivileged_and_healthy(hardened):
 
 
 def test_memory_tasks_and_log_are_limited(hardened):
-    """The documented limits reach the kernel: the container's cgroup caps memory at 1 GiB and
+    """The documented limits reach the kernel: the container's cgroup caps memory at 2 GiB and
     tasks at 256, and the server runs a few tasks (measured: 2 threads), far below that."""
     assert hardened.inspect("{{.HostConfig.Memory}}") == str(MEMORY_LIMIT)
     assert hardened.inspect("{{.HostConfig.PidsLimit}}") == str(PIDS_LIMIT)

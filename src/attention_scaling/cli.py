@@ -22,7 +22,7 @@ DEFAULT_ADDRESS = "127.0.0.1"
 # docs/benchmarks.md "Tuning chosen").
 DEFAULT_UNUSED_SESSION_LIFETIME_S = 30
 DEFAULT_KEEP_ALIVE_S = 30
-DEFAULT_MAX_SESSIONS = 80   # server.DEFAULT_MAX_SESSIONS, checked by a test
+DEFAULT_MAX_SESSIONS = 195   # server.DEFAULT_MAX_SESSIONS, checked by a test
 DEFAULT_FRAME_ANCESTORS = "*"
 
 # serve option -> environment variable. Lists (origins) are separated by commas or spaces.
@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-sessions", type=_sessions, default=None, metavar="N",
                        help="open sessions one process holds; past it a new visitor gets a "
                             "short 'server is full' page (HTTP 503) and the open sessions keep "
-                            f"working (default {DEFAULT_MAX_SESSIONS}: a 1 GiB memory limit at "
+                            f"working (default {DEFAULT_MAX_SESSIONS}: a 2 GiB memory limit at "
                             "7.5 MiB per session, docs/security.md)")
     serve.add_argument("--open-at-once", type=_open_at_once, default=None, metavar="N",
                        help="sessions one process opens at a time (page, websocket, document); "

@@ -214,7 +214,7 @@ def attention_logits(query, keys, scaled: bool = True) -> np.ndarray:
     return logits
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)         # per (seed, keys, alignment): up to 2.1 MB (64 keys)
 def _full_draw(seed: int, n_keys: int, align: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     query = rng.standard_normal(MAX_D_K)
@@ -399,9 +399,10 @@ def diagonal_sweep(
                   tuple(int(w) for w in widths), int(n_keys), _check_align(align))
 
 
-#: States kept by :func:`compute_state` (a few KB each): a class exploring the same draw
-#: asks for the same few hundred settings (25 widths x 21 temperatures per seed).
-STATE_CACHE_SIZE = 2048
+#: States kept by :func:`compute_state` (7 KB each with 8 keys, 0.15 MB with 64): a class
+#: exploring the same draw asks for the same few hundred settings (25 widths x 21
+#: temperatures per seed); 512 of them are at most 77 MB (server.CACHES_MIB).
+STATE_CACHE_SIZE = 512
 
 
 def compute_state_uncached(

@@ -40,16 +40,22 @@ log = logging.getLogger("attention_scaling.server")
 # one draw shown), plus a training run under way at d_k = 4096 (3 MiB: W_Q and W_K, 4096 x 16
 # float64, for each of the three rules, let go when the run ends), so 7.5 MiB a session. The
 # process itself: 236 MiB with its first sessions at that address (the Monte Carlo draws for
-# 64 keys; 90 MiB at the defaults). The documented limit is 1 GiB per process (the systemd
-# unit's MemoryMax, the pod's limit, the `docker run --memory`); 184 MiB of it is kept for a
-# training step at d_k = 4096 with 64 keys (131 MiB of temporaries at its peak, one step at a
-# time), garbage not yet collected (closed tabs, up to a tenth of the sessions) and sessions
-# being built. So the default cap is (1024 - 240 - 184) / 7.5 = 80 sessions.
-MEMORY_LIMIT_MIB = 1024
+# 64 keys; 90 MiB at the defaults). The settings' caches the sessions share (core's states,
+# full draws, typical draws and curves, text's fields; each bounded by its number of entries)
+# grow by at most 160 MiB more when a class visits many settings at 64 keys (their entries'
+# sizes times their counts). The documented limit is 2 GiB per process (the systemd unit's
+# MemoryMax, the pod's limit, the `docker run --memory`); 184 MiB of it is kept for a training
+# step at d_k = 4096 with 64 keys (131 MiB of temporaries at its peak, one step at a time),
+# garbage not yet collected (closed tabs, up to a tenth of the sessions) and sessions being
+# built. So the default cap is (2048 - 240 - 160 - 184) / 7.5 = 195 sessions: a class of 300
+# on two processes.
+MEMORY_LIMIT_MIB = 2048
 BASE_MIB = 240
+CACHES_MIB = 160
 HEADROOM_MIB = 184
 SESSION_MIB = 7.5
-DEFAULT_MAX_SESSIONS = int((MEMORY_LIMIT_MIB - BASE_MIB - HEADROOM_MIB) // SESSION_MIB)
+DEFAULT_MAX_SESSIONS = int((MEMORY_LIMIT_MIB - BASE_MIB - CACHES_MIB - HEADROOM_MIB)
+                           // SESSION_MIB)
 
 #: Websockets one process keeps open, as a multiple of its session cap: a page has one, and
 #: a reconnecting page briefly two.

@@ -12,7 +12,7 @@
 # connections and half-sent requests until the 10 s header timeout; --log-opt: the log
 # rotates at 10 MB, 3 files kept.
 #
-# Configured by environment variables (see README, "Run it for a classroom"):
+# Configured by environment variables (see docs/deploy.md, "Settings"):
 # ATTENTION_SCALING_PORT, ATTENTION_SCALING_ALLOWED_ORIGINS, ATTENTION_SCALING_WORKERS,
 # ATTENTION_SCALING_PREFIX.
 #

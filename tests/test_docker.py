@@ -39,7 +39,7 @@ NOFILE = "nofile=8192:8192"
 # What runs containers on these machines (runc; the default rlimits are refused here).
 PODMAN_RUN = ["podman", "run", "--runtime", "runc",
               "--ulimit", NOFILE, "--ulimit", "nproc=1024:1024"]
-# The limits the documented `docker run` commands set (README, docs/deploy.md, Dockerfile);
+# The limits the documented `docker run` commands set (README, docs/, Dockerfile);
 # podman here applies them (cgroup v1 memory and pids controllers; the k8s-file log driver,
 # which applies max-size and accepts max-file without using it).
 MEMORY_LIMIT = 2**31
@@ -292,10 +292,10 @@ def test_pip_refuses_a_wheel_whose_hash_is_not_pinned(tmp_path, tamper):
 
 
 def test_documented_docker_run_commands_set_the_limits():
-    """Every `docker run` in the README, docs/deploy.md and the Dockerfile's comment limits
-    memory and tasks and rotates the log; the containers below run with the same limits."""
+    """Every `docker run` in the README, docs/ and the Dockerfile's comment limits memory and
+    tasks and rotates the log; the containers below run with the same limits."""
     found = 0
-    for path in (ROOT / "README.md", ROOT / "docs" / "deploy.md", DOCKERFILE):
+    for path in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), DOCKERFILE):
         text = path.read_text().replace("\\\n#", " ").replace("\\\n", " ")
         for command in re.findall(r"docker run [^\n]*", text):
             found += 1

@@ -454,22 +454,29 @@ def test_the_issue_s_states_read_true(key):
         assert "spread over 1 effective key." in text
 
 
-def test_readme_quotes_the_default_view_as_the_page_shows_it():
-    """The README's numbers for the default view are the page's own, in the page's words."""
+def test_the_docs_describe_the_default_view_as_the_page_shows_it():
+    """The README's and docs' numbers for the default view are the page's own, and what
+    docs/explorer.md says of it holds there."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    readme = " ".join(readme.split())
-    f = ExplorerState().text_fields()
-    quote = (f"a typical draw puts {f['mc_u']} of the weight on one key unscaled. This draw "
-             f"puts {f['s_max_w']} scaled ({f['s_pct']}) and {f['u_max_w']} unscaled "
-             f"({f['u_pct']}).")
-    assert f'"{quote}"' in readme
-    assert quote in plain(fill(caption_html(), f))          # a true quote of the page
-    assert f["mild"] and "milder than two draws in three" in readme
-    assert (f"it reads {f['s_frob']} scaled against {f['u_frob']} unscaled while ‖∂p/∂q‖_F is "
-            f"{f['s_grad']} against {f['u_grad']}" in readme)
+    root = Path(__file__).resolve().parents[1]
+
+    def read(name):
+        return " ".join((root / name).read_text(encoding="utf-8").split())
+
+    readme, page, learners = read("README.md"), read("docs/explorer.md"), read(
+        "docs/accessibility.md")
+    state = ExplorerState()
+    f = state.text_fields()
+    assert f"scaled max weight {f['s_max_w']}, unscaled {f['u_max_w']}" in readme
     assert f"placed among {f['mc_n']} other draws" in readme
+    assert f["mild"] and "milder than two draws in three" in page
+    assert (f'"Scaled: max weight {f["s_max_w"]} on {f["s_top"]}; unscaled: max weight '
+            f'{f["u_max_w"]} on {f["u_top"]}."' in learners)
+    scaled, unscaled = state.result.scaled, state.result.unscaled
+    assert scaled.frobenius > unscaled.frobenius and scaled.query_gradient < unscaled.query_gradient
+    assert ("at the default draw ‖J‖_F is larger scaled than unscaled, while ‖∂p/∂q‖_F is "
+            "larger unscaled" in page)
 
 
 #: The offline copy's own sentences -> condition(match, payload).

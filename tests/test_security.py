@@ -165,9 +165,9 @@ def test_oversized_and_malformed_messages_are_refused_with_little_logged(tmp_pat
     srv = Server("--stats", log=tmp_path / "server.log")
     try:
         before = len(srv.output().encode())
-        token = page_token(urllib.request.urlopen(srv.url, timeout=30).read().decode())
-
         async def send(fragments):
+            # a page of its own each time: a session opens only a few websockets in a row
+            token = page_token(urllib.request.urlopen(srv.url, timeout=30).read().decode())
             ws = await bokeh_socket(srv.url, token)
             assert await read_bokeh_message(ws) == "ACK"
             for fragment in fragments:

@@ -236,6 +236,8 @@ def _stats_handler():
     """/stats: this process's live sessions and open websockets, and its memory, as JSON."""
     from tornado import web
 
+    from . import seams
+
     class Stats(web.RequestHandler):
         def get(self) -> None:
             tornado_app = self.application
@@ -250,7 +252,7 @@ def _stats_handler():
                 pass
             self.set_header("Cache-Control", "no-store")
             self.write({"pid": os.getpid(), "sessions": sessions,
-                        "connections": len(tornado_app._clients),  # Bokeh's open websockets
+                        "connections": seams.open_connections(tornado_app),
                         "rss_kib": rss_kib,
                         # objects moved out of the collector's reach (server.py)
                         "gc_frozen": gc.get_freeze_count()})
@@ -337,6 +339,8 @@ def _serve(args: argparse.Namespace) -> int:
     from . import server
     from .page import FAVICON, TITLE, FirstViews, create_page
 
+    from . import seams
+    seams.check_versions()
     server.use_capped_handlers()
     server.skip_document_validation()
     server.Limits.max_sessions = args.max_sessions

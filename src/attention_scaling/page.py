@@ -20,7 +20,7 @@ from bokeh.document import Document
 from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Switch, Tabs
 from tornado.ioloop import IOLoop
 
-from . import core
+from . import core, seams
 from .charts import ASSETS, TABS, TRAINING_STEPS, View, script
 from .state import CONTROLS, PRESETS, ExplorerState, parse_query, preset_query, to_query
 from .text import TITLE, guide_html, notice_html, presets_html
@@ -388,7 +388,7 @@ class Explorer(pn.viewable.Viewer):
 def _load_extension_in_notebook() -> None:
     """In Jupyter, load Panel's JavaScript once, so ``Explorer()`` just renders."""
     in_kernel = "ipykernel" in sys.modules and pn.state.curdoc is None
-    if in_kernel and not pn.extension._loaded:
+    if in_kernel and not seams.panel_extension_loaded():
         pn.extension()
 
 

@@ -3,9 +3,10 @@ process takes, the headers every response carries, and how much one request or m
 write to the log. Used by ``attention-scaling serve`` (:mod:`cli`); docs/security.md lists
 every limit and its default.
 
-Everything here is public API: subclasses of Panel's page and websocket handlers (registered
-in Bokeh's per-application route table, the way Panel registers its own), a Tornado output
-transform, a Tornado handler and a :class:`logging.Filter`.
+Built of subclasses of Panel's page and websocket handlers, Tornado output transforms and
+handlers and a :class:`logging.Filter`; what they rely on beyond the libraries' public API
+(the route table they are registered in, a finished response, a partial message, Panel's
+rendered page) goes through :mod:`seams`.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import time
 import weakref
 from urllib.parse import urlparse
 
-from bokeh.server.urls import per_app_patterns
 from bokeh.server.util import check_allowlist
 from bokeh.settings import settings
 from bokeh.events import ConnectionLost
 from bokeh.util.token import check_token_signature, get_session_id
 from panel.io.server import DocHandler, WSHandler
 from tornado import web
+
+from . import seams
 
 log = logging.getLogger("attention_scaling.server")
 
@@ -395,23 +397,18 @@ class ConnectingPage:
                 "setTimeout(function(){location.reload()},5000+Math.random()*10000)</script>"
                 "</body></html>")
 
-    _HEAD_PARTS = re.compile(
-        r'<!DOCTYPE html>|<html[^>]*>|</?head>|<body[^>]*>|<meta charset="[^"]*">'
-        r'|<title>.*?</title>|<link rel="(?:apple-touch-icon|icon)"[^>]*>', re.I | re.S)
-    _SCRIPT = re.compile(r'<script[^>]*\ssrc="[^"]*/([^/"?]+?)\.min\.js[^"]*"[^>]*></script>\s*')
-
     @classmethod
     def body(cls, page: str, unused: set[str], sent: str = "") -> str:
         """Panel's page without its document head's own tags, the script tags in ``sent``
         and the scripts of ``unused`` bundles (their file names without .min.js). The first
         page's scripts become :attr:`scripts`."""
-        page = cls._HEAD_PARTS.sub("", page)
-        page = cls._SCRIPT.sub(lambda m: "" if m.group(1) in unused or m.group(0).strip()
-                               in sent else m.group(0), page)
+        page = seams.HEAD_PARTS.sub("", page)
+        page = seams.SCRIPT_TAG.sub(lambda m: "" if m.group(1) in unused or m.group(0).strip()
+                                    in sent else m.group(0), page)
         if "es-module-shims" in unused:
-            page = re.sub(r'<script type="esms-options">[^<]*</script>\s*', "", page)
+            page = seams.ES_MODULE_OPTIONS.sub("", page)
         if not cls.scripts:
-            cls.scripts = "\n".join(m.group(0).strip() for m in cls._SCRIPT.finditer(page))
+            cls.scripts = "\n".join(m.group(0).strip() for m in seams.SCRIPT_TAG.finditer(page))
         return page
 
 
@@ -568,7 +565,7 @@ class CappedDocHandler(DocHandler):
             except Exception:
                 # the notice is out already: an error page is no longer possible
                 log.exception("Could not open a session")
-                if not self._finished:
+                if not seams.finished(self):
                     self.finish(ConnectingPage.reload_notice(
                         "The server could not open the explorer"))
         finally:
@@ -753,7 +750,7 @@ class CappedWSHandler(WSHandler):
         self._refused = True
         _RefusalLog.once("message", problem.split()[1] if " " in problem else problem,
                          "Closed a websocket (from %s) for %s", self._address[:60], problem)
-        self.receiver = None                    # Bokeh's partial message and its buffers
+        seams.drop_partial_message(self)      # Bokeh's partial message and its buffers
         self.close(1009 if "bytes" in problem else 1008, "message refused")
 
     async def send_message(self, message) -> None:
@@ -810,20 +807,9 @@ def not_served_patterns() -> list[tuple]:
 
 
 def use_capped_handlers() -> None:
-    """Serve pages and websockets with the capped handlers: Bokeh reads its per-application
-    route table when a server is made, and Panel's handlers are in it (Panel registers them
-    the same way). Idempotent."""
-    for i, (route, handler, *rest) in enumerate(per_app_patterns):
-        if handler is DocHandler:
-            per_app_patterns[i] = (route, CappedDocHandler, *rest)
-        elif handler is WSHandler:
-            per_app_patterns[i] = (route, CappedWSHandler, *rest)
-        elif route in ("/autoload.js", "/metadata"):
-            per_app_patterns[i] = (route, NotServed, *rest)
-    handlers = {entry[1] for entry in per_app_patterns}
-    if not {CappedDocHandler, CappedWSHandler, NotServed} <= handlers:
-        raise RuntimeError("Panel's page and websocket handlers are not in Bokeh's route "
-                           "table: this Panel version is not supported (see pyproject.toml)")
+    """Serve pages and websockets with the capped handlers, and answer /autoload.js and
+    /metadata with 404 (:func:`seams.install_handlers`). Idempotent."""
+    seams.install_handlers(CappedDocHandler, CappedWSHandler, NotServed)
 
 
 _FRAME_SOURCE = re.compile(

@@ -17,7 +17,8 @@ from conftest import INIT, Server, assert_plots_drawn, column, run_in_thread
 
 from attention_scaling import core
 from attention_scaling import server as served
-from attention_scaling.page import Explorer, FirstViews
+from attention_scaling.page import Explorer
+from attention_scaling.server.first_views import FirstViews
 from attention_scaling.state import ExplorerState
 from attention_scaling.text import FIG3_SEED, TITLE
 
@@ -145,8 +146,8 @@ def test_no_line_when_at_once_is_zero():
     assert run(scenario())
 
 
-def test_the_page_without_its_head_the_scripts_sent_and_unused_bundles(monkeypatch):
-    monkeypatch.setattr(served.ConnectingPage, "scripts", "")
+def test_the_page_without_its_head_the_scripts_sent_and_unused_bundles():
+    connecting = served.ConnectingPage("T")
     page = ('<!DOCTYPE html>\n<html lang="en" >\n<head><meta charset="utf-8"><title>T</title>'
             '<link rel="icon" href="data:x"><script type="esms-options">{"shimMode": true}'
             '</script>\n<script type="text/javascript" src="static/extensions/panel/bundled/'
@@ -155,12 +156,12 @@ def test_the_page_without_its_head_the_scripts_sent_and_unused_bundles(monkeypat
             '<script type="text/javascript" src="static/js/bokeh-gl.min.js?v=2"></script>\n'
             '<script type="text/javascript" src="static/js/bokeh-tables.min.js?v=3"></script>\n'
             '</head><body><div data-root-id="p1"></div></body></html>')
-    body = served.ConnectingPage.body(page, {"bokeh-gl", "es-module-shims"})
+    body = connecting.body(page, {"bokeh-gl", "es-module-shims"})
     # the first page's scripts go with every later page's notice, and not again after it
-    learnt = served.ConnectingPage.scripts
+    learnt = connecting.scripts
     assert "bokeh.min.js" in learnt and "bokeh-tables" in learnt and "bokeh-gl" not in learnt
-    assert learnt in served.ConnectingPage.head(0)
-    later = served.ConnectingPage.body(page, {"bokeh-gl", "es-module-shims"}, learnt)
+    assert learnt in connecting.head(0)
+    later = connecting.body(page, {"bokeh-gl", "es-module-shims"}, learnt)
     assert "<script" not in later and 'data-root-id="p1"' in later
     for gone in ("<!DOCTYPE", "<html", "<head>", "</head>", "<body", "<title>", "charset",
                  "rel=\"icon\"", "bokeh-gl", "es-module-shims", "esms-options"):

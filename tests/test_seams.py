@@ -4,7 +4,6 @@ that an upgrade that breaks one fails here by name."""
 
 from __future__ import annotations
 
-import asyncio
 import warnings
 
 import pytest
@@ -65,7 +64,8 @@ def test_bokehs_server_keeps_its_open_connections_in_clients():
         app.initialize(IOLoop.current())          # what a Bokeh Server does when it starts
         return seams.open_connections(app), type(app._clients)
 
-    count, kind = asyncio.run(make())
+    from conftest import run_in_thread
+    count, kind = run_in_thread(make)
     assert count == 0 and kind is set
 
 

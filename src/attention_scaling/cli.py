@@ -254,7 +254,7 @@ def _stats_handler():
             self.write({"pid": os.getpid(), "sessions": sessions,
                         "connections": seams.open_connections(tornado_app),
                         "rss_kib": rss_kib,
-                        # objects moved out of the collector's reach (server.py)
+                        # objects moved out of the collector's reach (server/collect.py)
                         "gc_frozen": gc.get_freeze_count()})
 
     return Stats
@@ -336,23 +336,21 @@ def _stop_on_signal(signum, _frame) -> None:
 def _serve(args: argparse.Namespace) -> int:
     import panel as pn
 
-    from . import server
-    from .page import FAVICON, TITLE, FirstViews, create_page
+    from . import seams, server
+    from .page import FAVICON, TITLE, create_page
+    from .server.first_views import FirstViews
 
-    from . import seams
     seams.check_versions()
-    server.use_capped_handlers()
     server.skip_document_validation()
-    server.Limits.max_sessions = args.max_sessions
-    server.Limits.trust_forwarded_host = args.use_xheaders
-    server.LINE.at_once = (server.DEFAULT_OPENING_AT_ONCE if args.open_at_once is None
-                           else args.open_at_once)
-    server.Limits.websockets_per_address = (
-        server.DEFAULT_WEBSOCKETS_PER_ADDRESS if args.websockets_per_address is None
-        else args.websockets_per_address)
-    server.ConnectingPage.title = TITLE
-    server.ConnectingPage.icon_href = FAVICON
-    server.FIRST_VIEW = FirstViews().html
+    server.install(server.ServerConfig(
+        max_sessions=args.max_sessions,
+        websockets_per_address=(server.DEFAULT_WEBSOCKETS_PER_ADDRESS
+                                if args.websockets_per_address is None
+                                else args.websockets_per_address),
+        open_at_once=(server.DEFAULT_OPENING_AT_ONCE if args.open_at_once is None
+                      else args.open_at_once),
+        trust_forwarded_host=args.use_xheaders,
+        title=TITLE, icon_href=FAVICON, first_view=FirstViews().html))
     server.bound_logs()
     # SIGTERM and SIGINT stop the server: explicitly, because as a container's PID 1 (Docker,
     # Kubernetes) a process has no default action for them and would wait to be killed; the

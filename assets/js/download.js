@@ -4,14 +4,11 @@
 // by side, a shorter one ending in empty cells) as the charts hold them, every number
 // written so that it reads back to the same float64. SVG: the tab's `figures` as Bokeh
 // draws them, in vector form, placed as on the page; for the one draw (`bars` given) the pair
-// of bar charts drawn again from their data. PNG: that SVG at twice its size.
-const col = (src, k) => { const d = src.data; return Array.from(d instanceof Map ? d.get(k) : d[k]); };
-const fd = text_source.data;
-const fcol = (k) => Array.from(fd instanceof Map ? fd.get(k) : fd[k]);
-const f = {};
-fcol('field').forEach((k, i) => { f[k] = fcol('value')[i]; });
+// of bar charts drawn again from their data (`colors`). PNG: that SVG at twice its size.
+/* global AS, kind, tab, parts, controls, defaults, text_source, figures, tables, bars, run, colors */
+const {col} = AS;
 // the setting: each control's value as the page shows it; a training run's own setting
-const setting = Object.assign({}, defaults, {seed: f.seed});
+const setting = Object.assign({}, defaults, {seed: AS.fields(text_source).seed});
 for (const [name, [widget, labels]] of Object.entries(controls)) {
   const at = widget.value !== undefined ? widget.value : widget.active;
   setting[name] = labels[at];

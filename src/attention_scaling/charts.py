@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -97,12 +98,23 @@ def page_css() -> str:
     return (ASSETS / "style.css").read_text(encoding="utf-8")
 
 
+def script_globals(code: str) -> list[str]:
+    """The names a browser program takes from outside, as its ``/* global a, b */`` line
+    declares them (the names eslint checks it against): its CustomJS args, Bokeh's own
+    (cb_obj; value for a hover; tick, ticks for a tick formatter) and AS."""
+    found = re.search(r"^/\* global ([^*]*)\*/", code, re.MULTILINE)
+    return [n.strip() for n in found.group(1).split(",") if n.strip()] if found else []
+
+
 @functools.cache
-def script(*names: str) -> str:
-    """The JavaScript of ``assets/js/<name>.js`` for each name, joined in order: the code of a
-    CustomJS or CustomJSHover."""
-    return "\n".join((ASSETS / "js" / f"{name}.js").read_text(encoding="utf-8")
-                     for name in names)
+def script(name: str) -> str:
+    """The JavaScript of ``assets/js/<name>.js``: the code of a CustomJS, CustomJSHover or
+    CustomJSTickFormatter, or a page's script; preceded by assets/js/helpers.js (which
+    defines ``AS``) when its ``/* global */`` line names AS."""
+    code = (ASSETS / "js" / f"{name}.js").read_text(encoding="utf-8")
+    if "AS" in script_globals(code):
+        code = (ASSETS / "js" / "helpers.js").read_text(encoding="utf-8") + "\n" + code
+    return code
 
 
 def position_formatter(labels: list[str]) -> CustomJSTickFormatter:
@@ -324,7 +336,7 @@ class Charts:
         for div in self.texts:
             div.tags = [self.text_source]
         self.text_source.js_on_change("data", CustomJS(
-            args=dict(source=self.text_source, divs=self.texts), code=script("read-fields", "fill-spans")))
+            args=dict(source=self.text_source, divs=self.texts), code=script("fill-spans")))
         self.scaled_fig, self.scaled_source = _bars(
             "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR,
             "logits q·k/√d_k: unit variance at every d_k")

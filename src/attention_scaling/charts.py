@@ -764,7 +764,7 @@ class View:
         self.downloads = {"draw": self._download_row("draw", [c.scaled_fig, c.unscaled_fig], [
             (src, [["key", "key"]] + [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
             for src, side in ((c.scaled_source, "scaled"), (c.unscaled_source, "unscaled"))],
-            bars=[c.scaled_source, c.unscaled_source])}
+            keyed=c.scaled_source)}
         downloads = self.downloads["draw"]
         one_draw = column(
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
@@ -815,12 +815,13 @@ class View:
         #: "document_ready"): names and keys for the controls, the bars' text.
         self.ready = [theme, a11y, *c.ready]
 
-    def _download_row(self, tab: str, figures: list, tables: list, bars=None, run=None):
+    def _download_row(self, tab: str, figures: list, tables: list, keyed=None, run=None):
         """A row of three buttons that take the tab ``tab`` away (assets/js/download.js):
         its ``figures`` as PNG and SVG, the columns of ``tables`` ((source, [[column,
         header], ...]) in order) as CSV, named after the controls of :data:`DOWNLOAD_NAMES`;
-        ``bars``, the one draw's two sources, draw its SVG from their data; ``run``, the
-        training source, names the file after its run's setting (its tags)."""
+        ``keyed``, a source with a "key" column, gives the number of keys where no control
+        does; ``run``, the training source, names the file after its run's setting (its
+        tags)."""
         buttons = {}
         for kind in ("png", "svg", "csv"):
             name = f"download-{kind}" if tab == "draw" else f"download-{kind}-{tab}"
@@ -831,8 +832,8 @@ class View:
                 kind=kind, tab=tab, parts=list(DOWNLOAD_NAMES[tab]),
                 controls={k: v for k, v in self._named.items() if k in DOWNLOAD_NAMES[tab]},
                 defaults=self._defaults, text_source=self.charts.text_source,
-                figures=figures, tables=[[src, cols] for src, cols in tables], bars=bars,
-                run=run, colors=[SCALED_COLOR, UNSCALED_COLOR]), code=script("download")))
+                figures=figures, tables=[[src, cols] for src, cols in tables], keyed=keyed,
+                run=run), code=script("download")))
         return row(*buttons.values(), css_classes=["no-print"], name=f"downloads-{tab}",
                    stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
 

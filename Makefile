@@ -30,9 +30,23 @@ chromium: $(STAMP)
 nginx:
 	scripts/ensure-nginx
 
-## test: install, make sure Chromium exists, run the whole suite (browser tests included)
-test: $(STAMP) chromium nginx
+## test: install, make sure Chromium exists, run the whole suite (browser tests included),
+## after the JavaScript's lint and unit tests
+test: js-test $(STAMP) chromium nginx
 	$(BIN)/python -m pytest -m "not docker" $(ARGS)
+
+# eslint and its configs from package-lock.json; redone when it changes.
+NODE_STAMP := node_modules/.installed
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+## js-test: eslint on the browser programs (assets/js) and their tests, then their unit tests
+## (node's test runner, tests/js/)
+.PHONY: js-test
+js-test: $(NODE_STAMP)
+	npx --no-install eslint assets/js tests/js eslint.config.js
+	node --test tests/js/
 
 ## test-docker: build the Dockerfile offline (local stand-in base image, host wheelhouse),
 ## lint it with hadolint, run it read-only under podman and smoke-test it in Chromium
@@ -61,4 +75,4 @@ loadtest: $(STAMP) nginx
 	$(BIN)/python benchmarks/loadtest.py $(LOADTEST_SERVER) $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache node_modules

@@ -246,24 +246,35 @@ def test_the_view_downloads_as_png_svg_and_csv_named_after_the_state(page, serve
             assert float(r[f"logit_{side}"]) == v.logits[i]
             assert float(r[f"p_1_minus_p_{side}"]) == v.diagonal[i]
             assert float(r[f"grad_to_query_{side}"]) == v.query_rows[i]
+    # the SVG: the two bar charts as BokehJS exports them, each bar where core's weight puts it
+    from attention_scaling.charts import SCALED_COLOR, UNSCALED_COLOR
     name, data = _download(page, "Download SVG")
     assert name == stem + ".svg"
     svg = ET.fromstring(data)
-    ns = "{http://www.w3.org/2000/svg}"
-    charts = svg.findall(f"{ns}g")
-    assert [g.get("data-title") for g in charts] == ["Scaled by 1/√d_k", "Unscaled"]
-    for g, v in zip(charts, (st.scaled, st.unscaled)):
-        bars = g.findall(f"{ns}rect")
-        assert [float(b.get("data-weight")) for b in bars] == v.probs.tolist()
-        heights = [float(b.get("height")) for b in bars]
-        k = heights[0] / v.probs[0]
-        assert heights == pytest.approx([k * p for p in v.probs], rel=1e-9)
+    charts = _charts(svg)
+    assert list(charts) == ["scaled-weights", "unscaled-weights"]
+    scales = []
+    for chart, title, v, color in (("scaled-weights", "Scaled by 1/√d_k", st.scaled, SCALED_COLOR),
+                                   ("unscaled-weights", "Unscaled", st.unscaled, UNSCALED_COLOR)):
+        texts = [t.text or "" for t in charts[chart].iter("{http://www.w3.org/2000/svg}text")]
+        assert any(t.startswith(title) for t in texts), texts
+        bars = _filled(charts[chart], color)
+        assert len(bars) == 8
+        lefts = [min(x for x, _ in b) for b in bars]
+        assert lefts == sorted(lefts)                      # k1 ... k8, left to right
+        bottoms = [max(y for _, y in b) for b in bars]
+        assert max(bottoms) - min(bottoms) < 0.05          # on one baseline
+        heights = [b - min(y for _, y in bar) for b, bar in zip(bottoms, bars)]
+        k = max(heights) / max(v.probs)
+        assert heights == pytest.approx([k * p for p in v.probs], abs=0.05)
+        scales.append(k)
+    assert scales[0] == pytest.approx(scales[1], rel=1e-3)  # both charts on one scale
+    width, height = int(svg.get("width")), int(svg.get("height"))
     name, data = _download(page, "Download PNG")
     assert name == stem + ".png"
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = struct.unpack(">II", data[16:24])
-    assert (width, height) == (1800, 800)
-    assert _decoded_size(page, data) == [1800, 800]
+    assert struct.unpack(">II", data[16:24]) == (2 * width, 2 * height)
+    assert _decoded_size(page, data) == [2 * width, 2 * height]
     assert page.console_errors == []
 
 

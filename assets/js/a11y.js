@@ -7,6 +7,7 @@
 // server's answer is handled, at a fraction of the whole pass's cost).
 // A slider's handles, kept on the slider while they are in the page (finding the view walks
 // every view of the page: most of a relabel's cost).
+/* global sliders, tabs, regions, cb_obj */
 const handles = (slider) => {
   const kept = slider.__handles;
   if (kept != null && kept.length && kept.every((h) => h.isConnected)) return kept;
@@ -28,6 +29,9 @@ if (moved != null) {
   queueMicrotask(() => label(...moved));
   return;
 }
+// Views still missing (not drawn yet) are looked for again every 0.1 s, at most 100 passes
+// from each run of this program.
+let passes = 0;
 const apply = () => {
   let missing = false;
   for (const [slider, labels] of sliders) {
@@ -70,8 +74,8 @@ const apply = () => {
       });
     });
   }
-  window.__a11yTries = (window.__a11yTries || 0) + 1;
-  if (missing && window.__a11yTries < 100) setTimeout(apply, 100);
+  passes += 1;
+  if (missing && passes < 100) setTimeout(apply, 100);
 };
 setTimeout(apply, 0);
 setTimeout(apply, 150);

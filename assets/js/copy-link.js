@@ -1,5 +1,6 @@
 // The page's own address (kept equal to the controls) to the clipboard, with a fallback for
 // pages served over plain http to other machines; `button` says how it went.
+/* global button */
 const url = window.location.href;
 const done = (ok) => { button.label = ok ? 'Link copied' : 'Copy failed: use the address bar';
                        setTimeout(() => { button.label = 'Copy link to this view'; }, 1800); };
@@ -7,6 +8,6 @@ if (navigator.clipboard && window.isSecureContext) {
   navigator.clipboard.writeText(url).then(() => done(true), () => done(false));
 } else {
   const ta = document.createElement('textarea'); ta.value = url; document.body.appendChild(ta);
-  ta.select(); let ok = false; try { ok = document.execCommand('copy'); } catch (e) {}
+  ta.select(); let ok = false; try { ok = document.execCommand('copy'); } catch { /* not copied */ }
   ta.remove(); done(ok);
 }

@@ -5,14 +5,14 @@
 // Written once the charts have been still for 0.25 s (a change of the bars runs this for each
 // source; a drag writes it once, at its end): off the path from a change to the new chart,
 // and no work for the page while a slider moves.
+/* global AS, scaled, unscaled, div */
 clearTimeout(div.__described);
 div.__described = setTimeout(() => {
   div.__described = null;
   const view = Bokeh.index.find_one(div);
-  const rows = (src) => { const d = src.data; return (d instanceof Map ? d.get('key') : d.key).length; };
   // both charts hold the same keys again once a change of their number has reached both
-  if (view != null && rows(scaled) === rows(unscaled)) {
-    const col = (src, k) => { const d = src.data; return Array.from(d instanceof Map ? d.get(k) : d[k]); };
+  if (view != null && AS.col(scaled, 'key').length === AS.col(unscaled, 'key').length) {
+    const {col} = AS;
     // a softmax weight is never 0 or 1, even where float64 rounds it there
     const pct = (w) => w >= 0.9995 ? '>99.9%' : w < 0.0005 ? '<0.1%' : (100 * w).toFixed(1) + '%';
     const keys = col(scaled, 'key');

@@ -4,12 +4,13 @@
 // Written once the charts have been still for 0.25 s (a change of the bars runs this for each
 // source; a drag writes it once, at its end): off the path from a change to the new chart,
 // and no work for the page while a slider moves.
+/* global AS, cells, sweep, marker, widths, div */
 clearTimeout(div.__described);
 div.__described = setTimeout(() => {
   div.__described = null;
   const view = Bokeh.index.find_one(div);
   if (view != null) {
-    const col = (src, k) => { const d = src.data; return Array.from(d instanceof Map ? d.get(k) : d[k]); };
+    const {col} = AS;
     const keys = col(cells, 'key'), printed = col(cells, 'text');
     const diag = view.shadow_el.querySelector('[data-diagonal]');
     if (diag != null) {

@@ -2,21 +2,17 @@
 // charts depend on (`parts`, in order), e.g. attention-saturation-dk64-T1-seed2288-keys8-
 // align0.5-sqrt.svg. CSV: the columns of `tables` ([source, [[column, header], ...]], side
 // by side, a shorter one ending in empty cells) as the charts hold them, every number
-// written so that it reads back to the same float64. SVG: the tab's `figures` as Bokeh
-// draws them, in vector form, placed as on the page; for the one draw (`bars` given) the pair
-// of bar charts drawn again from their data. PNG: that SVG at twice its size.
-const col = (src, k) => { const d = src.data; return Array.from(d instanceof Map ? d.get(k) : d[k]); };
-const fd = text_source.data;
-const fcol = (k) => Array.from(fd instanceof Map ? fd.get(k) : fd[k]);
-const f = {};
-fcol('field').forEach((k, i) => { f[k] = fcol('value')[i]; });
-// the setting: each control's value as the page shows it; a training run's own setting
-const setting = Object.assign({}, defaults, {seed: f.seed});
+// written so that it reads back to the same float64. SVG: the tab's `figures` as BokehJS
+// exports them, in vector form, placed as on the page. PNG: that SVG at twice its size.
+// The number of keys, where no control holds it, is the length of `keyed`'s key column; a
+// training run's setting is its source `run`'s tags.
+/* global AS, kind, tab, parts, controls, defaults, text_source, figures, tables, keyed, run */
+const setting = Object.assign({}, defaults, {seed: AS.fields(text_source).seed});
 for (const [name, [widget, labels]] of Object.entries(controls)) {
   const at = widget.value !== undefined ? widget.value : widget.active;
   setting[name] = labels[at];
 }
-if (bars != null && controls.keys == null) setting.keys = String(col(bars[0], 'key').length);
+if (keyed != null && controls.keys == null) setting.keys = String(AS.col(keyed, 'key').length);
 if (run != null && run.tags.length === 4) {
   ['d_k', 'temperature', 'seed', 'keys'].forEach((k, i) => { setting[k] = String(run.tags[i]); });
 }
@@ -50,49 +46,13 @@ const image = (svg, W, H) => {
 
 if (kind === 'csv') {
   const columns = [];
-  for (const [src, cols] of tables) for (const [c, head] of cols) columns.push([head, col(src, c)]);
+  for (const [src, cols] of tables) for (const [c, head] of cols) columns.push([head, AS.col(src, c)]);
   const cell = (x) => typeof x === 'number' ? String(x)
     : /[",\n]/.test(String(x)) ? '"' + String(x).replace(/"/g, '""') + '"' : String(x);
   const rows = Math.max(...columns.map(([, v]) => v.length));
   const lines = [columns.map(([head]) => head).join(',')];
   for (let i = 0; i < rows; i++) lines.push(columns.map(([, v]) => i < v.length ? cell(v[i]) : '').join(','));
   save(new Blob([lines.join('\n') + '\n'], {type: 'text/csv'}));
-} else if (bars != null) {
-  const charts = [[bars[0], 'Scaled by 1/√d_k', colors[0]], [bars[1], 'Unscaled', colors[1]]];
-  const W = 900, H = 400, pw = 380, ph = 280, top = 60;
-  const parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="' + W + '" height="' + H
-    + '" viewBox="0 0 ' + W + ' ' + H + '" font-family="Helvetica, Arial, sans-serif">'
-    + '<rect width="100%" height="100%" fill="#ffffff"/>'
-    + '<text x="20" y="28" font-size="16" fill="#1f2933">Attention weights, d_k = ' + esc(setting.d_k)
-    + ', T = ' + esc(setting.temperature) + ', seed ' + esc(setting.seed) + '</text>'];
-  charts.forEach(([src, title, color], c) => {
-    const x0 = 50 + c * (pw + 70), keys = col(src, 'key'), w = col(src, 'weight');
-    const labels = col(src, 'label'), bw = pw / keys.length;
-    const y = (v) => top + ph * (1 - v / 1.13);
-    parts.push('<g class="chart" data-title="' + esc(title) + '"><text x="' + x0 + '" y="'
-      + (top - 8) + '" font-size="14" font-weight="bold" fill="#1f2933">' + esc(title) + '</text>');
-    for (const t of [0, 0.2, 0.4, 0.6, 0.8, 1]) {
-      parts.push('<line x1="' + x0 + '" x2="' + (x0 + pw) + '" y1="' + y(t) + '" y2="' + y(t)
-        + '" stroke="#e4e7eb"/><text x="' + (x0 - 6) + '" y="' + (y(t) + 4)
-        + '" font-size="11" text-anchor="end" fill="#52606d">' + t + '</text>');
-    }
-    keys.forEach((k, i) => {
-      const on = labels[i] !== '';
-      parts.push('<rect class="bar" data-key="' + k + '" data-weight="' + w[i].toPrecision(17)
-        + '" x="' + (x0 + i * bw + bw * 0.14) + '" y="' + y(w[i]) + '" width="' + (bw * 0.72)
-        + '" height="' + (y(0) - y(w[i])) + '" fill="' + color + '" fill-opacity="'
-        + (on ? 1 : 0.55) + '"' + (on ? ' stroke="#1f2933" stroke-width="2"' : '') + '/>'
-        + '<text x="' + (x0 + (i + 0.5) * bw) + '" y="' + (y(0) + 16)
-        + '" font-size="11" text-anchor="middle" fill="#52606d">' + k + '</text>');
-      if (on) parts.push('<text x="' + (x0 + (i + 0.5) * bw) + '" y="' + (y(w[i]) - 6)
-        + '" font-size="13" font-weight="bold" text-anchor="middle" fill="#1f2933">'
-        + esc(labels[i]) + '</text>');
-    });
-    parts.push('<text x="' + (x0 + pw / 2) + '" y="' + (y(0) + 34) + '" font-size="12" '
-      + 'text-anchor="middle" fill="#52606d">key</text></g>');
-  });
-  parts.push('</svg>');
-  image(parts.join(''), W, H);
 } else {
   // each figure exported by BokehJS as SVG, nested where the page shows it
   const shown = figures.map((m) => [m, Bokeh.index.find_one(m)]).filter(([, v]) => v != null);

@@ -1,6 +1,7 @@
 // The ready-made first view of a page whose visitor waits in line: the explorer as it opens
 // for this address, drawn by BokehJS from the document in #as-first-view-doc (no session, no
-// websocket), inert, until the live explorer is drawn; then assets/js/connecting.js removes it.
+// websocket), inert, until the live explorer is drawn; then the connecting notice's script
+// (server.CONNECTING_JS) removes it through window.__asDropFirstView.
 (function () {
   var box = document.getElementById('as-first-view');
   var data = document.getElementById('as-first-view-doc');
@@ -16,7 +17,7 @@
     docs['as-first-view'] = d.doc;
     roots[d.root] = 'as-first-view-root';
     Bokeh.embed.embed_items(docs, [{docid: 'as-first-view', roots: roots, root_ids: [d.root]}])
-      .then(function (views) {
+      .then(function () {
         var doc = null;
         for (var i = Bokeh.documents.length - 1; i >= 0; i--) {
           var found = Bokeh.documents[i].get_model_by_id(d.root);

@@ -2,6 +2,8 @@
 // (action "change"), and once when the page is shown (action "ready"). Inflates the packed
 // states once (gzip, the browser's DecompressionStream; cached on the payload-holding model),
 // then assigns the data of the sources of the one draw and of the tab shown, in place.
+/* global holder, seed, dk, temp, rule, src, figs, text_source, seed_div, tabs, panels, train,
+   training_status, sources, texts, training_figs, argument_figs, lines, shown, action, cb_obj */
 if (holder.__attn == null) {
   const inflate = (b64) => {
     const s = atob(b64), a = new Uint8Array(s.length);
@@ -140,7 +142,7 @@ const training = (P) => {
   const A = P.argument;
   const rec = A.training[[seed.value, dk.value, temp.value].join()];
   if (rec === undefined) {
-    status.text = A.no_run;
+    training_status.text = A.no_run;
     return;
   }
   sources['training-source'].tags = A.training_tags[rec];   // what the downloads are named after
@@ -154,7 +156,7 @@ const training = (P) => {
     }
   }
   texts.training.text = paragraphs(P, 'training', rec);
-  status.text = A.training_status[rec];
+  training_status.text = A.training_status[rec];
 };
 
 if (action === 'change') {

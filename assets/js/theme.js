@@ -3,6 +3,7 @@
 // dark theme is a set of CSS variables on the document, inherited by every pane: the page's
 // own (--as-theme-*) and Bokeh's overrides of the charts' visual properties (--bk-*), so the
 // figures are drawn dark by Bokeh itself, not filtered.
+/* global buttons, cb_obj */
 const DARK = `color-scheme: dark;
   --as-theme-ink: #e4e7eb; --as-theme-muted: #bcc6d0; --as-theme-line: #3e4c59;
   --as-theme-panel: #1a2027; --as-theme-card: #11161b; --as-theme-highlight: #4a3a12;

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -103,12 +104,23 @@ def page_css() -> str:
     return (ASSETS / "style.css").read_text(encoding="utf-8")
 
 
+def script_globals(code: str) -> list[str]:
+    """The names a browser program takes from outside, as its ``/* global a, b */`` line
+    declares them (the names eslint checks it against): its CustomJS args, Bokeh's own
+    (cb_obj; value for a hover; tick, ticks for a tick formatter) and AS."""
+    found = re.search(r"^/\* global ([^*]*)\*/", code, re.MULTILINE)
+    return [n.strip() for n in found.group(1).split(",") if n.strip()] if found else []
+
+
 @functools.cache
-def script(*names: str) -> str:
-    """The JavaScript of ``assets/js/<name>.js`` for each name, joined in order: the code of a
-    CustomJS or CustomJSHover."""
-    return "\n".join((ASSETS / "js" / f"{name}.js").read_text(encoding="utf-8")
-                     for name in names)
+def script(name: str) -> str:
+    """The JavaScript of ``assets/js/<name>.js``: the code of a CustomJS, CustomJSHover or
+    CustomJSTickFormatter, or a page's script; preceded by assets/js/helpers.js (which
+    defines ``AS``) when its ``/* global */`` line names AS."""
+    code = (ASSETS / "js" / f"{name}.js").read_text(encoding="utf-8")
+    if "AS" in script_globals(code):
+        code = (ASSETS / "js" / "helpers.js").read_text(encoding="utf-8") + "\n" + code
+    return code
 
 
 def position_formatter(labels: list[str]) -> CustomJSTickFormatter:
@@ -343,7 +355,7 @@ class Charts:
         for div in self.texts:
             div.tags = [self.text_source]
         self.text_source.js_on_change("data", CustomJS(
-            args=dict(source=self.text_source, divs=self.texts), code=script("read-fields", "fill-spans")))
+            args=dict(source=self.text_source, divs=self.texts), code=script("fill-spans")))
         self.scaled_fig, self.scaled_source = _bars(
             "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR,
             "logits q·k/√d_k: unit variance at every d_k")
@@ -772,7 +784,7 @@ class View:
         self.downloads = {"draw": self._download_row("draw", [c.scaled_fig, c.unscaled_fig], [
             (src, [["key", "key"]] + [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
             for src, side in ((c.scaled_source, "scaled"), (c.unscaled_source, "unscaled"))],
-            bars=[c.scaled_source, c.unscaled_source])}
+            keyed=c.scaled_source)}
         downloads = self.downloads["draw"]
         one_draw = column(
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
@@ -823,12 +835,13 @@ class View:
         #: "document_ready"): names and keys for the controls, the bars' text.
         self.ready = [theme, a11y, *c.ready]
 
-    def _download_row(self, tab: str, figures: list, tables: list, bars=None, run=None):
+    def _download_row(self, tab: str, figures: list, tables: list, keyed=None, run=None):
         """A row of three buttons that take the tab ``tab`` away (assets/js/download.js):
         its ``figures`` as PNG and SVG, the columns of ``tables`` ((source, [[column,
         header], ...]) in order) as CSV, named after the controls of :data:`DOWNLOAD_NAMES`;
-        ``bars``, the one draw's two sources, draw its SVG from their data; ``run``, the
-        training source, names the file after its run's setting (its tags)."""
+        ``keyed``, a source with a "key" column, gives the number of keys where no control
+        does; ``run``, the training source, names the file after its run's setting (its
+        tags)."""
         buttons = {}
         for kind in ("png", "svg", "csv"):
             name = f"download-{kind}" if tab == "draw" else f"download-{kind}-{tab}"
@@ -839,8 +852,8 @@ class View:
                 kind=kind, tab=tab, parts=list(DOWNLOAD_NAMES[tab]),
                 controls={k: v for k, v in self._named.items() if k in DOWNLOAD_NAMES[tab]},
                 defaults=self._defaults, text_source=self.charts.text_source,
-                figures=figures, tables=[[src, cols] for src, cols in tables], bars=bars,
-                run=run, colors=[SCALED_COLOR, UNSCALED_COLOR]), code=script("download")))
+                figures=figures, tables=[[src, cols] for src, cols in tables], keyed=keyed,
+                run=run), code=script("download")))
         return row(*buttons.values(), css_classes=["no-print"], name=f"downloads-{tab}",
                    stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
 

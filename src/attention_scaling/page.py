@@ -375,8 +375,7 @@ class Explorer(pn.viewable.Viewer):
         in the browser (assets/js/write-url.js) from the text fields' "query": Panel's
         Location would do it from the server, and the browser would then send the address
         back after every change, a second message each way."""
-        write = CustomJS(args=dict(source=self.charts.text_source),
-                         code=script("read-fields", "write-url"))
+        write = CustomJS(args=dict(source=self.charts.text_source), code=script("write-url"))
         self.charts.text_source.js_on_change("data", write)
         if doc is not None:
             doc.js_on_event("document_ready", write, *self.view.ready)

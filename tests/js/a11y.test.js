@@ -1,0 +1,82 @@
+const test = require('node:test');
+const assert = require('node:assert');
+const {program, clock} = require('./load.js');
+
+// An element stub that keeps its attributes and listeners.
+const element = (extra = {}) => {
+  const el = {attrs: {}, listeners: {}, isConnected: true, tabIndex: 0,
+    setAttribute(k, v) { this.attrs[k] = v; },
+    addEventListener(type, fn) { this.listeners[type] = fn; },
+    focus() { el.focused = true; }, ...extra};
+  return el;
+};
+
+// The page as a11y.js sees it: `views` maps a model to its view (none: not drawn yet);
+// `drawnAfter` finds views only from that many look-ups on.
+const page = (views, drawnAfter = 0) => {
+  const time = clock();
+  let lookups = 0;
+  const Bokeh = {index: {find_one: (model) => (++lookups > drawnAfter ? views.get(model) : null)}};
+  return {time, Bokeh, lookups: () => lookups,
+          globals: {Bokeh, setTimeout: time.setTimeout, queueMicrotask: (fn) => fn(),
+                    window: {}, Date: {now: () => time.now}}};
+};
+
+test('each run looks again for what is not drawn yet: the retries start anew every time', () => {
+  const main = {};
+  const p = page(new Map());                      // never drawn
+  const a11y = program('a11y', {sliders: [], tabs: null, regions: [[main, 'main', 'Charts']],
+                                cb_obj: null}, p.globals);
+  const passes = () => { const before = p.lookups(); a11y(); p.time.flush(); return p.lookups() - before; };
+  const first = passes(), second = passes(), third = passes();
+  assert.ok(first >= 100 && first <= 101, String(first));      // bounded
+  assert.strictEqual(second, first);              // a later run (a tab change) retries as long
+  assert.strictEqual(third, first);
+});
+
+test('once everything is drawn the retries stop, and the regions are named', () => {
+  const main = {}, view = {el: element()};
+  const p = page(new Map([[main, view]]), 5);      // drawn after five look-ups
+  const a11y = program('a11y', {sliders: [], tabs: null, regions: [[main, 'main', 'Charts']],
+                                cb_obj: null}, p.globals);
+  a11y();
+  p.time.flush();
+  assert.ok(p.lookups() <= 7, String(p.lookups()));
+  assert.deepStrictEqual(view.el.attrs, {role: 'main', 'aria-label': 'Charts'});
+});
+
+test('slider handles get their title and the value shown; a moved slider relabels only itself', () => {
+  const handle = (n) => element({n});
+  const h1 = handle(1), h2 = handle(2);
+  const s1 = {title: 'Head width d_k', value: 2}, s2 = {title: 'Temperature', value: 0};
+  const slider = (h) => ({shadow_el: {querySelectorAll: () => [h]}});
+  const p = page(new Map([[s1, slider(h1)], [s2, slider(h2)]]));
+  const args = {sliders: [[s1, ['1', '4', '16']], [s2, ['0.1']]], tabs: null, regions: []};
+  program('a11y', {...args, cb_obj: null}, p.globals)();
+  p.time.flush();
+  assert.deepStrictEqual(h1.attrs, {'aria-label': 'Head width d_k', 'aria-valuetext': '16'});
+  assert.deepStrictEqual(h2.attrs, {'aria-label': 'Temperature', 'aria-valuetext': '0.1'});
+  s1.value = 0; s2.value = 7;
+  program('a11y', {...args, cb_obj: s1}, p.globals)();
+  assert.strictEqual(h1.attrs['aria-valuetext'], '1');
+  assert.strictEqual(h2.attrs['aria-valuetext'], '0.1');      // not this slider's change
+  assert.strictEqual(p.time.flush(), 0);                     // and no whole pass
+});
+
+test('the tabs are a tablist the arrow keys, Home and End move through', () => {
+  const list = element();
+  const heads = [0, 1, 2].map(() => element({parentElement: list}));
+  const tabs = {active: 1};
+  const p = page(new Map([[tabs, {shadow_el: {querySelectorAll: () => heads, activeElement: null}}]]));
+  program('a11y', {sliders: [], tabs, regions: [], cb_obj: null}, p.globals)();
+  p.time.flush();
+  assert.deepStrictEqual(list.attrs, {role: 'tablist', 'aria-label': 'Sections of the explorer'});
+  assert.deepStrictEqual(heads.map((h) => [h.attrs.role, h.attrs['aria-selected'], h.tabIndex]),
+                         [['tab', 'false', -1], ['tab', 'true', 0], ['tab', 'false', -1]]);
+  // [the head the key is pressed on, the key, the tab it makes active]
+  for (const [on, key, to] of [[1, 'ArrowRight', 2], [2, 'ArrowRight', 0], [0, 'ArrowLeft', 2],
+                               [2, 'Home', 0], [0, 'End', 2], [2, 'x', 2]]) {
+    heads[on].listeners.keydown({key, preventDefault() {}});
+    assert.strictEqual(tabs.active, to, `${key} on tab ${on}`);
+  }
+});

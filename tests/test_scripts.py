@@ -1,0 +1,81 @@
+"""The browser programs of assets/js and what the pages give them: every CustomJS,
+CustomJSHover and CustomJSTickFormatter of the served page and of the offline copy runs the
+code of one file, given as args exactly the names that file declares in its ``/* global */``
+line (eslint checks the file uses nothing else; tests/js runs the files themselves), with
+assets/js/helpers.js before it exactly when it declares AS."""
+import re
+
+import numpy as np
+from bokeh.document import Document
+from bokeh.models import CustomJS, CustomJSHover, CustomJSTickFormatter
+
+from attention_scaling import export
+from attention_scaling.charts import ASSETS, script, script_globals
+from attention_scaling.page import Explorer
+from attention_scaling.state import ExplorerState
+
+#: What BokehJS itself passes to each kind of program, after its args.
+BOKEH_NAMES = {CustomJS: {"cb_obj", "cb_data", "cb_context"},
+               CustomJSHover: {"value", "format", "special_vars"},
+               CustomJSTickFormatter: {"tick", "index", "ticks"}}
+FILES = {p.stem: p.read_text(encoding="utf-8") for p in (ASSETS / "js").glob("*.js")}
+HELPERS = FILES["helpers.js".removesuffix(".js")]
+#: A slider's own labels, written inline (charts.position_formatter).
+POSITIONS = re.compile(r"return \[.*\]\[tick\] \?\? '';")
+
+
+def _programs(doc: Document) -> list:
+    found = [m for m in doc.models if type(m) in BOKEH_NAMES]
+    for callbacks in doc.callbacks.js_event_callbacks.values():
+        found.extend(callbacks)
+    return found
+
+
+def _served() -> Document:
+    explorer = Explorer(ExplorerState(tab="saturation"))
+    doc = Document()
+    doc.add_root(explorer.page().get_root(doc))
+    for tab in ("variance", "gradient", "training", "budget"):     # every tab built
+        explorer.state.tab = tab
+    explorer.sync_url(doc)
+    return doc
+
+
+def _offline() -> Document:
+    payload = {"floats": np.zeros(8), "ints": np.zeros(2, dtype="<u2")}   # not read here
+    view = export.build_view(payload, export.seed_list(export.DEFAULT_SEEDS))
+    doc = Document()
+    doc.add_root(view.root)
+    doc.js_on_event("document_ready", *view.ready)
+    return doc
+
+
+def test_helpers_go_before_exactly_the_programs_that_declare_them():
+    for name, code in FILES.items():
+        if name == "helpers":
+            continue
+        if "AS" in script_globals(code):
+            assert script(name) == HELPERS + "\n" + code, name
+        else:
+            assert script(name) == code, name
+    assert script_globals(FILES["offline-select"])[-2:] == ["action", "cb_obj"]   # two lines
+
+
+def test_every_program_is_given_exactly_the_names_its_file_declares():
+    by_code = {script(name): name for name in FILES if name != "helpers"}
+    used = set()
+    for doc in (_served(), _offline()):
+        for program in _programs(doc):
+            code = program.code
+            if code not in by_code:
+                assert type(program) is CustomJSTickFormatter and POSITIONS.fullmatch(code), code
+                continue
+            name = by_code[code]
+            used.add(name)
+            declared = set(script_globals(FILES[name])) - {"AS"}
+            bokeh = BOKEH_NAMES[type(program)]
+            assert set(program.args) == declared - bokeh, name
+            assert not set(program.args) & bokeh, name
+    # every program but the page-level ones (first-view: a <script>; reconnect: on the
+    # session's connection_lost, added by create_page) is in one of the two pages
+    assert used == set(FILES) - {"helpers", "first-view", "reconnect"}

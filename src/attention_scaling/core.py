@@ -165,22 +165,16 @@ def frobenius(matrix) -> float:
     return m * math.sqrt(float(np.square(a / m).sum()))
 
 
-def query_gradient_rows(probs, keys, scale: float, temperature: float = 1.0) -> np.ndarray:
-    """||dp_i/dq|| for each weight of p = softmax(K q / (scale T)): the gradient that
-    reaches the query (and through it W_Q).
+def _query_rows(p: np.ndarray, c: np.ndarray, k: np.ndarray, divisor: float) -> np.ndarray:
+    """||dp_i/dq|| for each weight of p = softmax(K q / divisor): the gradient that reaches
+    the query (and through it W_Q).
 
-    dp/dq = J K / (scale T) with J = diag(p) - p p^T, so row i is
-    p_i (c_i k_i - sum_{j != i} p_j k_j) / (scale T) with c_i = 1 - p_i from
+    dp/dq = J K / divisor with J = diag(p) - p p^T, so row i is
+    p_i (c_i k_i - sum_{j != i} p_j k_j) / divisor with c_i = 1 - p_i from
     :func:`complement` (no cancellation against p_i k_i as p_i nears 1). The weights of each
     row are divided by the largest other weight before the product and the squares, so a
     saturated softmax's 1e-189 survive.
     """
-    p = np.asarray(probs, dtype=np.float64)
-    return _query_rows(p, complement(p), np.asarray(keys, dtype=np.float64),
-                       float(scale) * _check_temperature(temperature))
-
-
-def _query_rows(p: np.ndarray, c: np.ndarray, k: np.ndarray, divisor: float) -> np.ndarray:
     mix = -np.outer(np.ones_like(p), p)                    # row i: -p_j for j != i ...
     np.fill_diagonal(mix, 0.0)
     peak = -mix.min(axis=1)                                # ... scaled by the largest of them
@@ -192,7 +186,7 @@ def _query_rows(p: np.ndarray, c: np.ndarray, k: np.ndarray, divisor: float) -> 
 
 def query_gradient(probs, keys, scale: float, temperature: float = 1.0) -> np.ndarray:
     """The full matrix dp/dq = J K / (scale T), shape (n, d_k) (for checks; the page shows
-    the norms of :func:`query_gradient_rows`)."""
+    its rows' norms, :attr:`Variant.query_rows`)."""
     return softmax_jacobian(probs) @ np.asarray(keys, dtype=np.float64) / (
         float(scale) * _check_temperature(temperature))
 
@@ -714,10 +708,6 @@ def saturation_metrics(u: np.ndarray, along: np.ndarray, divisor: np.ndarray,
         total_sq = total_sq + np.maximum(across, 0.0)
     log_grad = log_eps + 0.5 * np.log(total_sq) - np.log(np.asarray(divisor))[:, None]
     return dict(max_weight=p_top, eff_keys=np.exp(entropy), log10_grad_q=log_grad / math.log(10))
-
-
-def _rule_divisors(d_k: int) -> np.ndarray:
-    return np.array([rule_divisor(r, d_k) for r in RULES])
 
 
 #: The Monte Carlo runs in jobs of a few widths and a slice of the draws, each job's arrays

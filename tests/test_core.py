@@ -219,7 +219,7 @@ def test_jacobian_with_respect_to_u_and_to_z_by_finite_differences():
     """The heat map is dp/du with u = z / T (the softmax's own input); dp/dz is that over T."""
     z = core.sample_qk(5, 16)[1] @ core.sample_qk(5, 16)[0] / 4
     t, h = 0.2, 1e-7
-    v = core.variant(z, True, t)
+    v = core.variant(z, t)
     numeric_z = np.empty((len(z), len(z)))
     for j in range(len(z)):
         e = np.zeros(len(z))
@@ -459,7 +459,7 @@ def test_frobenius_never_below_the_largest_diagonal_entry_even_at_extremes():
         n = int(rng.integers(2, 9))
         z = rng.normal(size=n) * rng.choice([1.0, 30.0, 300.0])
         t = float(rng.choice([0.1, 0.5, 1.0, 4.0]))
-        v = core.variant(z, True, t)
+        v = core.variant(z, t)
         top = np.abs(v.jacobian).max()
         assert v.frobenius >= np.abs(np.diag(v.jacobian)).max()
         assert v.frobenius >= top and (v.frobenius > 0) == (top > 0)

@@ -173,7 +173,7 @@ def test_the_max_label_reads_towards_the_middle_near_an_edge(top, align):
 
     logits = np.zeros(len(KEY_LABELS))
     logits[top] = 3.0
-    v = core.variant(logits, True)
+    v = core.variant(logits)
     bars = bar_data(v)
     text = f"max weight {weight_label(v)}"
     # on the highest bar only

@@ -1,7 +1,7 @@
 """Every sentence on the page is true in every state of the export grid.
 
 The caption, the guide, the live explanation and the readout are rendered for each of the
-4,200 states (4 seeds x 25 widths x 21 temperatures x both variants), split into sentences,
+6,300 states (4 seeds x 25 widths x 21 temperatures x 3 rules), split into sentences,
 and each sentence must match one claim of CLAIMS, whose condition is then checked against
 the numbers: this test's own softmax of the draw, core's Monte Carlo, and the numbers the
 sentence prints. A sentence that matches no claim fails the test: adding a sentence to the

@@ -499,11 +499,10 @@ def _settings(payload):
             for t in payload["temperatures"]]
 
 
-def test_the_offline_copy_s_own_sentences_hold():
+def test_the_offline_copy_s_own_sentences_hold(offline_export):
     """The export's guide and caption: its own sentences match OFFLINE_CLAIMS and hold for
     the payload it carries; every other sentence is one of the served page's (CLAIMS)."""
-    seeds = export.seed_list(2)
-    payload = export.build_payload(seeds)
+    payload, seeds = offline_export.payload, offline_export.seeds
     layout = export.build_layout(payload, seeds)
     divs = {m.name: m.text for m in layout.references() if m.name in ("guide", "caption")}
     c = Context(seeds[0], 64, 1.0, True)

@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,42 @@ def server():
     srv = Server()
     yield srv
     srv.stop()
+
+
+@dataclass(frozen=True)
+class OfflineExport:
+    """The offline copy `attention-scaling export` wrote: its file, what the command printed,
+    and the payload it holds (export.build_payload's) for its seeds."""
+
+    path: Path
+    stdout: str
+    payload: dict
+    seeds: list
+
+
+@pytest.fixture(scope="session")
+def offline_export(tmp_path_factory) -> OfflineExport:
+    """`attention-scaling export` with its defaults (cli.main, in this process), once per
+    session: every test of the offline copy shares it."""
+    import contextlib
+    import io
+
+    from attention_scaling import cli, export
+
+    out = tmp_path_factory.mktemp("export") / "explorer.html"
+    built = {}
+    build_payload = export.build_payload
+
+    def kept(seeds):
+        built["payload"] = build_payload(seeds)
+        return built["payload"]
+
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+        patch.setattr(export, "build_payload", kept)
+        code = cli.main(["export", str(out)])
+    assert code == 0, printed.getvalue()
+    return OfflineExport(out, printed.getvalue(), built["payload"], built["payload"]["seeds"])
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,7 @@ def test_saturation_metrics_equal_the_explicit_vectors(d_k, n, t, rule):
     query, keys = rng.standard_normal(d_k), rng.standard_normal((n, d_k))
     keys[0] = 0.6 * query + 0.8 * keys[0]          # an aligned key too
     s = core.rule_divisor(rule, d_k)
-    direct = core.variant(keys @ query / s, rule != "none", t, keys, divisor=s)
+    direct = core.variant(keys @ query / s, t, keys, divisor=s)
     along, upper, diag, rows = _decompose(query, keys)
     u = (np.linalg.norm(query) * along / (s * t))[None, None]
     m = core.saturation_metrics(u, along[None, None], np.array([s * t]), upper[None],
@@ -72,7 +72,7 @@ def _explicit_curves(d_k, n, t, align, draws=2000, seed=99):
         k[0] = align * q + math.sqrt(1 - align ** 2) * k[0]
         for r in core.RULES:
             s = core.rule_divisor(r, d_k)
-            v = core.variant(k @ q / s, r != "none", t, k, divisor=s)
+            v = core.variant(k @ q / s, t, k, divisor=s)
             out[r][0].append(v.max_weight)
             out[r][1].append(math.log10(v.query_gradient))
     return out

@@ -219,7 +219,7 @@ def test_jacobian_with_respect_to_u_and_to_z_by_finite_differences():
     """The heat map is dp/du with u = z / T (the softmax's own input); dp/dz is that over T."""
     z = core.sample_qk(5, 16)[1] @ core.sample_qk(5, 16)[0] / 4
     t, h = 0.2, 1e-7
-    v = core.variant(z, True, t)
+    v = core.variant(z, t)
     numeric_z = np.empty((len(z), len(z)))
     for j in range(len(z)):
         e = np.zeros(len(z))
@@ -297,41 +297,64 @@ def _mp_values(mp, logits, t, keys, scale):
                 query_gradient=mp.sqrt(mp.fsum(r * r for r in rows)) if rows else None)
 
 
-def test_every_state_of_the_export_grid_against_50_digits():
-    """Relative error <= 1e-12 for every number the page shows of every state of the export
-    grid (4 seeds x 25 widths x 21 temperatures x 2 variants), against mpmath at 50 digits
-    starting from the state's float64 logits and keys; ||J||_F >= largest |J_ii| always."""
+def _stratified_grid(seed: int = 20_240_529) -> list[tuple[int, int, float, str]]:
+    """The sample of the export grid the 50-digit check visits, (seed, d_k, T, rule), drawn
+    from a fixed seed: every width under every rule, each (width, rule) at one temperature,
+    every temperature under every rule, one of the export's seeds per width."""
+    from attention_scaling import export
+
+    rng = np.random.default_rng(seed)
+    seeds = export.seed_list(export.MAX_SEEDS)
+    widths = core.D_K_VALUES
+    picks = {}
+    for r in core.RULES:
+        extra = len(widths) - len(core.TEMPERATURES)
+        temps = [*core.TEMPERATURES, *rng.choice(core.TEMPERATURES, extra)]
+        picks[r] = [float(t) for t in rng.permutation(temps)]
+    return [(int(seeds[rng.integers(len(seeds))]), d_k, picks[r][i], r)
+            for i, d_k in enumerate(widths) for r in core.RULES]
+
+
+def test_a_stratified_sample_of_the_export_grid_against_50_digits():
+    """Relative error <= 1e-12 for every number the page shows, against mpmath at 50 digits
+    starting from the state's float64 logits and keys, on a fixed stratified sample of the
+    export grid (4 seeds x 25 widths x 21 temperatures x 3 rules): every rule at every width
+    and every temperature; ||J||_F >= largest |J_ii| always."""
     mpmath = pytest.importorskip("mpmath")
     from attention_scaling import export
 
     mp = mpmath.mp
     mp.dps = 50
-    checked = 0
-    for seed in export.seed_list(export.MAX_SEEDS):
-        for d_k in core.D_K_VALUES:
+    grid = _stratified_grid()
+    assert {(d, r) for _, d, _, r in grid} == {(d, r) for d in core.D_K_VALUES
+                                               for r in core.RULES}
+    assert {(t, r) for _, _, t, r in grid} == {(t, r) for t in core.TEMPERATURES
+                                               for r in core.RULES}
+    assert {s for s, *_ in grid} == set(export.seed_list(export.MAX_SEEDS))
+    grams = {}
+    for seed, d_k, t, rule in grid:
+        if (seed, d_k) not in grams:
             _, keys = core.sample_qk(seed, d_k)
             # the Gram matrix K K^T at 50 digits (every product of two doubles is exact there)
             kl = [[mp.mpf(float(x)) for x in row] for row in keys]
-            gram = [[mpmath.fdot(kl[i], kl[j]) for j in range(len(kl))] for i in range(len(kl))]
-            for t in core.TEMPERATURES:
-                st = core.compute_state(d_k, t, seed)
-                for v in (st.scaled, st.unscaled):
-                    ref = _mp_reference(v.logits, t, gram, math.sqrt(d_k) if v.scaled else 1.0)
-                    where = (seed, d_k, t, v.scaled)
-                    for name in ("max_weight", "rest", "max_diagonal", "frobenius",
-                                 "effective_keys", "query_gradient"):
-                        got, want = getattr(v, name), ref[name]
-                        assert abs(got - want) <= 1e-12 * abs(want), (where, name, got, want)
-                    for got, want in zip(v.probs, ref["p"]):
-                        if want > 1e-290:        # float64's normal range, with room
-                            assert abs(got - want) <= 1e-12 * want, (where, "p", got, want)
-                    for got, want in zip(v.query_rows, ref["rows"]):
-                        if want > 1e-290:
-                            assert abs(got - want) <= 1e-12 * want, (where, "rows", got, want)
-                    assert v.frobenius >= np.abs(np.diag(v.jacobian)).max(), where
-                    assert v.frobenius > 0 and v.max_diagonal > 0 and v.rest > 0, where
-                    checked += 1
-    assert checked == export.MAX_SEEDS * len(core.D_K_VALUES) * len(core.TEMPERATURES) * 2
+            grams[seed, d_k] = [[mpmath.fdot(kl[i], kl[j]) for j in range(len(kl))]
+                                for i in range(len(kl))]
+        v = core.compute_state(d_k, t, seed).by_rule(rule)
+        ref = _mp_reference(v.logits, t, grams[seed, d_k], core.rule_divisor(rule, d_k))
+        where = (seed, d_k, t, rule)
+        for name in ("max_weight", "rest", "max_diagonal", "frobenius", "effective_keys",
+                     "query_gradient"):
+            got, want = getattr(v, name), ref[name]
+            assert abs(got - want) <= 1e-12 * abs(want), (where, name, got, want)
+        for got, want in zip(v.probs, ref["p"]):
+            if want > 1e-290:        # float64's normal range, with room
+                assert abs(got - want) <= 1e-12 * want, (where, "p", got, want)
+        for got, want in zip(v.query_rows, ref["rows"]):
+            if want > 1e-290:
+                assert abs(got - want) <= 1e-12 * want, (where, "rows", got, want)
+        assert v.frobenius >= np.abs(np.diag(v.jacobian)).max(), where
+        assert v.frobenius > 0 and v.max_diagonal > 0 and v.rest > 0, where
+    assert len(grid) == len(core.D_K_VALUES) * len(core.RULES)
 
 
 # ---- labels that never round to a lie ----------------------------------------------------
@@ -436,7 +459,7 @@ def test_frobenius_never_below_the_largest_diagonal_entry_even_at_extremes():
         n = int(rng.integers(2, 9))
         z = rng.normal(size=n) * rng.choice([1.0, 30.0, 300.0])
         t = float(rng.choice([0.1, 0.5, 1.0, 4.0]))
-        v = core.variant(z, True, t)
+        v = core.variant(z, t)
         top = np.abs(v.jacobian).max()
         assert v.frobenius >= np.abs(np.diag(v.jacobian)).max()
         assert v.frobenius >= top and (v.frobenius > 0) == (top > 0)

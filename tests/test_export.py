@@ -22,12 +22,10 @@ def run(*args):
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=300)
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    out = tmp_path_factory.mktemp("export") / "explorer.html"
-    r = run("export", str(out))
-    assert r.returncode == 0, r.stderr
-    return out, r.stdout
+@pytest.fixture
+def exported(offline_export):
+    """The session's offline copy (conftest.offline_export): its file and what was printed."""
+    return offline_export.path, offline_export.stdout
 
 
 class _Attrs(HTMLParser):
@@ -50,6 +48,7 @@ def test_export_writes_one_small_self_contained_file(exported):
     assert 0 < size <= 5_000_000
     n_states = len(core.D_K_VALUES) * len(core.TEMPERATURES) * export.DEFAULT_SEEDS
     assert f"{n_states} states" in stdout and "MB" in stdout and " s" in stdout
+    assert f"each under the {len(core.RULES)} scaling rules" in stdout
     text = out.read_text(encoding="utf-8")
     parser = _Attrs()
     parser.feed(text)

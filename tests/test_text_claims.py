@@ -1,7 +1,7 @@
 """Every sentence on the page is true in every state of the export grid.
 
 The caption, the guide, the live explanation and the readout are rendered for each of the
-4,200 states (4 seeds x 25 widths x 21 temperatures x both variants), split into sentences,
+6,300 states (4 seeds x 25 widths x 21 temperatures x 3 rules), split into sentences,
 and each sentence must match one claim of CLAIMS, whose condition is then checked against
 the numbers: this test's own softmax of the draw, core's Monte Carlo, and the numbers the
 sentence prints. A sentence that matches no claim fails the test: adding a sentence to the
@@ -506,11 +506,10 @@ def _settings(payload):
             for t in payload["temperatures"]]
 
 
-def test_the_offline_copy_s_own_sentences_hold():
+def test_the_offline_copy_s_own_sentences_hold(offline_export):
     """The export's guide and caption: its own sentences match OFFLINE_CLAIMS and hold for
     the payload it carries; every other sentence is one of the served page's (CLAIMS)."""
-    seeds = export.seed_list(2)
-    payload = export.build_payload(seeds)
+    payload, seeds = offline_export.payload, offline_export.seeds
     layout = export.build_layout(payload, seeds)
     divs = {m.name: m.text for m in layout.references() if m.name in ("guide", "caption")}
     c = Context(seeds[0], 64, 1.0, True)

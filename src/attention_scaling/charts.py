@@ -28,7 +28,6 @@ from bokeh.models import (
     LinearColorMapper,
     Range1d,
     Slider,
-    Switch,
     FixedTicker,
     BasicTickFormatter,
     GlyphRenderer,
@@ -679,7 +678,7 @@ class View:
     callbacks on the server, one JavaScript program offline).
 
     ``values`` are the controls' starting values (``state.CONTROLS``: a slider over the
-    positions of each ``choice`` row, a switch for each ``flag`` row, in the table's order; a
+    positions of each ``choice`` row, buttons for each ``option`` row, in the table's order; a
     ``count`` row, the seed, is shown by ``seed_div`` and changed by the buttons).
     ``hidden`` leaves parts out (``state.VIEW_PARTS``), ``notice`` is HTML shown above the
     charts, ``buttons`` names the buttons the runtime wires (``resample``, ``fig3``, ``copy``);
@@ -697,7 +696,7 @@ class View:
         for div in c.texts:
             div.disable_math = True
             div.stylesheets = css
-        #: The widget of each choice and flag control, by the control's name.
+        #: The widget of each choice and option control, by the control's name.
         self.widgets: dict = {}
         self._controls_css = controls_css = [InlineStyleSheet(css=BUTTON_CSS)]
         rows, argument_rows = [], []
@@ -719,11 +718,6 @@ class View:
                                    margin=(5, 10, 0, 10), stylesheets=css,
                                    css_classes=["control-label"]), widget,
                                sizing_mode="stretch_width")
-            elif control.kind == "flag":
-                widget = Switch(active=values[control.name], name=control.name, margin=(8, 10))
-                hint = f"<br><small>{control.hint}</small>" if control.hint else ""
-                shown = row(widget, Div(text=f"<b>{control.label}</b>{hint}",
-                                        disable_math=True, margin=(0, 5)))
             else:
                 continue
             (argument_rows if control.group == "argument" else rows).append(shown)

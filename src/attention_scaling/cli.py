@@ -451,7 +451,8 @@ def _export(args: argparse.Namespace) -> int:
         return fail(f"cannot write {args.out!r}: {exc}")
     print(f"attention-scaling: wrote {info['path']}: {info['states']} states "
           f"({len(info['seeds'])} seeds x {len(export.core.D_K_VALUES)} widths x "
-          f"{len(export.core.TEMPERATURES)} temperatures, both variants), "
+          f"{len(export.core.TEMPERATURES)} temperatures, each under the "
+          f"{len(export.core.RULES)} scaling rules), "
           f"{info['bytes'] / 1e6:.2f} MB ({info['bytes']} bytes), "
           f"in {info['seconds']:.1f} s", flush=True)
     return 0

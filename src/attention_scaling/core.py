@@ -165,22 +165,16 @@ def frobenius(matrix) -> float:
     return m * math.sqrt(float(np.square(a / m).sum()))
 
 
-def query_gradient_rows(probs, keys, scale: float, temperature: float = 1.0) -> np.ndarray:
-    """||dp_i/dq|| for each weight of p = softmax(K q / (scale T)): the gradient that
-    reaches the query (and through it W_Q).
+def _query_rows(p: np.ndarray, c: np.ndarray, k: np.ndarray, divisor: float) -> np.ndarray:
+    """||dp_i/dq|| for each weight of p = softmax(K q / divisor): the gradient that reaches
+    the query (and through it W_Q).
 
-    dp/dq = J K / (scale T) with J = diag(p) - p p^T, so row i is
-    p_i (c_i k_i - sum_{j != i} p_j k_j) / (scale T) with c_i = 1 - p_i from
+    dp/dq = J K / divisor with J = diag(p) - p p^T, so row i is
+    p_i (c_i k_i - sum_{j != i} p_j k_j) / divisor with c_i = 1 - p_i from
     :func:`complement` (no cancellation against p_i k_i as p_i nears 1). The weights of each
     row are divided by the largest other weight before the product and the squares, so a
     saturated softmax's 1e-189 survive.
     """
-    p = np.asarray(probs, dtype=np.float64)
-    return _query_rows(p, complement(p), np.asarray(keys, dtype=np.float64),
-                       float(scale) * _check_temperature(temperature))
-
-
-def _query_rows(p: np.ndarray, c: np.ndarray, k: np.ndarray, divisor: float) -> np.ndarray:
     mix = -np.outer(np.ones_like(p), p)                    # row i: -p_j for j != i ...
     np.fill_diagonal(mix, 0.0)
     peak = -mix.min(axis=1)                                # ... scaled by the largest of them
@@ -192,7 +186,7 @@ def _query_rows(p: np.ndarray, c: np.ndarray, k: np.ndarray, divisor: float) -> 
 
 def query_gradient(probs, keys, scale: float, temperature: float = 1.0) -> np.ndarray:
     """The full matrix dp/dq = J K / (scale T), shape (n, d_k) (for checks; the page shows
-    the norms of :func:`query_gradient_rows`)."""
+    its rows' norms, :attr:`Variant.query_rows`)."""
     return softmax_jacobian(probs) @ np.asarray(keys, dtype=np.float64) / (
         float(scale) * _check_temperature(temperature))
 
@@ -267,13 +261,12 @@ def effective_keys(probs) -> float:
 
 @dataclass(frozen=True)
 class Variant:
-    """One softmax over the keys: scaled or unscaled logits, with all metrics.
+    """One softmax over the keys, of the logits under one scaling rule, with all metrics.
 
-    With z the logits (q . k, divided by s = sqrt(d_k) when scaled) and u = z / T the
+    With z the logits (q . k divided by the rule's s: 1, sqrt(d_k) or d_k) and u = z / T the
     softmax's own input: ``jacobian`` is dp/du; dp/dz is ``jacobian`` / T; the gradient that
     reaches the query is dp/dq = ``jacobian`` K / (s T)."""
 
-    scaled: bool
     logits: np.ndarray          # z, the logits before temperature
     probs: np.ndarray           # softmax(z / T)
     jacobian: np.ndarray        # dp/du at u = z / T: diag(p) - p p^T
@@ -290,12 +283,11 @@ class Variant:
     query_gradient: float       # ||dp/dq||_F
 
 
-def variant(logits, scaled: bool, temperature: float = 1.0, keys=None,
-            divisor: float | None = None) -> Variant:
+def variant(logits, temperature: float = 1.0, keys=None, divisor: float = 1.0) -> Variant:
     """Softmax of ``logits`` at ``temperature`` and every metric shown about it. ``keys``
     (n, d_k), from which the logits came, give the gradient that reaches the query (NaN
-    without them); ``divisor`` is what q . k was divided by to give ``logits`` (by default
-    sqrt(d_k) when ``scaled``, else 1)."""
+    without them); ``divisor`` is what q . k was divided by to give ``logits`` (the rule's
+    :func:`rule_divisor`)."""
     z = np.asarray(logits, dtype=np.float64)
     p = softmax(z, temperature)
     c = complement(p)
@@ -306,12 +298,9 @@ def variant(logits, scaled: bool, temperature: float = 1.0, keys=None,
     if keys is None:
         rows = np.full(len(p), np.nan)
     else:
-        k = np.asarray(keys, dtype=np.float64)
-        if divisor is None:
-            divisor = math.sqrt(k.shape[1]) if scaled else 1.0
-        rows = _query_rows(p, c, k, divisor * _check_temperature(temperature))
+        rows = _query_rows(p, c, np.asarray(keys, dtype=np.float64),
+                           float(divisor) * _check_temperature(temperature))
     return Variant(
-        scaled=bool(scaled),
         logits=z,
         probs=p,
         jacobian=jac,
@@ -361,11 +350,8 @@ class State:
 
 
 def _rule_logits(query, keys, rule: str) -> np.ndarray:
-    """q . k under ``rule``, as the explorer computes it (attention_logits, or the raw
-    logits divided by d_k)."""
-    if rule == "linear":
-        return attention_logits(query, keys, scaled=False) / query.shape[0]
-    return attention_logits(query, keys, scaled=rule == "sqrt")
+    """q . k under ``rule``: the raw logits divided by :func:`rule_divisor`."""
+    return attention_logits(query, keys, scaled=False) / rule_divisor(rule, query.shape[0])
 
 
 @lru_cache(maxsize=384)
@@ -415,20 +401,20 @@ def compute_state_uncached(
     align = _check_align(align)
     query, keys = sample_qk(seed, d_k, n_keys, align)
     raw = attention_logits(query, keys, scaled=False)
-    scaled_logits = attention_logits(query, keys, scaled=True)
+    variants = {r: variant(_rule_logits(query, keys, r), temperature, keys,
+                           rule_divisor(r, int(d_k))) for r in RULES}
     state = State(
         d_k=int(d_k),
         temperature=_check_temperature(temperature),
         seed=int(seed),
         raw_logits=raw,
-        scaled=variant(scaled_logits, True, temperature, keys),
-        unscaled=variant(raw, False, temperature, keys),
+        scaled=variants["sqrt"],
+        unscaled=variants["none"],
         widths=D_K_VALUES,
         scaled_sweep=diagonal_sweep(seed, temperature, True, D_K_VALUES, n_keys, align),
         unscaled_sweep=diagonal_sweep(seed, temperature, False, D_K_VALUES, n_keys, align),
         linear_sweep=diagonal_sweep(seed, temperature, "linear", D_K_VALUES, n_keys, align),
-        linear=variant(_rule_logits(query, keys, "linear"), True, temperature, keys,
-                       divisor=float(d_k)),
+        linear=variants["linear"],
         align=align,
     )
     for v in (state.scaled, state.unscaled, state.linear):
@@ -480,24 +466,29 @@ MC_SEED = 20_000_016
 _LEVELS = 1000
 
 
+def _nested_norms(rng: np.random.Generator, draws: int) -> np.ndarray:
+    """|q| for ``draws`` random queries at every width of D_K_VALUES (rows), nested: |q|^2
+    at a width is |q|^2 at the previous one plus an independent chi^2 of the difference."""
+    squares = np.empty((len(D_K_VALUES), draws))
+    for row, df in zip(squares, np.diff(np.array(D_K_VALUES), prepend=0)):
+        row[:] = rng.chisquare(int(df), draws)
+    np.cumsum(squares, axis=0, out=squares)
+    return np.sqrt(squares)
+
+
 @cache
 def _mc_draws(n_keys: int) -> tuple[np.ndarray, np.ndarray]:
     """The Monte Carlo's draws, without any d_k-dimensional vector: for one query q and keys
     with i.i.d. N(0, 1) components independent of q, the logits q . k_j are exactly |q| g_j
     with g_j i.i.d. N(0, 1) and |q|^2 ~ chi^2(d_k). Returns, per draw, the gaps max(g) - g_j
     of the other keys in increasing order (float32; the smallest, then each further one as
-    its excess over the smallest), and |q| at every width of D_K_VALUES
-    (rows), nested like the explorer's draws: |q|^2 at a width is |q|^2 at the previous one
-    plus an independent chi^2 of the difference."""
+    its excess over the smallest), and |q| at every width of D_K_VALUES (rows, float32),
+    nested like the explorer's draws (:func:`_nested_norms`)."""
     rng = np.random.default_rng(MC_SEED)
     g = rng.standard_normal((MC_DRAWS, n_keys))
     gaps = np.sort(g.max(axis=1, keepdims=True) - g, axis=1)[:, 1:].astype(np.float32)
     gaps[:, 1:] -= gaps[:, :1]          # each further gap as its excess over the smallest
-    squares = np.empty((len(D_K_VALUES), MC_DRAWS))
-    for row, df in zip(squares, np.diff(np.array(D_K_VALUES), prepend=0)):
-        row[:] = rng.chisquare(int(df), MC_DRAWS)
-    np.cumsum(squares, axis=0, out=squares)
-    return gaps, np.sqrt(squares).astype(np.float32)
+    return gaps, _nested_norms(rng, MC_DRAWS).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -588,16 +579,6 @@ CURVE_SEED = 20_000_018
 #: Key counts and alignments the argument's controls offer.
 KEY_COUNTS: tuple[int, ...] = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 ALIGNMENTS: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
-
-
-def _nested_norms(rng: np.random.Generator, draws: int) -> np.ndarray:
-    """|q| for ``draws`` random queries at every width of D_K_VALUES (rows), nested: |q|^2
-    at a width is |q|^2 at the previous one plus an independent chi^2 of the difference."""
-    squares = np.empty((len(D_K_VALUES), draws))
-    for row, df in zip(squares, np.diff(np.array(D_K_VALUES), prepend=0)):
-        row[:] = rng.chisquare(int(df), draws)
-    np.cumsum(squares, axis=0, out=squares)
-    return np.sqrt(squares)
 
 
 #: The widths whose R has fewer rows than keys (d_k - 1 < n), and so a partial column sum.
@@ -715,10 +696,6 @@ def saturation_metrics(u: np.ndarray, along: np.ndarray, divisor: np.ndarray,
         total_sq = total_sq + np.maximum(across, 0.0)
     log_grad = log_eps + 0.5 * np.log(total_sq) - np.log(np.asarray(divisor))[:, None]
     return dict(max_weight=p_top, eff_keys=np.exp(entropy), log10_grad_q=log_grad / math.log(10))
-
-
-def _rule_divisors(d_k: int) -> np.ndarray:
-    return np.array([rule_divisor(r, d_k) for r in RULES])
 
 
 #: The Monte Carlo runs in jobs of a few widths and a slice of the draws, each job's arrays
@@ -884,11 +861,10 @@ def logit_std_curve() -> dict:
 def draw_metrics(d_k: int, temperature: float, seed: int, n_keys: int = N_KEYS,
                  align: float = 0.0) -> dict:
     """One draw (the explorer's nested q and keys of ``seed``; the first key made
-    ``align``-correlated with q) under each rule: rule -> :class:`Variant`."""
-    query, keys = sample_qk(seed, d_k, n_keys, _check_align(align))
-    raw = keys @ query
-    return {r: variant(raw / rule_divisor(r, d_k), r != "none", temperature, keys,
-                       divisor=rule_divisor(r, d_k)) for r in RULES}
+    ``align``-correlated with q) under each rule: rule -> :class:`Variant`, the variants of
+    :func:`compute_state` at this setting."""
+    state = compute_state(d_k, temperature, seed, n_keys, align)
+    return {r: state.by_rule(r) for r in RULES}
 
 
 # ---- training: one attention head, plain NumPy --------------------------------------------

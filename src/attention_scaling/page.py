@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import panel as pn
-from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Switch, Tabs
+from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Tabs
 from tornado.ioloop import IOLoop
 
 from . import core, seams
@@ -113,22 +113,6 @@ def bind_slider(slider: Slider, state, name: str) -> None:
     state.param.watch(to_browser, name)
 
 
-def bind_switch(switch: Switch, state, name: str) -> None:
-    """Keep a Bokeh switch and a Boolean parameter of ``state`` in sync both ways."""
-
-    def from_browser(_attr, _old, new) -> None:
-        if isinstance(new, bool) and new != getattr(state, name):
-            with held(switch.document):
-                setattr(state, name, new)
-
-    def to_browser(event) -> None:
-        if switch.active != event.new:
-            switch.active = event.new
-
-    switch.on_change("active", from_browser)
-    state.param.watch(to_browser, name)
-
-
 def bind_index(widget, state, name: str) -> None:
     """Keep a widget's ``active`` index (tabs, radio buttons) and a Selector parameter of
     ``state`` (its options in the widget's order) in sync both ways; an index that is not one
@@ -189,7 +173,7 @@ class Explorer(pn.viewable.Viewer):
             if isinstance(widget, (Tabs, RadioButtonGroup)):
                 bind_index(widget, s, name)
             else:
-                (bind_switch if isinstance(widget, Switch) else bind_slider)(widget, s, name)
+                bind_slider(widget, s, name)
         self.d_k_slider = self.view.widgets["d_k"]
         self.temperature_slider = self.view.widgets["temperature"]
         self.rule_buttons = self.view.widgets["rule"]

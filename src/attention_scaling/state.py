@@ -21,15 +21,14 @@ MAX_SEED = 2**31 - 1
 @dataclass(frozen=True)
 class Control:
     """One control. ``kind``: ``choice`` (one of ``values``, shown as a slider over their
-    positions; a URL value between them takes the nearest on a log scale), ``flag`` (on/off),
-    ``count`` (a whole number from ``values[0]`` to ``values[1]``), ``option`` (one of the
-    words ``values``, shown as buttons labelled by ``show``) or ``tab`` (one of the words
-    ``values``; the tabs are its widget). ``show`` writes a value
-    for the URL and the slider's label; ``positive`` refuses a URL value <= 0 instead of
-    clamping it; ``hint`` is a line of small print under a switch's label; ``linear``: a URL
-    value between two takes the nearest on a linear scale; ``group``: ``draw`` for the
-    controls of the one-draw view and all tabs, ``argument`` for those only the argument's
-    tabs (over many draws and training) use."""
+    positions; a URL value between them takes the nearest on a log scale), ``count`` (a
+    whole number from ``values[0]`` to ``values[1]``), ``option`` (one of the words
+    ``values``, shown as buttons labelled by ``show``) or ``tab`` (one of the words
+    ``values``; the tabs are its widget). ``show`` writes a value for the URL and the
+    slider's label; ``positive`` refuses a URL value <= 0 instead of clamping it;
+    ``linear``: a URL value between two takes the nearest on a linear scale; ``group``:
+    ``draw`` for the controls of the one-draw view and all tabs, ``argument`` for those only
+    the argument's tabs (over many draws and training) use."""
 
     name: str
     kind: str
@@ -40,7 +39,6 @@ class Control:
     values: tuple = ()
     show: Callable = str
     positive: bool = False
-    hint: str = ""
     linear: bool = False
     group: str = "draw"
 
@@ -79,11 +77,7 @@ _FALSE = {"0", "false", "no", "off"}
 
 def _parameter(c: Control) -> param.Parameter:
     common = dict(default=c.default, label=c.label, doc=c.doc)
-    if c.kind == "choice":
-        return param.Selector(objects=list(c.values), **common)
-    if c.kind == "flag":
-        return param.Boolean(**common)
-    if c.kind in ("option", "tab"):
+    if c.kind in ("choice", "option", "tab"):
         return param.Selector(objects=list(c.values), **common)
     return param.Integer(bounds=c.values, **common)
 
@@ -150,10 +144,7 @@ def to_query(state) -> dict[str, str]:
     out = {}
     for c in CONTROLS:
         value = getattr(state, c.name)
-        if c.kind == "flag":
-            out[c.url_key] = "1" if value else "0"
-        else:
-            out[c.url_key] = value if c.kind in ("option", "tab") else c.show(value)
+        out[c.url_key] = value if c.kind in ("option", "tab") else c.show(value)
     return out
 
 
@@ -215,10 +206,6 @@ def parse_query(args) -> tuple[dict, set[str], list[str]]:
 
     for c in CONTROLS:
         key = c.url_key
-        if c.kind == "flag":
-            if (on := flag(key)) is not None:
-                values[c.name] = on
-            continue
         raw = last(key)
         if raw is None:
             continue

@@ -1,0 +1,180 @@
+"""The shape of src/attention_scaling: no dead code (vulture), no function too long or too
+branched (radon), and layers that import one way."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from radon.complexity import cc_visit
+from radon.visitors import Function
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "attention_scaling"
+WHITELIST = Path(__file__).with_name("vulture_whitelist.py")
+#: The code that uses the package (paths from ROOT): a definition used by none of it is dead.
+USERS = ["tests", "benchmarks", "app",
+         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "scripts").glob("*.py"))]
+SRC = "src/attention_scaling"
+
+
+def _vulture(*args: str) -> list[str]:
+    """vulture's findings, one a line, paths from ROOT."""
+    r = subprocess.run([sys.executable, "-m", "vulture", *args], capture_output=True,
+                       text=True, timeout=120, cwd=ROOT)
+    assert r.returncode in (0, 3), r.stderr        # 3: vulture found unused code
+    return r.stdout.splitlines()
+
+
+def test_no_unused_import_variable_or_unreachable_code_in_src():
+    """vulture's high-confidence findings (unused imports, variables and arguments,
+    unreachable code) over src/ alone."""
+    assert _vulture(SRC, "--min-confidence", "80") == []
+
+
+def test_every_function_class_and_method_in_src_is_used():
+    """vulture's findings at 60% confidence (unused functions, classes, methods, properties,
+    variables) in src/, counting the uses in src/, the tests, the benchmarks, the app and
+    the scripts, and in tests/vulture_whitelist.py the names a library calls. Its "unused
+    attribute" findings are left out: they are the properties of Bokeh and param models,
+    which the libraries read by name."""
+    found = _vulture(SRC, *USERS, str(WHITELIST), "--min-confidence", "60")
+    ours = [line for line in found if line.startswith(SRC + "/")]
+    assert [line for line in ours if "unused attribute" not in line] == []
+
+
+# ---- size and complexity ------------------------------------------------------------------
+
+MAX_LINES = 60
+MAX_COMPLEXITY = 15
+
+#: The functions over either limit today. Another change splits them (charts.py into modules
+#: with one job each, issue 29); the list only shrinks: a function that no longer offends
+#: must leave it, and no other may join it.
+TOO_BIG = {
+    "charts.Charts._resize",
+    "charts.View.__init__",
+    "charts.Argument.__init__",
+    "cli.build_parser",
+    "cli._serve",
+    "core.saturation_metrics",
+    "core._saturation_curves",
+    "export._argument",
+    "export.build_payload",
+    "state.parse_query",
+}
+
+
+def _functions():
+    """(module.qualified name, lines from its def to its end, cyclomatic complexity) of every
+    function and method in src/attention_scaling, nested functions included."""
+
+    def walk(block, prefix):
+        name = f"{prefix}.{block.name}"
+        yield name, block.endline - block.lineno + 1, block.complexity
+        for inner in block.closures:
+            yield from walk(inner, name)
+
+    for path in sorted(PACKAGE.rglob("*.py")):
+        stem = ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+        for block in cc_visit(path.read_text(encoding="utf-8")):
+            if isinstance(block, Function):
+                owner = f"{stem}.{block.classname}" if block.is_method else stem
+                yield from walk(block, owner)
+
+
+def test_no_function_is_longer_or_more_branched_than_the_limits():
+    offenders = {name: (lines, cc) for name, lines, cc in _functions()
+                 if lines > MAX_LINES or cc > MAX_COMPLEXITY}
+    new = {n: v for n, v in offenders.items() if n not in TOO_BIG}
+    assert new == {}, f"over {MAX_LINES} lines or complexity {MAX_COMPLEXITY} (lines, cc)"
+    fixed = TOO_BIG - set(offenders)
+    assert fixed == set(), "within the limits now: remove them from TOO_BIG"
+
+
+# ---- layers -------------------------------------------------------------------------------
+
+#: What each module of src/attention_scaling may import of the package: core <- text <- state
+#: <- charts <- page / export <- cli, and server (a package) beside page and export; seams (the
+#: libraries' internals) under page and server; nothing imports cli. The package's __init__
+#: imports page on first use of `attention_scaling.Explorer` only.
+LAYERS = {
+    "__init__": {"page"},
+    "core": set(),
+    "seams": set(),
+    "text": {"core"},
+    "state": {"core", "text"},
+    "charts": {"core", "text", "state"},
+    "page": {"core", "text", "state", "charts", "seams"},
+    "export": {"core", "text", "state", "charts"},
+    "server": {"core", "text", "state", "charts", "page", "seams"},
+    "cli": {"core", "text", "state", "charts", "page", "export", "server", "seams"},
+}
+#: Libraries a module must not load (core: nothing but NumPy and the standard library).
+NOT_LOADED = {
+    "text": {"panel", "bokeh", "param"},
+    "state": {"panel", "bokeh"},
+    "charts": {"panel"},
+}
+
+
+def _files(module: str) -> list[Path]:
+    """The source files of a module of the package: one file, or a subpackage's files."""
+    folder = PACKAGE / module
+    return sorted(folder.glob("*.py")) if folder.is_dir() else [PACKAGE / f"{module}.py"]
+
+
+def _package_imports(path: Path) -> set[str]:
+    """The package's modules that ``path`` imports anywhere (in functions too); in a
+    subpackage, its own modules are not counted."""
+    found = set()
+    top = len(path.relative_to(PACKAGE).parts)       # 1: a module, 2: in a subpackage
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == top:
+            found |= ({node.module.split(".")[0]} if node.module
+                      else {a.name for a in node.names})
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "attention_scaling"):
+            parts = node.module.split(".")
+            found |= {parts[1]} if len(parts) > 1 else {a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names
+                      if a.name.startswith("attention_scaling.")}
+    return found
+
+
+def test_every_module_has_a_layer():
+    modules = {p.stem for p in PACKAGE.glob("*.py")} | {
+        p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert modules == set(LAYERS)
+
+
+@pytest.mark.parametrize("module", sorted(LAYERS))
+def test_each_module_imports_only_the_layers_below_it(module):
+    """Every import statement of the module, those inside functions too."""
+    imported = set().union(*map(_package_imports, _files(module))) - {module}
+    assert imported <= LAYERS[module], sorted(imported - LAYERS[module])
+
+
+@pytest.mark.parametrize("module", sorted(LAYERS))
+def test_importing_a_module_loads_only_the_layers_below_it(module):
+    """In a fresh process: the package's modules that importing it loads (at import time),
+    and for core, that nothing but NumPy and the standard library is loaded."""
+    name = "attention_scaling" if module == "__init__" else f"attention_scaling.{module}"
+    code = (f"import sys; before = set(sys.modules); import {name}; "
+            "new = set(sys.modules) - before; "
+            "print(sorted({m.split('.')[1] for m in new if m.startswith('attention_scaling.')}));"
+            "print(sorted({m.split('.')[0] for m in new} - set(sys.stdlib_module_names)))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, check=True)
+    ours, libraries = (set(ast.literal_eval(line)) for line in r.stdout.splitlines()[-2:])
+    ours.discard(module)
+    if module == "__init__":
+        assert ours == set()             # Explorer (page, Panel) only when asked for
+    assert ours <= LAYERS[module], sorted(ours - LAYERS[module])
+    if module == "core":
+        assert libraries <= {"attention_scaling", "numpy"}, libraries
+    assert not libraries & NOT_LOADED.get(module, set()), libraries & NOT_LOADED[module]

@@ -51,6 +51,9 @@ async def served(settings: dict, **server_args):
 
     port = free_port()
     server_args.setdefault("unused_session_lifetime_milliseconds", 600_000)
+    # unsigned, whatever Bokeh's process-wide defaults (another test may have set them)
+    server_args.setdefault("sign_sessions", False)
+    server_args.setdefault("secret_key", None)
     server = BokehServer({"/": Application(FunctionHandler(build))}, port=port,
                          address="127.0.0.1", **server_args)
     server.start()

@@ -48,17 +48,27 @@ def training_thread() -> ThreadPoolExecutor:
     return _training_thread
 
 
+#: After each slice the training thread rests as long as the slice took: training takes at
+#: most half a core, whatever the number of runs, and the class's changes keep the rest (with
+#: six runs at the heaviest setting, a bystander's answer stayed under twice its quiet time
+#: only with the rest: tests/test_fairness.py).
+TRAINING_REST = 1.0
+
+
 def train_slice(runs: dict, stop: threading.Event, budget_s: float) -> None:
     """A step of each run in turn (rule -> core.TrainingRun), again while ``budget_s`` has
-    not passed, until every run is done; no step once ``stop`` is set."""
-    end = time.perf_counter() + budget_s
+    not passed, until every run is done; no step once ``stop`` is set. Then a rest of
+    TRAINING_REST times the slice's time (cut short by ``stop``)."""
+    start = time.perf_counter()
+    end = start + budget_s
     while not all(run.done for run in runs.values()):
         for run in runs.values():
             if stop.is_set():
                 return
             run.advance(1)
         if time.perf_counter() >= end:
-            return
+            break
+    stop.wait(TRAINING_REST * (time.perf_counter() - start))
 
 
 #: The tab icon, inline (no extra request): assets/favicon.svg drawn as a PNG

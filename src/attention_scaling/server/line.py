@@ -36,7 +36,7 @@ class OpeningLine:
     held only for the work a request causes: a page whose browser never connects delays no
     one once it is sent. (Measured: a student arriving after 30 page requests that never
     connect was live after 10-11 s when each sent page kept its place 0.5 s for its
-    websocket, against 4-8 s for a plain Bokeh app; tests/test_stranger.py.)"""
+    websocket, against 4-8 s for a plain Bokeh app; tests/test_security.py.)"""
 
     def __init__(self, at_once: int = DEFAULT_OPENING_AT_ONCE) -> None:
         self.at_once = at_once

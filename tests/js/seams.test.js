@@ -6,6 +6,36 @@ const vm = require('node:vm');
 
 const JS = path.join(__dirname, '..', '..', 'assets', 'js');
 
+// BokehJS's internals, as the programs would name them: each is used only in helpers.js
+// (the adapter AS) and first-view.js (the page script it names).
+const INTERNALS = [
+  ['Bokeh.index', /\bBokeh\.index\b/],
+  ['Bokeh.documents', /\bBokeh\.documents\b/],
+  ['shadow_el', /\bshadow_el\b/],
+  ['request_paint', /\brequest_paint\b/],
+  ['a __name property', /\.__[A-Za-z_$]/],
+];
+const ALLOWED = new Set(['helpers.js', 'first-view.js']);
+
+test('no program of assets/js uses a BokehJS internal but through AS', () => {
+  const files = fs.readdirSync(JS).filter((f) => f.endsWith('.js'));
+  assert.ok(files.length > 10, String(files));
+  const found = [];
+  for (const file of files.filter((f) => !ALLOWED.has(f))) {
+    const code = fs.readFileSync(path.join(JS, file), 'utf8');
+    for (const [name, pattern] of INTERNALS) {
+      if (pattern.test(code)) found.push(`${file}: ${name}`);
+    }
+  }
+  assert.deepStrictEqual(found, []);
+});
+
+test('the adapter and first-view.js each say the BokehJS version they were checked against', () => {
+  for (const file of ALLOWED) {
+    assert.match(fs.readFileSync(path.join(JS, file), 'utf8'), /checked against BokehJS 3\.9/, file);
+  }
+});
+
 // AS with `Bokeh` a stand-in: `views` maps a model to its view, `documents` the page's.
 const adapter = (views, documents = []) => vm.runInThisContext(
   `(function (Bokeh) {${fs.readFileSync(path.join(JS, 'helpers.js'), 'utf8')}\nreturn AS;\n})`)(

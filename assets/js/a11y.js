@@ -5,15 +5,15 @@
 // whenever the tabs change (their headers are drawn anew then); a slider's change relabels
 // its own handle only, once the slider has drawn the new value (a microtask: before the
 // server's answer is handled, at a fraction of the whole pass's cost).
-// A slider's handles, kept on the slider while they are in the page (finding the view walks
+// A slider's handles, noted for the slider while they are in the page (finding the view walks
 // every view of the page: most of a relabel's cost).
-/* global sliders, tabs, regions, cb_obj */
+/* global AS, sliders, tabs, regions, cb_obj */
 const handles = (slider) => {
-  const kept = slider.__handles;
+  const kept = AS.noted(slider, 'handles');
   if (kept != null && kept.length && kept.every((h) => h.isConnected)) return kept;
-  const view = Bokeh.index.find_one(slider);
-  if (view == null) return null;
-  return slider.__handles = [...view.shadow_el.querySelectorAll('[role="slider"]')];
+  const root = AS.root(slider);
+  if (root == null) return null;
+  return AS.note(slider, 'handles', [...root.querySelectorAll('[role="slider"]')]);
 };
 const label = (slider, labels) => {
   const found = handles(slider);
@@ -38,38 +38,38 @@ const apply = () => {
     if (!label(slider, labels)) missing = true;
   }
   for (const [model, role, name] of regions) {
-    const view = Bokeh.index.find_one(model);
+    const view = AS.view(model);
     if (view == null) { missing = true; continue; }
     view.el.setAttribute('role', role);
     view.el.setAttribute('aria-label', name);
   }
-  const tv = tabs == null ? null : Bokeh.index.find_one(tabs);
+  const tv = tabs == null ? null : AS.root(tabs);
   if (tabs != null && tv == null) missing = true;
   if (tv != null) {
-    const heads = [...tv.shadow_el.querySelectorAll('.bk-tab')];
+    const heads = [...tv.querySelectorAll('.bk-tab')];
     if (heads.length) {
       const list = heads[0].parentElement;
       list.setAttribute('role', 'tablist');
       list.setAttribute('aria-label', 'Sections of the explorer');
     }
     // keep the keyboard on the tabs when a key changed them, even where they were drawn anew
-    const hadFocus = heads.some((h) => h === tv.shadow_el.activeElement)
-                     || Date.now() - (tabs.__keyed || 0) < 3000;
+    const hadFocus = heads.some((h) => h === tv.activeElement)
+                     || Date.now() - (AS.noted(tabs, 'keyed') || 0) < 3000;
     heads.forEach((head, i) => {
       const on = i === tabs.active;
       head.setAttribute('role', 'tab');
       head.setAttribute('aria-selected', String(on));
       head.tabIndex = on ? 0 : -1;
       if (on && hadFocus) head.focus();
-      if (head.__keys) return;
-      head.__keys = true;
+      if (AS.noted(head, 'keys')) return;
+      AS.note(head, 'keys', true);
       head.addEventListener('keydown', (event) => {
         const n = heads.length;
         const to = {ArrowRight: (i + 1) % n, ArrowLeft: (i + n - 1) % n, Home: 0, End: n - 1,
                     Enter: i, ' ': i}[event.key];
         if (to === undefined) return;
         event.preventDefault();
-        tabs.__keyed = Date.now();
+        AS.note(tabs, 'keyed', Date.now());
         tabs.active = to;
       });
     });

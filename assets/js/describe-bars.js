@@ -6,10 +6,10 @@
 // source; a drag writes it once, at its end): off the path from a change to the new chart,
 // and no work for the page while a slider moves.
 /* global AS, scaled, unscaled, div */
-clearTimeout(div.__described);
-div.__described = setTimeout(() => {
-  div.__described = null;
-  const view = Bokeh.index.find_one(div);
+clearTimeout(AS.noted(div, 'described'));
+AS.note(div, 'described', setTimeout(() => {
+  AS.note(div, 'described', null);
+  const view = AS.root(div);
   // both charts hold the same keys again once a change of their number has reached both
   if (view != null && AS.col(scaled, 'key').length === AS.col(unscaled, 'key').length) {
     const {col} = AS;
@@ -18,7 +18,7 @@ div.__described = setTimeout(() => {
     const keys = col(scaled, 'key');
     const s = {logit: col(scaled, 'logit'), weight: col(scaled, 'weight'), pq: col(scaled, 'pq')};
     const u = {logit: col(unscaled, 'logit'), weight: col(unscaled, 'weight'), pq: col(unscaled, 'pq')};
-    const body = view.shadow_el.querySelector('[data-bars]');
+    const body = view.querySelector('[data-bars]');
     if (body != null) {
       body.innerHTML = keys.map((k, i) => '<tr><th scope="row">' + k + '</th><td>'
         + s.logit[i].toFixed(3) + '</td><td>' + pct(s.weight[i]) + '</td><td>'
@@ -29,12 +29,14 @@ div.__described = setTimeout(() => {
                            return labels[i].replace('max weight ', '') + ' on ' + keys[i]; };
     const sentence = 'Scaled: max weight ' + top(scaled) + '; unscaled: max weight '
                      + top(unscaled) + '.';
-    const live = view.shadow_el.querySelector('[data-summary]');
+    const live = view.querySelector('[data-summary]');
     if (live != null) {
-      clearTimeout(live.__timer);
-      live.__timer = setTimeout(() => { if (live.textContent !== sentence) live.textContent = sentence; }, 700);
+      clearTimeout(AS.noted(live, 'timer'));
+      AS.note(live, 'timer', setTimeout(() => {
+        if (live.textContent !== sentence) live.textContent = sentence;
+      }, 700));
     }
-    const now = view.shadow_el.querySelector('[data-now]');
+    const now = view.querySelector('[data-now]');
     if (now != null) now.textContent = sentence;
   }
-}, 250);
+}, 250));

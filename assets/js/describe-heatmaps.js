@@ -5,20 +5,20 @@
 // source; a drag writes it once, at its end): off the path from a change to the new chart,
 // and no work for the page while a slider moves.
 /* global AS, cells, sweep, marker, widths, div */
-clearTimeout(div.__described);
-div.__described = setTimeout(() => {
-  div.__described = null;
-  const view = Bokeh.index.find_one(div);
+clearTimeout(AS.noted(div, 'described'));
+AS.note(div, 'described', setTimeout(() => {
+  AS.note(div, 'described', null);
+  const view = AS.root(div);
   if (view != null) {
     const {col} = AS;
     const keys = col(cells, 'key'), printed = col(cells, 'text');
-    const diag = view.shadow_el.querySelector('[data-diagonal]');
+    const diag = view.querySelector('[data-diagonal]');
     if (diag != null) {
       diag.textContent = 'Jacobian diagonal p(1 − p) at this width: '
         + keys.map((k, i) => k + ' ' + printed[i]).join(', ') + '; off the diagonal −p_i p_j.';
     }
     const values = col(sweep, 'value'), m = widths.length, here = col(marker, 'width')[0];
-    const body = view.shadow_el.querySelector('[data-sweep]');
+    const body = view.querySelector('[data-sweep]');
     if (body != null && values.length === keys.length * m) {
       const rows = [];
       for (let j = 0; j < m; j++) {
@@ -33,4 +33,4 @@ div.__described = setTimeout(() => {
       body.innerHTML = rows.join('');
     }
   }
-}, 250);
+}, 250));

@@ -55,7 +55,7 @@ if (kind === 'csv') {
   save(new Blob([lines.join('\n') + '\n'], {type: 'text/csv'}));
 } else {
   // each figure exported by BokehJS as SVG, nested where the page shows it
-  const shown = figures.map((m) => [m, Bokeh.index.find_one(m)]).filter(([, v]) => v != null);
+  const shown = figures.map((m) => [m, AS.view(m)]).filter(([, v]) => v != null);
   const boxes = shown.map(([, v]) => v.el.getBoundingClientRect());
   const x0 = Math.min(...boxes.map((b) => b.left)), y0 = Math.min(...boxes.map((b) => b.top));
   const W = Math.ceil(Math.max(...boxes.map((b) => b.right)) - x0);

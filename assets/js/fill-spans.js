@@ -8,23 +8,24 @@
 /* global AS, source, divs */
 const values = AS.fields(source);
 for (const div of divs) {
-  const view = Bokeh.index.find_one(div);
-  if (view == null) continue;
-  const box = view.shadow_el.querySelector('.bk-clearfix');
-  if (box != null && box.__width !== box.clientWidth) {   // a new width: the text wraps anew
+  const root = AS.root(div);
+  if (root == null) continue;
+  const box = root.querySelector('.bk-clearfix');
+  if (box != null && AS.noted(box, 'width') !== box.clientWidth) {   // a new width: the text wraps anew
     box.style.display = 'flow-root';     // its children's margins inside it, in its height
-    box.__width = box.clientWidth;
+    AS.note(box, 'width', box.clientWidth);
     box.style.minHeight = '';
-    box.__tallest = Math.ceil(box.getBoundingClientRect().height);
+    AS.note(box, 'tallest', Math.ceil(box.getBoundingClientRect().height));
   }
-  for (const el of view.shadow_el.querySelectorAll('[data-k]')) {
+  for (const el of root.querySelectorAll('[data-k]')) {
     const v = values[el.dataset.k];
     if (v !== undefined && el.textContent !== v) el.textContent = v;
   }
-  for (const el of view.shadow_el.querySelectorAll('[data-active]')) {
+  for (const el of root.querySelectorAll('[data-active]')) {
     if (el.dataset.active !== values.which) el.dataset.active = values.which;
   }
   if (box == null) continue;
-  box.__tallest = Math.max(box.__tallest, Math.ceil(box.getBoundingClientRect().height));
-  box.style.minHeight = box.__tallest + 'px';
+  const tallest = AS.note(box, 'tallest',
+    Math.max(AS.noted(box, 'tallest'), Math.ceil(box.getBoundingClientRect().height)));
+  box.style.minHeight = tallest + 'px';
 }

@@ -2,6 +2,10 @@
 // for this address, drawn by BokehJS from the document in #as-first-view-doc (no session, no
 // websocket), inert, until the live explorer is drawn; then the connecting notice's script
 // (server.CONNECTING_JS) removes it through window.__asDropFirstView.
+// A seam with BokehJS (checked against BokehJS 3.9), the one outside helpers.js's AS: this
+// is a page script, not a program, so AS is not put before it. It finds the document it drew
+// in Bokeh.documents and takes it out of that list: BokehJS offers no public way to find the
+// document embed_items made or to remove a document from the page.
 (function () {
   var box = document.getElementById('as-first-view');
   var data = document.getElementById('as-first-view-doc');

@@ -1,17 +1,17 @@
 // The offline copy's one update program: on every control, the tabs and the Train button
 // (action "change"), and once when the page is shown (action "ready"). Inflates the packed
-// states once (gzip, the browser's DecompressionStream; cached on the payload-holding model),
+// states once (gzip, the browser's DecompressionStream; noted for the payload-holding model),
 // then assigns the data of the sources of the one draw and of the tab shown, in place.
-/* global holder, seed, dk, temp, rule, src, figs, text_source, seed_div, tabs, panels, train,
+/* global AS, holder, seed, dk, temp, rule, src, figs, text_source, seed_div, tabs, panels, train,
    training_status, sources, texts, training_figs, argument_figs, lines, shown, action, cb_obj */
-if (holder.__attn == null) {
+if (AS.noted(holder, 'attn') == null) {
   const inflate = (b64) => {
     const s = atob(b64), a = new Uint8Array(s.length);
     for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i);
     return new Response(new Blob([a]).stream().pipeThrough(new DecompressionStream('gzip')))
       .arrayBuffer();
   };
-  holder.__attn = Promise.all(holder.tags.map(inflate)).then(([json, planes, ints]) => {
+  AS.note(holder, 'attn', Promise.all(holder.tags.map(inflate)).then(([json, planes, ints]) => {
     const P = JSON.parse(new TextDecoder().decode(json));
     // the float64s come as 8 byte planes: byte k of value i at k * n + i
     const b = new Uint8Array(planes), n = b.length / 8, f = new Uint8Array(b.length);
@@ -25,7 +25,7 @@ if (holder.__attn == null) {
     P.shown = {};
     for (const key of P.argument.tabs.slice(1)) P.shown[key] = [si, di, ti, v].join();
     return P;
-  });
+  }));
 }
 const assign = (src, obj) => {
   const old = src.data;
@@ -164,7 +164,7 @@ if (action === 'change') {
   if (origin === tabs && tabs.active !== 0 && tabs.tabs[1] !== panels[1]) {
     tabs.tabs = panels;            // the argument's charts, drawn when first asked for
   }
-  holder.__attn.then((P) => {
+  AS.noted(holder, 'attn').then((P) => {
     if (origin === train) {
       training(P);
     } else {

@@ -1,8 +1,9 @@
 // When the websocket to the server closes: say so at the top of the page, poll the server's
 // /liveness, and reload the page as soon as it answers (every control is in the address).
-// Text only (textContent), no markup from anywhere.
-if (window.__attentionScalingLost) { return; }
-window.__attentionScalingLost = true;
+// Text only (textContent), no markup from anywhere. Once a page.
+/* global AS */
+if (AS.noted(window, 'connection lost')) { return; }
+AS.note(window, 'connection lost', true);
 const bar = document.createElement('div');
 bar.className = 'as-connection-lost';
 bar.setAttribute('role', 'alert');

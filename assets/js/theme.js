@@ -3,7 +3,7 @@
 // dark theme is a set of CSS variables on the document, inherited by every pane: the page's
 // own (--as-theme-*) and Bokeh's overrides of the charts' visual properties (--bk-*), so the
 // figures are drawn dark by Bokeh itself, not filtered.
-/* global buttons, cb_obj */
+/* global AS, buttons, cb_obj */
 const DARK = `color-scheme: dark;
   --as-theme-ink: #e4e7eb; --as-theme-muted: #bcc6d0; --as-theme-line: #3e4c59;
   --as-theme-panel: #1a2027; --as-theme-card: #11161b; --as-theme-highlight: #4a3a12;
@@ -37,11 +37,8 @@ if (url.href !== window.location.href && window.location.protocol !== 'file:') {
   window.history.replaceState(window.history.state, '', url.href);
 }
 // the charts read those variables when they paint: paint them again now
-for (const doc of Bokeh.documents) {
+for (const doc of AS.documents()) {
   for (const model of doc.all_models) {
-    if (model.type === 'Plot' || model.type === 'Figure') {
-      const view = Bokeh.index.find_one(model);
-      if (view != null) view.request_paint();
-    }
+    if (model.type === 'Plot' || model.type === 'Figure') AS.repaint(model);
   }
 }

@@ -1,0 +1,83 @@
+const test = require('node:test');
+const assert = require('node:assert');
+const fs = require('node:fs');
+const path = require('node:path');
+const vm = require('node:vm');
+
+const JS = path.join(__dirname, '..', '..', 'assets', 'js');
+
+// BokehJS's internals, as the programs would name them: each is used only in helpers.js
+// (the adapter AS) and first-view.js (the page script it names).
+const INTERNALS = [
+  ['Bokeh.index', /\bBokeh\.index\b/],
+  ['Bokeh.documents', /\bBokeh\.documents\b/],
+  ['shadow_el', /\bshadow_el\b/],
+  ['request_paint', /\brequest_paint\b/],
+  ['a __name property', /\.__[A-Za-z_$]/],
+];
+const ALLOWED = new Set(['helpers.js', 'first-view.js']);
+
+test('no program of assets/js uses a BokehJS internal but through AS', () => {
+  const files = fs.readdirSync(JS).filter((f) => f.endsWith('.js'));
+  assert.ok(files.length > 10, String(files));
+  const found = [];
+  for (const file of files.filter((f) => !ALLOWED.has(f))) {
+    const code = fs.readFileSync(path.join(JS, file), 'utf8');
+    for (const [name, pattern] of INTERNALS) {
+      if (pattern.test(code)) found.push(`${file}: ${name}`);
+    }
+  }
+  assert.deepStrictEqual(found, []);
+});
+
+test('the adapter and first-view.js each say the BokehJS version they were checked against', () => {
+  for (const file of ALLOWED) {
+    assert.match(fs.readFileSync(path.join(JS, file), 'utf8'), /checked against BokehJS 3\.9/, file);
+  }
+});
+
+// AS with `Bokeh` a stand-in: `views` maps a model to its view, `documents` the page's.
+const adapter = (views, documents = []) => vm.runInThisContext(
+  `(function (Bokeh) {${fs.readFileSync(path.join(JS, 'helpers.js'), 'utf8')}\nreturn AS;\n})`)(
+  {index: {find_one: (model) => views.get(model)}, documents});
+
+test('view and root reach a drawn model\'s view and shadow root, null before it is drawn', () => {
+  const drawn = {}, later = {}, shadow = {querySelector: () => null};
+  const view = {el: {}, shadow_el: shadow};
+  const AS = adapter(new Map([[drawn, view]]));
+  assert.strictEqual(AS.view(drawn), view);
+  assert.strictEqual(AS.root(drawn), shadow);
+  assert.strictEqual(AS.view(later), null);
+  assert.strictEqual(AS.root(later), null);
+});
+
+test('repaint asks a drawn view to paint again, and nothing of one not drawn', () => {
+  const plot = {}, hidden = {};
+  let painted = 0;
+  const AS = adapter(new Map([[plot, {request_paint: () => { painted += 1; }}]]));
+  AS.repaint(plot);
+  AS.repaint(hidden);
+  assert.strictEqual(painted, 1);
+});
+
+test('documents lists the page\'s documents, a copy of BokehJS\'s list', () => {
+  const docs = [{roots: []}, {roots: []}];
+  const listed = adapter(new Map(), docs).documents();
+  assert.deepStrictEqual(listed, docs);
+  listed.pop();
+  assert.strictEqual(docs.length, 2);
+});
+
+test('note keeps state per object and key, shared by every copy of AS, off the objects', () => {
+  const model = {}, other = {};
+  const one = adapter(new Map()), two = adapter(new Map());      // two programs, or two runs
+  assert.strictEqual(one.noted(model, 'keyed'), undefined);
+  assert.strictEqual(one.note(model, 'keyed', 7), 7);
+  assert.strictEqual(two.noted(model, 'keyed'), 7);
+  assert.strictEqual(two.noted(model, 'handles'), undefined);
+  assert.strictEqual(two.noted(other, 'keyed'), undefined);
+  two.note(model, 'keyed', null);
+  assert.strictEqual(one.noted(model, 'keyed'), null);
+  assert.deepStrictEqual(Object.keys(model), []);
+  assert.deepStrictEqual(Object.getOwnPropertySymbols(model), []);
+});

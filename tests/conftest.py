@@ -163,29 +163,37 @@ class OfflineExport:
     seeds: list
 
 
+#: `attention-scaling export` in a fresh process (what a user runs: nothing another test loaded
+#: into this process reaches the file), keeping the payload it computed for the tests.
+EXPORT_KEEPING_PAYLOAD = """
+import pickle, sys
+from attention_scaling import cli, export
+built = {}
+build_payload = export.build_payload
+def kept(seeds):
+    built["payload"] = build_payload(seeds)
+    return built["payload"]
+export.build_payload = kept
+code = cli.main(["export", sys.argv[1]])
+with open(sys.argv[2], "wb") as f:
+    pickle.dump(built.get("payload"), f)
+sys.exit(code)
+"""
+
+
 @pytest.fixture(scope="session")
 def offline_export(tmp_path_factory) -> OfflineExport:
-    """`attention-scaling export` with its defaults (cli.main, in this process), once per
-    session: every test of the offline copy shares it."""
-    import contextlib
-    import io
+    """`attention-scaling export` with its defaults, once per session, in a process of its
+    own: every test of the offline copy shares it."""
+    import pickle
 
-    from attention_scaling import cli, export
-
-    out = tmp_path_factory.mktemp("export") / "explorer.html"
-    built = {}
-    build_payload = export.build_payload
-
-    def kept(seeds):
-        built["payload"] = build_payload(seeds)
-        return built["payload"]
-
-    printed = io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
-        patch.setattr(export, "build_payload", kept)
-        code = cli.main(["export", str(out)])
-    assert code == 0, printed.getvalue()
-    return OfflineExport(out, printed.getvalue(), built["payload"], built["payload"]["seeds"])
+    folder = tmp_path_factory.mktemp("export")
+    out, kept = folder / "explorer.html", folder / "payload.pickle"
+    done = subprocess.run([sys.executable, "-c", EXPORT_KEEPING_PAYLOAD, str(out), str(kept)],
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    payload = pickle.loads(kept.read_bytes())
+    return OfflineExport(out, done.stdout, payload, payload["seeds"])
 
 
 @pytest.fixture(scope="session")

@@ -827,11 +827,14 @@ def live_after_get_only_requests(url: str, count: int = 30) -> float:
 def test_requests_that_never_connect_cannot_hold_the_line():
     """A student who arrives right after 30 page requests that never open a websocket is live
     within 1.5x the time the plain Bokeh app takes under the same 30 requests (each measured
-    twice in the same run, taking turns; the better of each is compared)."""
+    three times in the same run, taking turns; the medians are compared: a session of the
+    explorer costs ~1.3x the plain app's to build, and the machine's noise is larger than the
+    difference between two turns)."""
+    import statistics
     ours, floor = Server(), Floor()
     try:
         times = {"ours": [], "floor": []}
-        for _ in range(2):
+        for _ in range(3):
             times["floor"].append(live_after_get_only_requests(floor.url))
             time.sleep(1)
             times["ours"].append(live_after_get_only_requests(ours.url))
@@ -840,4 +843,4 @@ def test_requests_that_never_connect_cannot_hold_the_line():
         ours.stop()
         floor.stop()
     print("live after 30 page requests that never connect (s):", times)
-    assert min(times["ours"]) <= 1.5 * min(times["floor"]), times
+    assert statistics.median(times["ours"]) <= 1.5 * statistics.median(times["floor"]), times

@@ -23,8 +23,9 @@ class FirstViews:
     the explorer as it opens at the visitor's address, as a standalone document that BokehJS
     draws with no session (assets/js/first-view.js) until the live one replaces it. Built
     like a session's page (:func:`create_page`'s explorer) and kept per address, at most
-    :attr:`size` of them; an address not kept is built at most :attr:`builds_per_s` times a second (each is
-    a whole explorer on the server's thread), else the visitor sees the notice alone."""
+    :attr:`size` of them; an address not kept is built at most :attr:`builds_per_s` times a
+    second (each is a whole explorer on the server's thread), else the visitor sees the
+    notice alone."""
 
     size = 32
     builds_per_s = 1.0

@@ -141,11 +141,10 @@ class RefusalLog:
 
 def say_host_refused(handler) -> None:
     host = asked_for_host(handler.request, handler.classroom.config.trust_forwarded_host)
-    handler.classroom.refusals.once("host", host, "Refused a request for host %r with 403: not an allowed host. "
-                                    "If students open the page at that address, set "
-                                    "ATTENTION_SCALING_ALLOWED_ORIGINS=%s or pass "
-                                    "--allow-websocket-origin %s", host[:100], host[:100],
-                                    host[:100])
+    handler.classroom.refusals.once(
+        "host", host, "Refused a request for host %r with 403: not an allowed host. If "
+        "students open the page at that address, set ATTENTION_SCALING_ALLOWED_ORIGINS=%s or "
+        "pass --allow-websocket-origin %s", host[:100], host[:100], host[:100])
 
 
 def refuse_request(handler) -> bool:
@@ -191,7 +190,8 @@ class CappedDocHandler(DocHandler):
     async def get(self, *args, **kwargs):
         if self.classroom.full(self.application):
             log.warning("Full: %d sessions open (--max-sessions %d); refused a new visitor "
-                        "with 503", open_sessions(self.application), self.classroom.config.max_sessions)
+                        "with 503", open_sessions(self.application),
+                        self.classroom.config.max_sessions)
             self.set_status(503)
             self.set_header("Retry-After", "60")
             self.set_header("Cache-Control", "no-store")
@@ -207,11 +207,12 @@ class CappedDocHandler(DocHandler):
         try:
             self.set_header("Cache-Control", "no-store")
             self.set_header("Content-Type", "text/html; charset=UTF-8")
-            self._sent_scripts = self.classroom.page.scripts
-            self.write(self.classroom.page.head(self.classroom.line.ahead()))
-            if self.classroom.config.first_view is not None and self._sent_scripts and self.classroom.line.opening():
+            room = self.classroom
+            self._sent_scripts = room.page.scripts
+            self.write(room.page.head(room.line.ahead()))
+            if room.config.first_view is not None and self._sent_scripts and room.line.opening():
                 try:
-                    self.write(self.classroom.config.first_view(self.request.arguments))
+                    self.write(room.config.first_view(self.request.arguments))
                 except Exception:          # the visitor still gets the notice and the page
                     log.exception("Could not build a ready-made first view")
             self._streaming = True
@@ -293,10 +294,12 @@ class OriginLog:
 
 
 class CappedWSHandler(WSHandler):
-    """Panel's websocket handler with a cap on open websockets per process, and an Origin
+    """Panel's websocket handler with the classroom's limits: an allowed host, a cap on open
+    websockets, a token this server signed, a session held here or room for it, a session's
+    and an address's share of websockets, one live websocket per session, every message
+    bounded, document requests rationed and errors answered without a traceback; and an Origin
     check whose refusal message suggests a host only when it is the one the browser asked for
-    (the proxy's X-Forwarded-Host with --use-xheaders; Tornado itself accepts, before this
-    check, a page whose Origin is the Host it asked for)."""
+    (the proxy's X-Forwarded-Host with --use-xheaders)."""
 
     def check_origin(self, origin: str) -> bool:
         allowed = set(self.application.websocket_origins)
@@ -348,9 +351,9 @@ class CappedWSHandler(WSHandler):
             self.finish()
             return
         if not self.classroom.opens.take(self._session_id):
-            self.classroom.refusals.once("opens", "", "Refused a websocket with 429: its session opened more "
-                             "than %d at once, or more than one per %g s", OPENS_BURST,
-                             OPENS_EVERY_S)
+            self.classroom.refusals.once(
+                "opens", "", "Refused a websocket with 429: its session opened more than %d "
+                "at once, or more than one per %g s", OPENS_BURST, OPENS_EVERY_S)
             self.set_status(429)
             self.finish()
             return
@@ -360,9 +363,10 @@ class CappedWSHandler(WSHandler):
             others = self.classroom.by_address.get(self._address, ())
             mine = self.classroom.by_session.get(self._session_id)
             if len(others) - (mine in others) >= limit:
-                self.classroom.refusals.once("address", self._address, "Refused a websocket from %s with "
-                                 "429: %d open from that address (the limit per address)",
-                                 self._address[:60], len(others))
+                self.classroom.refusals.once(
+                    "address", self._address, "Refused a websocket from %s with 429: %d open "
+                    "from that address (the limit per address)", self._address[:60],
+                    len(others))
                 self.set_status(429)
                 self.finish()
                 return

@@ -342,10 +342,6 @@ def _serve(args: argparse.Namespace) -> int:
 
     seams.check_versions()
     server.skip_document_validation()
-    # The explorer at the default address, built once before the first visitor: it warms the
-    # caches a session's page reads, and is the ready-made first view most of a class sees
-    first_views = FirstViews()
-    first_views.html({})
     server.install(server.ServerConfig(
         max_sessions=args.max_sessions,
         websockets_per_address=(server.DEFAULT_WEBSOCKETS_PER_ADDRESS
@@ -354,7 +350,7 @@ def _serve(args: argparse.Namespace) -> int:
         open_at_once=(server.DEFAULT_OPENING_AT_ONCE if args.open_at_once is None
                       else args.open_at_once),
         trust_forwarded_host=args.use_xheaders,
-        title=TITLE, icon_href=FAVICON, first_view=first_views.html))
+        title=TITLE, icon_href=FAVICON, first_view=FirstViews().html))
     server.bound_logs()
     # SIGTERM and SIGINT stop the server: explicitly, because as a container's PID 1 (Docker,
     # Kubernetes) a process has no default action for them and would wait to be killed; the

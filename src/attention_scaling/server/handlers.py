@@ -79,14 +79,16 @@ class Classroom:
         return open_sessions(tornado_app) + self.building >= self.config.max_sessions
 
 
+#: The look of the server's own short pages (full, refused).
+NOTICE_STYLE = """<style>body{font:17px/1.5 system-ui,"Segoe UI",Arial,sans-serif;margin:0;
+display:grid;place-items:center;min-height:100vh;background:#f6f7f9;color:#1d2433}
+main{max-width:32em;padding:24px}h1{font-size:1.4em;margin:0 0 .4em}</style>"""
+
 FULL_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta http-equiv="refresh" content="60">
-<title>The classroom server is full</title>
-<style>body{font:17px/1.5 system-ui,"Segoe UI",Arial,sans-serif;margin:0;display:grid;
-place-items:center;min-height:100vh;background:#f6f7f9;color:#1d2433}
-main{max-width:32em;padding:24px}h1{font-size:1.4em;margin:0 0 .4em}</style></head>
+<title>The classroom server is full</title>""" + NOTICE_STYLE + """</head>
 <body><main><h1>The classroom server is full — try again in a minute</h1>
 <p>Every place on this server is taken. This page tries again by itself in a minute;
 your teacher can also raise the limit (<code>--max-sessions</code>).</p></main></body></html>
@@ -94,8 +96,10 @@ your teacher can also raise the limit (<code>--max-sessions</code>).</p></main><
 
 
 REFUSED_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Not served here</title></head>
-<body><h1>Not served here</h1><p>{what}</p></body></html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Not served here</title>""" + NOTICE_STYLE.replace("{", "{{").replace("}", "}}") + """</head>
+<body><main><h1>Not served here</h1><p>{what}</p></main></body></html>
 """
 
 

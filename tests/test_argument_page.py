@@ -4,8 +4,8 @@ following the controls, and a training run that grows while it runs and ends as 
 import pytest
 from conftest import column, open_app
 
-from attention_scaling import charts, core
-from attention_scaling.charts import BUDGET_WIDTH, TRAINING_STEPS
+from attention_scaling import argument, core
+from attention_scaling.argument import BUDGET_WIDTH, TRAINING_STEPS
 
 pytestmark = pytest.mark.browser
 
@@ -106,9 +106,9 @@ def test_the_rule_the_model_uses_is_highlighted_on_the_open_tab(page, server):
     show_tab(page, "2 Saturation")
     for label, rule in (("unscaled", "none"), ("÷d_k", "linear")):
         page.get_by_role("button", name=label, exact=True).click()
-        a = charts.Argument()
-        a.highlight(rule)
-        want = [r.glyph.line_width for r in a.curve_figs["saturation-curves"].renderers
+        a = argument.Argument()
+        a.shared.highlight(rule)
+        want = [r.glyph.line_width for r in a.shared.curve_figs["saturation-curves"].renderers
                 if type(r.glyph).__name__ == "Line"]
         page.wait_for_function(f"(w) => JSON.stringify(({LINE_WIDTHS})('saturation-curves')) "
                                "=== JSON.stringify(w)", arg=want, timeout=10_000)

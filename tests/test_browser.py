@@ -124,7 +124,7 @@ def test_updates_replace_data_in_place_no_new_models(page, server):
 
 def test_explanation_and_readout_numbers_follow_the_controls(page, server):
     """The text is filled in the browser from the text source: check what is displayed."""
-    from attention_scaling.charts import READOUT
+    from attention_scaling.figures import readout_html
     from attention_scaling.state import ExplorerState
     from attention_scaling.text import caption_html, fill, plain
     open_app(page, server)
@@ -148,8 +148,8 @@ def test_explanation_and_readout_numbers_follow_the_controls(page, server):
     assert text == plain(state.explanation())
     assert page.evaluate(shown, "caption") == plain(fill(caption_html(), expected))
     readout = page.evaluate(shown, "readout")
-    assert readout == plain(fill(READOUT, expected))
-    for key in ("s_max_w", "u_max_w", "s_frob", "u_frob", "s_grad", "u_grad"):
+    assert readout == plain(fill(readout_html(), expected))
+    for key in ("sqrt_max_w", "none_max_w", "sqrt_frob", "none_frob", "sqrt_grad", "none_grad"):
         assert expected[key] in readout
     assert "‖∂p/∂q‖F, to the query" in readout
     assert column(page, "unscaled-weights-source", "weight") != before
@@ -318,7 +318,7 @@ def test_resample_reset_and_copy_link_buttons(page, server):
 def test_the_weight_hover_never_rounds_to_a_lie(page):
     """The hovers format in the browser (assets/js/hover-*.js): a weight
     below 1 never reads 1.0000, a positive weight or p(1 - p) never 0."""
-    from attention_scaling.charts import script
+    from attention_scaling.style import script
     WEIGHT_HOVER_JS, POSITIVE_HOVER_JS = script("hover-weight"), script("hover-positive")
     shown = page.evaluate("""([code, values]) => values.map((v) => new Function('value', code)(v))""",
                           [WEIGHT_HOVER_JS, [1.0, 0.99996, 0.99994, 0.5, 0.27, 3e-5, 1e-300, 0.0]])

@@ -42,12 +42,12 @@ def test_a_bare_address_gets_the_full_state_and_keeps_other_parameters(page, ser
     active = """() => { const div = Bokeh.documents[0].get_model_by_name('readout');
         const el = Bokeh.index.find_one(div).shadow_el.querySelector('[data-active]');
         return el.dataset.active; }"""
-    assert page.evaluate(active) == "scaled"
+    assert page.evaluate(active) == "sqrt"
     page.get_by_role("button", name="unscaled", exact=True).click()
     page.wait_for_function("() => window.location.search.includes('rule=none')", timeout=10_000)
     assert query(page)["hide"] == "text"
     # without the explanation the gradient readout still follows the controls
-    assert page.evaluate(active) == "unscaled"
+    assert page.evaluate(active) == "none"
 
 
 @pytest.mark.parametrize("search", [

@@ -339,7 +339,7 @@ def test_a_stratified_sample_of_the_export_grid_against_50_digits():
             kl = [[mp.mpf(float(x)) for x in row] for row in keys]
             grams[seed, d_k] = [[mpmath.fdot(kl[i], kl[j]) for j in range(len(kl))]
                                 for i in range(len(kl))]
-        v = core.compute_state(d_k, t, seed).by_rule(rule)
+        v = core.compute_state(d_k, t, seed).variants[rule]
         ref = _mp_reference(v.logits, t, grams[seed, d_k], core.rule_divisor(rule, d_k))
         where = (seed, d_k, t, rule)
         for name in ("max_weight", "rest", "max_diagonal", "frobenius", "effective_keys",
@@ -470,9 +470,9 @@ def test_frobenius_never_below_the_largest_diagonal_entry_even_at_extremes():
 def test_linear_rule_variant_divides_by_d_k_and_its_gradient_matches_finite_differences(d_k, t):
     q, keys = core.sample_qk(2288, d_k)
     state = core.compute_state(d_k, t, 2288)
-    v = state.by_rule("linear")
+    v = state.variants["linear"]
     np.testing.assert_allclose(v.logits, keys @ q / d_k, rtol=1e-12)
-    assert state.by_rule("sqrt") is state.scaled and state.by_rule("none") is state.unscaled
+    assert state.variants["sqrt"] is state.scaled and state.variants["none"] is state.unscaled
 
     def p_of_q(x):
         return core.softmax(keys @ x / d_k, t)

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention_scaling import charts, core, export
+from attention_scaling import argument, core, export, figures
 from attention_scaling import text as prose
-from attention_scaling.state import ExplorerState
+from attention_scaling.state import ExplorerState, Setting
 from attention_scaling.text import weight_label
 
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
@@ -202,11 +202,11 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         shown = page.evaluate(TEXT, ["caption", "explanation", "readout"])
         assert shown[0] == prose.plain(prose.fill(prose.caption_html(export.OFFLINE_NOTE), fields))
         assert shown[1] == prose.plain(prose.fill(prose.EXPLANATION, fields))
-        assert shown[2] == prose.plain(prose.fill(charts.READOUT, fields))
+        assert shown[2] == prose.plain(prose.fill(figures.readout_html(), fields))
         readout = page.evaluate("() => window.__spans('readout')")
-        assert readout["s_max_w"] == weight_label(st.scaled)
-        assert readout["u_max_w"] == weight_label(st.unscaled)
-        assert readout["__active"] == prose.WHICH[rule]
+        assert readout["sqrt_max_w"] == weight_label(st.scaled)
+        assert readout["none_max_w"] == weight_label(st.unscaled)
+        assert readout["__active"] == rule
         outline = page.evaluate("""() => ['scaled-weights', 'unscaled-weights'].map(n => {
             const f = window.__model(n); return [f.outline_line_color, f.title.text]; })""")
         outlined = {"sqrt": [True, False], "none": [False, True], "linear": [False, False]}[rule]
@@ -264,7 +264,7 @@ def test_every_column_in_the_browser_is_what_charts_update_sets(offline_page):
             for temperature in (0.1, 1.0, 10.0):
                 for rule in core.RULES:
                     show(page, seed, d_k, temperature, rule)
-                    c = charts.Charts()
+                    c = figures.Charts()
                     explorer = ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
                                              rule=rule)
                     fields = explorer.text_fields()
@@ -320,8 +320,8 @@ def wait_text(page, name, expected):
 
 
 def floored(values):
-    """A gradient column as the log-scale charts draw it (charts.GRAD_FLOOR below)."""
-    return np.maximum(np.asarray(values, float), charts.GRAD_FLOOR).tolist()
+    """A gradient column as the log-scale charts draw it (argument.GRAD_FLOOR below)."""
+    return np.maximum(np.asarray(values, float), argument.GRAD_FLOOR).tolist()
 
 
 #: The widths of the lines of each rule, as the served page's Argument.highlight sets them.
@@ -335,8 +335,8 @@ LINE_WIDTHS = """() => { const out = {};
 
 
 def served_line_widths(rule):
-    a = charts.Argument()
-    a.highlight(rule)
+    a = argument.Argument()
+    a.shared.highlight(rule)
     return {name: [r.glyph.line_width for r in fig.renderers if type(r.glyph).__name__ == "Line"]
             for name, fig in a.figures.items()
             if name in ("saturation-curves", "saturation-eff-keys", "saturation-gradient",
@@ -391,8 +391,8 @@ def test_offline_tabs_show_core_values_and_the_served_page_s_texts(offline_page)
         assert col(page, "saturation-draw-source", "grad_q") == floored(
             [draw[r].query_gradient for r in core.RULES]), case
         assert col(page, "saturation-draw-source", "d_k") == [float(d_k)] * 3, case
-        served = charts.Argument()            # the axes as the served page fits them
-        served.update_curves(curves, d_k, draw)
+        served = argument.Argument()            # the axes as the served page fits them
+        served.shared.update_curves(curves, d_k, draw)
         rng = served.figures["saturation-gradient"].y_range
         assert page.evaluate(Y_RANGE, "saturation-gradient") == [rng.start, rng.end], case
 
@@ -401,13 +401,14 @@ def test_offline_tabs_show_core_values_and_the_served_page_s_texts(offline_page)
             prose.gradient_html(d_k, t, n, rho, curves, draw, core.CURVE_DRAWS)))
 
         open_tab(page, "5 Heads")
-        budget = core.head_budget(charts.BUDGET_WIDTH, t, n, rho)
+        budget = core.head_budget(argument.BUDGET_WIDTH, t, n, rho)
         wait_text(page, "budget-text", prose.plain(
-            prose.budget_html(budget, charts.BUDGET_WIDTH, t, n, rho)))
+            prose.budget_html(budget, argument.BUDGET_WIDTH, t, n, rho)))
         for name, values in budget.items():
             want = floored(values) if name.startswith("grad_q") else np.asarray(values, float).tolist()
             assert col(page, "head-budget-source", name) == want, (case, name)
-        served.update_budget(budget)
+        served.tabs["budget"].draw(Setting(d_k=d_k, rule=rule, temperature=t, seed=0, keys=n,
+                                            align=rho))
         rng = served.figures["head-budget-gradient"].y_range
         assert page.evaluate(Y_RANGE, "head-budget-gradient") == [rng.start, rng.end], case
         assert page.evaluate(LINE_WIDTHS) == served_line_widths(rule), case
@@ -440,22 +441,22 @@ def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(o
     for d_k in (16, 64):
         show(page, seeds[0], d_k, 1.0, "sqrt")
         page.get_by_role("button", name="Train").click()
-        runs = {r: core.train(d_k, r, seeds[0], temperature=1.0, steps=charts.TRAINING_STEPS)
+        runs = {r: core.train(d_k, r, seeds[0], temperature=1.0, steps=argument.TRAINING_STEPS)
                 for r in core.RULES}
         wait_text(page, "training-text", prose.plain(prose.training_html(runs, d_k, 1.0, 8)))
-        assert col(page, "training-source", "step") == list(range(charts.TRAINING_STEPS + 1))
+        assert col(page, "training-source", "step") == list(range(argument.TRAINING_STEPS + 1))
         for r, run in runs.items():
             assert col(page, "training-source", f"loss_{r}") == run.loss, (d_k, r)
             assert col(page, "training-source", f"grad_wq_{r}") == floored(run.grad_wq), (d_k, r)
             assert col(page, "training-source", f"grad_wk_{r}") == floored(run.grad_wk), (d_k, r)
         assert page.evaluate(status) == prose.training_status_html(
-            charts.TRAINING_STEPS, charts.TRAINING_STEPS, d_k, 1.0, 8, True)
+            argument.TRAINING_STEPS, argument.TRAINING_STEPS, d_k, 1.0, 8, True)
         # the axes as the served page sets them for this run
-        a = charts.Argument()
-        a.show_training(runs)
+        a = argument.Argument()
+        a.tabs["training"].show_runs(runs)
         assert page.evaluate(TRAINING_RANGES) == [
             [f.x_range.start, f.x_range.end, f.y_range.start, f.y_range.end]
-            for f in (a.training_figs["training-loss"], a.training_figs["training-gradients"])]
+            for f in a.tabs["training"].figures.values()]
     # its CSV is named after the run's own setting, as on the served page
     with page.expect_download() as info:
         page.get_by_role("button", name="Download CSV").click()

@@ -247,7 +247,7 @@ def test_the_view_downloads_as_png_svg_and_csv_named_after_the_state(page, serve
             assert float(r[f"p_1_minus_p_{side}"]) == v.diagonal[i]
             assert float(r[f"grad_to_query_{side}"]) == v.query_rows[i]
     # the SVG: the two bar charts as BokehJS exports them, each bar where core's weight puts it
-    from attention_scaling.charts import SCALED_COLOR, UNSCALED_COLOR
+    from attention_scaling.style import SCALED_COLOR, UNSCALED_COLOR
     name, data = _download(page, "Download SVG")
     assert name == stem + ".svg"
     svg = ET.fromstring(data)
@@ -332,7 +332,7 @@ def _check_curves(chart, xs, by_rule, log_y=False):
     """Each rule's line in ``chart`` is its values: every point on one straight line through
     (log10 x, value) or (log10 x, log10 value), as the figure's scales place them."""
     import numpy as np
-    from attention_scaling.charts import RULE_COLORS
+    from attention_scaling.style import RULE_COLORS
     for rule, values in by_rule.items():
         lines = _lines(chart, RULE_COLORS[rule])
         assert lines, rule
@@ -368,7 +368,8 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
     import struct
     import xml.etree.ElementTree as ET
     import numpy as np
-    from attention_scaling.charts import GRAD_FLOOR, SCALED_COLOR, UNSCALED_COLOR
+    from attention_scaling.argument import GRAD_FLOOR
+    from attention_scaling.style import SCALED_COLOR, UNSCALED_COLOR
     search, stem = TAB_CASES[tab]
     open_at(page, server, search)
     q = dict(x.split("=") for x in search[1:].split("&"))
@@ -454,7 +455,7 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
                           log_y=m == "grad_q")
     elif tab == "training":
         assert list(charts) == ["training-loss", "training-gradients"]
-        from attention_scaling.charts import RULE_COLORS
+        from attention_scaling.style import RULE_COLORS
         for rule in core.RULES:
             pts = _lines(charts["training-loss"], RULE_COLORS[rule])[0]
             assert len(pts) == 301
@@ -541,7 +542,7 @@ def _lab(hex_color):
 
 
 def test_the_jacobian_map_is_perceptually_uniform():
-    from attention_scaling.charts import DIVERGING, SEQUENTIAL
+    from attention_scaling.style import DIVERGING, SEQUENTIAL
     for palette in (DIVERGING[:128], DIVERGING[127:][::-1], SEQUENTIAL):
         lightness = [_lab(c) for c in palette]
         steps = [b - a for a, b in zip(lightness, lightness[1:])]

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from attention_scaling import core
-from attention_scaling.charts import KEY_LABELS, Charts
+from attention_scaling.figures import Charts
+from attention_scaling.style import KEY_LABELS
 from attention_scaling.state import ExplorerState
 from attention_scaling.text import FIG3_SEED, weight_label
 
@@ -114,7 +115,7 @@ def test_explanation_numbers_come_from_the_state():
     raw_sd = f"{float(state.result.raw_logits.std()):.3g}"
     assert raw_sd in text
     fields = state.text_fields()
-    assert (fields["s_max_w"], fields["u_max_w"]) == (
+    assert (fields["sqrt_max_w"], fields["none_max_w"]) == (
         weight_label(state.result.scaled), weight_label(state.result.unscaled))
     assert fields["frob"] == f"{state.result.scaled.frobenius:.3g}"
     assert '<span data-k="raw_sd">' in text
@@ -124,7 +125,7 @@ def test_text_source_carries_the_fields_and_the_divs_are_written_once():
     state, charts = _bound()
     first = charts.explanation.text
     assert '<span data-k="d">64</span>' in first
-    assert "<table data-active='scaled'>" in charts.readout.text
+    assert "<table data-active='sqrt'>" in charts.readout.text
     state.d_k = 512
     assert charts.explanation.text == first          # the browser fills the spans
     values = dict(zip(charts.text_source.data["field"], charts.text_source.data["value"]))
@@ -151,7 +152,7 @@ def test_text_fields_are_shared_per_setting_but_handed_out_as_copies():
 @pytest.mark.parametrize("top, align", [(0, "left"), (1, "left"), (2, "center"), (5, "center"),
                                         (6, "right"), (7, "right")])
 def test_the_max_label_reads_towards_the_middle_near_an_edge(top, align):
-    from attention_scaling.charts import bar_data
+    from attention_scaling.figures import bar_data
 
     logits = np.zeros(len(KEY_LABELS))
     logits[top] = 3.0

@@ -29,8 +29,8 @@ def test_example_notebook_executes_and_renders_the_explorer():
     from attention_scaling.text import weight_label
     # the notebook prints the page's own wording and numbers for the same state
     f = ExplorerState(d_k=512, rule="none").text_fields()
-    assert f"max weight: scaled {f['s_max_w']}, unscaled {f['u_max_w']}" in printed
-    assert f"‖∂p/∂q‖_F: scaled {f['s_grad']}, unscaled {f['u_grad']}" in printed
+    assert f"max weight: scaled {f['sqrt_max_w']}, unscaled {f['none_max_w']}" in printed
+    assert f"‖∂p/∂q‖_F: scaled {f['sqrt_grad']}, unscaled {f['none_grad']}" in printed
     assert f"typical draw (median of {f['mc_n']}): scaled {f['mc_s']}, unscaled {f['mc_u']}" in printed
     table = "".join(o.get("text", "") for o in nb.cells[5].outputs)
     st = core.compute_state(4096, 1.0, 2288)

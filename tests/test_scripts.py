@@ -10,7 +10,7 @@ from bokeh.document import Document
 from bokeh.models import CustomJS, CustomJSHover, CustomJSTickFormatter
 
 from attention_scaling import export
-from attention_scaling.charts import ASSETS, script, script_globals
+from attention_scaling.style import ASSETS, script, script_globals
 from attention_scaling.page import Explorer
 from attention_scaling.state import ExplorerState
 

@@ -16,7 +16,7 @@ from conftest import free_port, run_in_thread
 from tornado.httpclient import AsyncHTTPClient
 
 from attention_scaling import core
-from attention_scaling.charts import TRAINING_STEPS
+from attention_scaling.argument import TRAINING_STEPS
 from attention_scaling.page import Explorer
 from attention_scaling.state import ExplorerState
 
@@ -62,7 +62,7 @@ async def served(settings: dict, **server_args):
 
 
 def steps_shown(explorer) -> int:
-    return len(explorer.view.argument.training_source.data.get("step", []))
+    return len(explorer.view.argument.tabs["training"].source.data.get("step", []))
 
 
 async def until(condition, timeout: float = 60) -> None:
@@ -105,7 +105,7 @@ def test_a_served_run_ends_as_cores_run_with_nothing_left_scheduled():
         try:
             await until(lambda: steps_shown(explorer) == TRAINING_STEPS + 1)
             await asyncio.sleep(0.2)
-            return (dict(explorer.view.argument.training_source.data),
+            return (dict(explorer.view.argument.tabs["training"].source.data),
                     explorer.view.train_button.disabled, list(doc.session_callbacks))
         finally:
             server.stop()

@@ -17,7 +17,7 @@ from bokeh.document import Document
 from bokeh.model import Model
 from conftest import Server, bokeh_socket, page_token, run_in_thread
 
-from attention_scaling import charts, core
+from attention_scaling import core, style
 from attention_scaling.page import Explorer
 from attention_scaling.state import ExplorerState
 
@@ -98,7 +98,7 @@ def test_no_two_sessions_hold_the_same_list_dict_or_array(train, values):
     shared = sorted(a[i][0] for i in a.keys() & b.keys())
     assert shared == [], shared
     globals_ = package_globals()
-    assert id(charts.RULE_COLORS) in globals_    # the walk sees the package's own
+    assert id(style.RULE_COLORS) in globals_    # the walk sees the package's own
     module_level = sorted(f"{a[i][0]} is {globals_[i][0]}" for i in a.keys() & globals_.keys())
     assert module_level == [], module_level
 
@@ -107,7 +107,7 @@ def test_the_walk_finds_a_list_two_sessions_share(monkeypatch):
     """Positive control: a column that is one module-level list in both documents (as the
     bars' keys were) is found, as shared and as the package's."""
     shared = [f"k{i + 1}" for i in range(core.N_KEYS)]
-    monkeypatch.setattr(charts, "SHARED_PROBE", shared, raising=False)
+    monkeypatch.setattr(style, "SHARED_PROBE", shared, raising=False)
     docs = []
     for _ in range(2):
         doc = Document()

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from attention_scaling import core, export
-from attention_scaling.charts import READOUT, jacobian_data
+from attention_scaling.figures import jacobian_data, readout_html
 from attention_scaling.state import ExplorerState
 from attention_scaling.text import (EXPLANATION, FIG3_SEED, NUMBER_WORDS, WHICH, caption_html, fill, guide_html,
                                     plain)
@@ -299,7 +299,7 @@ CLAIMS: list[tuple[str, callable]] = [
      lambda m, c: c.fields["which"] == WHICH[c.rule]),
     (r"J is the softmax's Jacobian with respect to its own input u = z/T, the same for any "
      r"logits that give the same weights; ∂p/∂q = J K/\(s T\) is what reaches the query "
-     r"\(s = √d_k scaled, 1 unscaled, d_k under ÷d_k\), so it carries the 1/s and the 1/T\.",
+     r"\(s the rule's divisor: 1, √dk or dk\), so it carries the 1/s and the 1/T\.",
      lambda m, c: np.allclose(core.softmax_jacobian(c.p[c.scaled]), c.active.jacobian,
                               rtol=1e-9, atol=1e-300) and _query_gradient_is_jk(c)),
     # guide
@@ -309,7 +309,7 @@ CLAIMS: list[tuple[str, callable]] = [
      r"column follow the unscaled softmax; ‖∂p/∂q‖F is the gradient that reaches the query\.",
      lambda m, c: ExplorerState(d_k=c.d, temperature=c.t, seed=c.seed, rule="none", keys=c.n,
                                align=c.rho)
-     .text_fields()["grad"] == c.fields["u_grad"]),
+     .text_fields()["grad"] == c.fields["none_grad"]),
     (r"Lower T below 1: it sharpens both charts; at T = 1/√dk the scaled chart equals the "
      r"unscaled one at T = 1\.", lambda m, c: _lower_t(c)),
     (r"Resample draws a new q and new keys: one more sample, where the caption's medians "
@@ -318,12 +318,12 @@ CLAIMS: list[tuple[str, callable]] = [
 ]
 _COMPILED = [(re.compile(pattern), condition) for pattern, condition in CLAIMS]
 
-#: Readout rows: label -> (scaled, unscaled) cell check.
-_ROW = re.compile(r"<tr[^>]*><th[^>]*>(.*?)</th><td class='s'>(.*?)</td><td class='u'>(.*?)</td>"
-                  r"<td class='l'>(.*?)</td></tr>")
+#: Readout rows: label -> (unscaled, ÷√d_k, ÷d_k) cell check.
+_ROW = re.compile(r"<tr[^>]*><th[^>]*>(.*?)</th><td data-rule='none'>(.*?)</td>"
+                  r"<td data-rule='sqrt'>(.*?)</td><td data-rule='linear'>(.*?)</td></tr>")
 
 
-def _cells_ok(label: str, s: str, u: str, lin: str, c: Context) -> bool:
+def _cells_ok(label: str, u: str, s: str, lin: str, c: Context) -> bool:
     label = plain(label)
     checks = {"max weight": lambda v, text, scaled: (
                   text.endswith(f" on k{int(np.argmax(c.p[scaled])) + 1}")
@@ -334,7 +334,7 @@ def _cells_ok(label: str, s: str, u: str, lin: str, c: Context) -> bool:
               "‖∂p/∂q‖F, to the query": lambda v, text, scaled: number_shows(text, v.query_gradient)}
     check = checks[label]
     return (check(c.state.scaled, plain(s), True) and check(c.state.unscaled, plain(u), False)
-            and check(c.state.linear, plain(lin), "linear"))
+            and check(c.state.variants["linear"], plain(lin), "linear"))
 
 
 def sentences(markup: str) -> list[str]:
@@ -349,7 +349,7 @@ def sentences(markup: str) -> list[str]:
 
 def texts(c: Context) -> list[str]:
     """Every sentence of the caption, the guide, the explanation and the readout's note."""
-    readout = fill(READOUT, c.fields)
+    readout = fill(readout_html(), c.fields)
     return (sentences(fill(caption_html(), c.fields)) + sentences(guide_html())
             + sentences(fill(EXPLANATION, c.fields))
             + sentences(readout.split("</table>")[-1]))
@@ -371,11 +371,11 @@ def _check_state(key, c, seen):
         pattern, condition = matches[0]
         assert condition(pattern.fullmatch(sentence), c), f"{key}: false here: {sentence!r}"
         seen[pattern.pattern] = seen.get(pattern.pattern, 0) + 1
-    body = fill(READOUT, c.fields).split("<tbody>")[1].split("</tbody>")[0]
+    body = fill(readout_html(), c.fields).split("<tbody>")[1].split("</tbody>")[0]
     rows = _ROW.findall(body)
     assert len(rows) == 5 == body.count("<tr")
-    for label, s, u, lin in rows:
-        assert _cells_ok(label, s, u, lin, c), (key, plain(label), s, u, lin)
+    for label, u, s, lin in rows:
+        assert _cells_ok(label, u, s, lin, c), (key, plain(label), u, s, lin)
 
 
 #: The claims made only where the first key is aligned with the query.
@@ -427,7 +427,7 @@ def test_the_sentences_hold_for_other_numbers_of_keys(n):
 def test_a_false_sentence_is_caught():
     """The checks can fail: the default state's text with its numbers swapped is refused."""
     c = Context(FIG3_SEED, 64, 1.0, True)
-    swapped = dict(c.fields, s_grad=c.fields["u_grad"], u_grad=c.fields["s_grad"])
+    swapped = dict(c.fields, sqrt_grad=c.fields["none_grad"], none_grad=c.fields["sqrt_grad"])
     sentence = [s for s in sentences(fill(EXPLANATION, swapped))
                 if s.startswith("‖∂p/∂q‖F is")][0]
     pattern, condition = next((p, cond) for p, cond in _COMPILED if p.fullmatch(sentence))
@@ -468,11 +468,11 @@ def test_the_docs_describe_the_default_view_as_the_page_shows_it():
         "docs/accessibility.md")
     state = ExplorerState()
     f = state.text_fields()
-    assert f"scaled max weight {f['s_max_w']}, unscaled {f['u_max_w']}" in readme
+    assert f"scaled max weight {f['sqrt_max_w']}, unscaled {f['none_max_w']}" in readme
     assert f"placed among {f['mc_n']} other draws" in readme
     assert f["mild"] and "milder than two draws in three" in page
-    assert (f'"Scaled: max weight {f["s_max_w"]} on {f["s_top"]}; unscaled: max weight '
-            f'{f["u_max_w"]} on {f["u_top"]}."' in learners)
+    assert (f'"Scaled: max weight {f["sqrt_max_w"]} on {f["sqrt_top"]}; unscaled: max weight '
+            f'{f["none_max_w"]} on {f["none_top"]}."' in learners)
     scaled, unscaled = state.result.scaled, state.result.unscaled
     assert scaled.frobenius > unscaled.frobenius and scaled.query_gradient < unscaled.query_gradient
     assert ("at the default draw ‖J‖_F is larger scaled than unscaled, while ‖∂p/∂q‖_F is "

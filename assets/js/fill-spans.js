@@ -22,7 +22,7 @@ for (const div of divs) {
     if (v !== undefined && el.textContent !== v) el.textContent = v;
   }
   for (const el of root.querySelectorAll('[data-active]')) {
-    if (el.dataset.active !== values.which) el.dataset.active = values.which;
+    if (el.dataset.active !== values.active) el.dataset.active = values.active;
   }
   if (box == null) continue;
   const tallest = AS.note(box, 'tallest',

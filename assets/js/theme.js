@@ -2,13 +2,14 @@
 // or theme=dark (the theme buttons `buttons`, 0 auto, 1 light, 2 dark, write it there). The
 // dark theme is a set of CSS variables on the document, inherited by every pane: the page's
 // own (--as-theme-*) and Bokeh's overrides of the charts' visual properties (--bk-*), so the
-// figures are drawn dark by Bokeh itself, not filtered.
-/* global AS, buttons, cb_obj */
+// figures are drawn dark by Bokeh itself, not filtered. `rule_inks` are the rules' names'
+// colours on the dark page (--as-theme-text-<rule>, from core.RULE_TABLE).
+/* global AS, buttons, cb_obj, rule_inks */
 const DARK = `color-scheme: dark;
   --as-theme-ink: #e4e7eb; --as-theme-muted: #bcc6d0; --as-theme-line: #3e4c59;
   --as-theme-panel: #1a2027; --as-theme-card: #11161b; --as-theme-highlight: #4a3a12;
   --as-theme-code: #2a333d; --as-theme-link: #8cc8ff;
-  --as-theme-text-s: #56B4E9; --as-theme-text-u: #F08A4B; --as-theme-text-l: #3FD0A0;
+  ${rule_inks}
   --bk-background-fill-color: #1a2027; --bk-border-fill-color: #1a2027;
   --bk-text-color: #e4e7eb; --bk-axis-label-text-color: #bcc6d0;
   --bk-major-label-text-color: #bcc6d0; --bk-axis-line-color: #7b8794;

@@ -9,7 +9,7 @@ from bokeh.layouts import column, row
 from bokeh.models import Slider
 
 from attention_scaling import core
-from attention_scaling.charts import Charts
+from attention_scaling.figures import Charts
 
 values = list(core.D_K_VALUES)
 charts = Charts()

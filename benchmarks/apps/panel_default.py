@@ -8,7 +8,7 @@ server changes, Nagle's algorithm on the websocket.
 import panel as pn
 
 from attention_scaling import core
-from attention_scaling.charts import Charts
+from attention_scaling.figures import Charts
 
 values = list(core.D_K_VALUES)
 charts = Charts()

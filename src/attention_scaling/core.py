@@ -14,6 +14,8 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from types import MappingProxyType
+from typing import Mapping
 
 import numpy as np
 
@@ -38,9 +40,45 @@ TEMPERATURES: tuple[float, ...] = tuple(
 #: Number of keys the query attends over (k1..k8, as in Fig. 3).
 N_KEYS = 8
 
-#: Scaling rules for the logits q . k, in the order shown: divide by 1 (none), by sqrt(d_k)
-#: (the Transformer's rule) or by d_k (muP's rule, Tensor Programs V).
-RULES: tuple[str, ...] = ("none", "sqrt", "linear")
+@dataclass(frozen=True)
+class Rule:
+    """A scaling rule of the logits: what it divides q . k by and how the page names and draws
+    it. Every rule-dependent thing (states, curves, texts, charts, readout, downloads, the
+    offline copy, the CSS of the highlighted column) is derived from :data:`RULE_TABLE`."""
+
+    key: str                  # its value in links (?rule=) and its name in columns and fields
+    exponent: float           # q . k is divided by d_k ** exponent
+    label: str                # on charts, buttons and in plain text
+    html: str                 # in the page's prose and table headers
+    word: str                 # what the prose calls the logits the model uses under it
+    color: str                # its lines, dots and bands (Okabe-Ito)
+    ink: str                  # its name as text on the light page (>= 4.5:1 on white)
+    ink_dark: str             # the same on the dark page
+    dash: tuple[int, ...]     # its lines' dash, so that no line is told apart by colour alone
+    marker: str               # its dots' marker
+
+    def divisor(self, d_k: int) -> float:
+        """What this rule divides q . k by at head width ``d_k`` (exactly sqrt for 1/2)."""
+        if self.exponent == 0:
+            return 1.0
+        if self.exponent == 0.5:
+            return math.sqrt(d_k)
+        return float(d_k) ** self.exponent
+
+
+#: The scaling rules, in the order shown: divide by 1 (none), by sqrt(d_k) (the Transformer's
+#: rule) or by d_k (muP's rule, Tensor Programs V). A new rule is a new row.
+RULE_TABLE: tuple[Rule, ...] = (
+    Rule("none", 0.0, "unscaled", "unscaled", "unscaled", "#D55E00", "#B34700", "#F08A4B",
+         (), "circle"),
+    Rule("sqrt", 0.5, "÷√d_k", "÷√d<sub>k</sub>", "scaled", "#0072B2", "#0072B2", "#56B4E9",
+         (6,), "square"),
+    Rule("linear", 1.0, "÷d_k", "÷d<sub>k</sub>", "÷d_k", "#009E73", "#00785A", "#3FD0A0",
+         (2, 4, 6, 4), "triangle"),
+)
+#: The rules by key, and their keys in order.
+RULE = {r.key: r for r in RULE_TABLE}
+RULES: tuple[str, ...] = tuple(RULE)
 
 
 def as_rule(rule) -> str:
@@ -48,20 +86,14 @@ def as_rule(rule) -> str:
     "none"."""
     if rule is True or rule is False:
         return "sqrt" if rule else "none"
-    if rule not in RULES:
+    if rule not in RULE:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
     return rule
 
 
 def rule_divisor(rule: str, d_k: int) -> float:
     """What ``rule`` divides the logits q . k by at head width ``d_k``."""
-    if rule == "none":
-        return 1.0
-    if rule == "sqrt":
-        return math.sqrt(d_k)
-    if rule == "linear":
-        return float(d_k)
-    raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    return RULE[as_rule(rule)].divisor(d_k)
 
 
 #: Largest value any entry of a softmax Jacobian can take in absolute value:
@@ -320,33 +352,36 @@ def variant(logits, temperature: float = 1.0, keys=None, divisor: float = 1.0) -
 
 @dataclass(frozen=True)
 class State:
-    """Everything the explorer shows for one setting of the controls."""
+    """Everything the explorer shows for one setting of the controls: per rule of
+    :data:`RULES`, its :class:`Variant` and its sweep of p(1 - p) across widths (read-only
+    mappings: states are shared between sessions)."""
 
     d_k: int
     temperature: float
     seed: int
     raw_logits: np.ndarray      # q . k, unscaled
-    scaled: Variant
-    unscaled: Variant
-    widths: tuple[int, ...]     # the d_k values of the diagonal sweep (columns)
-    scaled_sweep: np.ndarray    # p(1-p), shape (n_keys, len(widths)), scaled logits
-    unscaled_sweep: np.ndarray  # the same for unscaled logits
-    linear_sweep: np.ndarray    # the same for the logits divided by d_k
-    linear: Variant             # the logits divided by d_k (rule "linear")
+    variants: Mapping[str, Variant]
+    widths: tuple[int, ...]     # the d_k values of the diagonal sweeps (columns)
+    sweeps: Mapping[str, np.ndarray]   # p(1-p), shape (n_keys, len(widths)), per rule
     align: float = 0.0          # rho: the first key's correlation with the query
 
-    def by_rule(self, rule: str) -> Variant:
-        """The variant of a scaling rule of :data:`RULES`."""
-        return {"none": self.unscaled, "sqrt": self.scaled, "linear": self.linear}[rule]
+    @property
+    def scaled(self) -> Variant:
+        """The ÷√d_k variant: the left bar chart of the reference figure."""
+        return self.variants["sqrt"]
+
+    @property
+    def unscaled(self) -> Variant:
+        """The unscaled variant: the right bar chart of the reference figure."""
+        return self.variants["none"]
 
     def active(self, rule) -> Variant:
         """The variant the model uses under ``rule`` (or scaled: True / False)."""
-        return self.by_rule(as_rule(rule))
+        return self.variants[as_rule(rule)]
 
     def sweep(self, rule) -> np.ndarray:
         """The p(1 - p) sweep under ``rule`` (or scaled: True / False)."""
-        return {"sqrt": self.scaled_sweep, "none": self.unscaled_sweep,
-                "linear": self.linear_sweep}[as_rule(rule)]
+        return self.sweeps[as_rule(rule)]
 
 
 def _rule_logits(query, keys, rule: str) -> np.ndarray:
@@ -408,16 +443,13 @@ def compute_state_uncached(
         temperature=_check_temperature(temperature),
         seed=int(seed),
         raw_logits=raw,
-        scaled=variants["sqrt"],
-        unscaled=variants["none"],
+        variants=MappingProxyType(variants),
         widths=D_K_VALUES,
-        scaled_sweep=diagonal_sweep(seed, temperature, True, D_K_VALUES, n_keys, align),
-        unscaled_sweep=diagonal_sweep(seed, temperature, False, D_K_VALUES, n_keys, align),
-        linear_sweep=diagonal_sweep(seed, temperature, "linear", D_K_VALUES, n_keys, align),
-        linear=variants["linear"],
+        sweeps=MappingProxyType({r: diagonal_sweep(seed, temperature, r, D_K_VALUES, n_keys,
+                                                   align) for r in RULES}),
         align=align,
     )
-    for v in (state.scaled, state.unscaled, state.linear):
+    for v in variants.values():
         for a in (v.logits, v.probs, v.jacobian, v.diagonal, v.query_rows):
             a.setflags(write=False)
     raw.setflags(write=False)
@@ -832,10 +864,9 @@ def _logit_distribution(d_k: int) -> dict:
     for r in RULES:
         z = raw / rule_divisor(r, d_k)
         out[f"std_{r}"] = float(z.std())
-        if r != "linear":
-            lim = float(np.quantile(np.abs(z), 0.999))
-            counts, edges = np.histogram(z, bins=LOGIT_BINS, range=(-lim, lim), density=True)
-            out[f"counts_{r}"], out[f"edges_{r}"] = counts, edges
+        lim = float(np.quantile(np.abs(z), 0.999))
+        counts, edges = np.histogram(z, bins=LOGIT_BINS, range=(-lim, lim), density=True)
+        out[f"counts_{r}"], out[f"edges_{r}"] = counts, edges
     return out
 
 
@@ -843,8 +874,7 @@ def logit_distribution(d_k: int) -> dict:
     """q . k for :data:`LOGIT_DRAWS` random draws of a query and a key with i.i.d. N(0, 1)
     components at width ``d_k`` (as |q| g): the measured standard deviation under each rule
     (``std_<rule>``) and histograms (density, :data:`LOGIT_BINS` bins over the middle 99.9%)
-    of the raw and the ÷√d_k logits (``counts_none``, ``edges_none``, ``counts_sqrt``,
-    ``edges_sqrt``). Seeded: the same numbers every run."""
+    of the logits under each rule (``counts_<rule>``, ``edges_<rule>``). Seeded: the same numbers every run."""
     _check_choice("d_k", int(d_k), D_K_VALUES)
     return _logit_distribution(int(d_k))
 
@@ -864,7 +894,7 @@ def draw_metrics(d_k: int, temperature: float, seed: int, n_keys: int = N_KEYS,
     ``align``-correlated with q) under each rule: rule -> :class:`Variant`, the variants of
     :func:`compute_state` at this setting."""
     state = compute_state(d_k, temperature, seed, n_keys, align)
-    return {r: state.by_rule(r) for r in RULES}
+    return dict(state.variants)
 
 
 # ---- training: one attention head, plain NumPy --------------------------------------------

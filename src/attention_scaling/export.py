@@ -3,7 +3,7 @@
 Every setting of the controls (seeds x widths x temperatures x the three rules) is computed by
 :mod:`core` and turned into exactly the columns and texts the served page shows (the same
 ``charts.*_data`` functions, text fields and ``View.draw_tab`` / ``View.show_training``),
-packed, and carried by the shared :class:`charts.View`, which one JavaScript program
+packed, and carried by the shared :class:`layout.View`, which one JavaScript program
 (assets/js/offline-select.js) points at the chosen setting. No server, no network: every
 script and style is inside the file.
 
@@ -34,9 +34,11 @@ from bokeh.models import CustomJS, Div, Spinner
 from bokeh.resources import INLINE
 
 from . import core
-from .charts import (KEY_LABELS, LABEL_ALPHA, TABS, TRAINING_STEPS, Charts, View, bar_data,
-                     diagonal_label_data, jacobian_data, max_label, script, sweep_data)
-from .state import CONTROLS, ExplorerState
+from .argument import TRAINING_STEPS
+from .figures import Charts, bar_data, diagonal_label_data, jacobian_data, max_label, sweep_data
+from .layout import View
+from .style import KEY_LABELS, LABEL_ALPHA, script
+from .state import CONTROLS, TABS, ExplorerState, Setting
 from .text import FIG3_D_K, FIG3_SEED, TITLE, guide_html
 
 #: Largest file the export may write; every state of 4 seeds fits in it.
@@ -156,74 +158,88 @@ def training_runs(seed: int) -> dict[int, dict]:
             for d_k in core.D_K_VALUES}
 
 
+def _settings(kind: str, seeds: list[int]):
+    """The settings the offline copy holds a tab at, in the order of their index of ``kind``:
+    ``width`` (T = 1), ``temperature`` (the first width) or ``setting`` (every seed, width and
+    temperature), each at the offline alignment and keys, the rule ÷√d_k."""
+    d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
+    grid = {"width": [(seeds[0], d, 1.0) for d in d_ks],
+            "temperature": [(seeds[0], d_ks[0], t) for t in temps],
+            "setting": [(s, d, t) for s in seeds for d in d_ks for t in temps]}[kind]
+    for seed, d_k, t in grid:
+        yield Setting(d_k=d_k, rule="sqrt", temperature=t, seed=seed, keys=N, align=OFFLINE_ALIGN)
+
+
+def _index(kind: str, s: Setting, seeds: list[int]) -> int:
+    """A setting's index of ``kind`` (assets/js/offline-select.js computes the same)."""
+    di, ti = core.D_K_VALUES.index(s.d_k), core.TEMPERATURES.index(s.temperature)
+    return {"width": di, "temperature": ti,
+            "setting": (seeds.index(s.seed) * len(core.D_K_VALUES) + di)
+            * len(core.TEMPERATURES) + ti}[kind]
+
+
 def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
     """The argument's tabs at every setting, as the served page draws them
     (View.draw_tab, View.show_training on a View of its own): their sources' blocks and,
     as JSON, their texts, which source each tab sets at which index, the highlighted lines'
-    widths per rule and the training runs' index, ranges and status lines."""
-    d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
+    widths per rule and the training runs' index, ranges and status lines. Each tab is held
+    as its class in argument.TAB_VIEWS says (``offline``, ``stores``)."""
     view = View(values={c.name: c.default for c in CONTROLS})
     view.build_argument()
-    a, texts = view.argument, view.section_texts
+    a = view.argument
     blocks = _Blocks()
-    text: dict[str, list] = {key: [] for key, _ in TABS[1:]}
-    setting = (seeds[0], N, OFFLINE_ALIGN, "sqrt")
-    for d_k in d_ks:
-        view.draw_tab("variance", d_k, 1.0, *setting)
-        blocks.add(a.hist_source)
-        blocks.add(a.width_source)
-        text["variance"].append(_paragraphs(texts["variance"].text, table))
-    for t in temps:
-        view.draw_tab("budget", d_ks[0], t, *setting)
-        blocks.add(a.budget_source)
-        blocks.add_range("head-budget-gradient:y_range", a.figures["head-budget-gradient"].y_range)
-        text["budget"].append(_paragraphs(texts["budget"].text, table))
-    for si, seed in enumerate(seeds):
-        for d_k in d_ks:
-            for t in temps:
-                for key in ("saturation", "gradient"):
-                    view.draw_tab(key, d_k, t, seed, N, OFFLINE_ALIGN, "sqrt")
-                    text[key].append(_paragraphs(texts[key].text, table))
-                if si == 0 and d_k == d_ks[0]:
-                    blocks.add(a.curves_source)
-                blocks.add(a.draw_source)
-                blocks.add_range("saturation-gradient:y_range",
-                                 a.figures["saturation-gradient"].y_range)
+    text: dict[str, list] = {tab.key: [] for tab in TABS[1:]}
+    drawn = {key: tab for key, tab in a.tabs.items() if tab.offline}
+    _drawn_tabs(view, drawn, seeds, blocks, table, text)
     lines = [line for r in core.RULES for line in a.rule_lines[r]]
     widths = {}
     for rule in core.RULES:
-        a.highlight(rule)
+        a.shared.highlight(rule)
         widths[rule] = [line.glyph.line_width for line in lines]
+    return blocks, dict(
+        texts=text, widths=widths,
+        sources={key: [list(store) for store in tab.stores] for key, tab in drawn.items()},
+        text_index={key: tab.offline for key, tab in drawn.items()},
+        **_training(view, seeds, blocks, table, text),
+        tabs=[tab.key for tab in TABS])
+
+
+def _drawn_tabs(view: View, drawn: dict, seeds: list[int], blocks: _Blocks, table: _Table,
+                text: dict) -> None:
+    """Each tab drawn from the controls at every setting of its ``offline`` index: its text
+    (into ``text``) and, the first time each index of theirs comes up, its stores' blocks."""
+    stored: dict[str, int] = {}              # models' blocks so far, by name
+    for key, tab in drawn.items():
+        for setting in _settings(tab.offline, seeds):
+            view.draw_tab(key, setting)
+            text[key].append(_paragraphs(view.section_texts[key].text, table))
+            for name, kind in tab.stores:
+                if _index(kind, setting, seeds) == stored.get(name, 0):
+                    model = view.argument.model(name)
+                    (blocks.add_range(name, model) if ":" in name else blocks.add(model))
+                    stored[name] = stored.get(name, 0) + 1
+
+
+def _training(view: View, seeds: list[int], blocks: _Blocks, table: _Table,
+              text: dict) -> dict:
+    """The training runs the offline copy holds (one per width, :func:`training_runs`): their
+    source's blocks, texts (into ``text``), and as JSON their index, ranges and status."""
+    d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
     runs = training_runs(seeds[0])
     ranges, status, tags, ti = [], [], [], temps.index(TRAINING_TEMPERATURE)
-    figs = a.training_figs
+    training = view.argument.tabs["training"]
     for d_k in d_ks:
         view.show_training(runs[d_k], d_k, TRAINING_TEMPERATURE, N)
-        blocks.add(a.training_source)
-        text["training"].append(_paragraphs(texts["training"].text, table))
-        status.append(view.training_status.text)
-        tags.append(list(a.training_source.tags))      # what the downloads are named after
+        blocks.add(training.source)
+        text["training"].append(_paragraphs(view.section_texts["training"].text, table))
+        status.append(training.status.text)
+        tags.append(list(training.source.tags))      # what the downloads are named after
         ranges.append({name: {r: [getattr(fig, r).start, getattr(fig, r).end]
-                              for r in ("x_range", "y_range")} for name, fig in figs.items()})
-    meta = dict(
-        texts=text, widths=widths,
-        sources={"variance": [["logit-histogram-source", "width"],
-                              ["logit-width-source", "width"]],
-                 "saturation": [["saturation-curves-source", "temperature"],
-                                ["saturation-draw-source", "setting"],
-                                ["saturation-gradient:y_range", "setting"]],
-                 "gradient": [["saturation-curves-source", "temperature"],
-                              ["saturation-draw-source", "setting"],
-                              ["saturation-gradient:y_range", "setting"]],
-                 "budget": [["head-budget-source", "temperature"],
-                            ["head-budget-gradient:y_range", "temperature"]]},
-        text_index={"variance": "width", "saturation": "setting", "gradient": "setting",
-                    "budget": "temperature"},
-        training={f"0,{di},{ti}": di for di in range(len(d_ks))}, training_ranges=ranges,
-        training_status=status, training_tags=tags,
-        no_run=OFFLINE_NO_RUN.format(seed=seeds[0]),
-        tabs=[key for key, _ in TABS])
-    return blocks, meta
+                              for r in ("x_range", "y_range")}
+                       for name, fig in training.figures.items()})
+    return dict(training={f"0,{di},{ti}": di for di in range(len(d_ks))},
+                training_ranges=ranges, training_status=status, training_tags=tags,
+                no_run=OFFLINE_NO_RUN.format(seed=seeds[0]))
 
 
 def _jacobian(weights: list[float], diagonal: list[float]) -> np.ndarray:
@@ -327,7 +343,7 @@ def build_layout(payload: dict, seeds: list[int]):
 
 
 def build_view(payload: dict, seeds: list[int]) -> View:
-    """The shared :class:`charts.View`, wired to ``payload`` by one JavaScript program."""
+    """The shared :class:`layout.View`, wired to ``payload`` by one JavaScript program."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
     explorer = ExplorerState(d_k=FIG3_D_K, temperature=1.0, seed=seeds[0], rule="sqrt")
     view = View(
@@ -343,9 +359,11 @@ def build_view(payload: dict, seeds: list[int]) -> View:
     waiting = list(view.tabs.tabs)
     view.build_argument()
     panels, view.tabs.tabs = list(view.tabs.tabs), waiting
-    for key, _title in TABS[1:]:
-        if key != "training":
-            view.draw_tab(key, FIG3_D_K, 1.0, seeds[0], N, OFFLINE_ALIGN, "sqrt")
+    first = Setting(d_k=FIG3_D_K, rule="sqrt", temperature=1.0, seed=seeds[0], keys=N,
+                    align=OFFLINE_ALIGN)
+    for key, tab in view.argument.tabs.items():
+        if tab.offline:
+            view.draw_tab(key, first)
     view.training_status.text = OFFLINE_TRAINING.format(seed=seeds[0])
     dk, temp, rule = (view.widgets[name] for name in ("d_k", "temperature", "rule"))
     # The seed position lives in a hidden spinner so the one callback can watch it.
@@ -366,11 +384,11 @@ def build_view(payload: dict, seeds: list[int]) -> View:
         figs=dict(charts.figures), text_source=charts.text_source, seed_div=view.seed_div,
         tabs=view.tabs, panels=panels, train=view.train_button,
         training_status=view.training_status,
-        sources={s.name: s for s in (a.hist_source, a.width_source, a.curves_source,
-                                     a.draw_source, a.budget_source, a.training_source)},
-        texts=view.section_texts, training_figs=dict(a.training_figs),
-        argument_figs={name: a.figures[name]
-                       for name in ("saturation-gradient", "head-budget-gradient")},
+        sources={name: a.model(name) for tab in a.tabs.values() for name, _by in tab.stores
+                 if ":" not in name} | {"training-source": a.tabs["training"].source},
+        texts=view.section_texts, training_figs=dict(a.tabs["training"].figures),
+        argument_figs={name.split(":")[0]: a.figures[name.split(":")[0]]
+                       for tab in a.tabs.values() for name, _by in tab.stores if ":" in name},
         lines=[line for r in core.RULES for line in a.rule_lines[r]],
         shown=[d_ks.index(FIG3_D_K), temps.index(1.0), 0, core.RULES.index("sqrt")])
     select = CustomJS(args=dict(args, action="change"), code=script("offline-select"))

@@ -1,4 +1,4 @@
-"""The served page and the notebook's ``Explorer``: the shared :class:`charts.View`, bound to an
+"""The served page and the notebook's ``Explorer``: the shared :class:`layout.View`, bound to an
 :class:`state.ExplorerState` by Python callbacks of plain Bokeh widgets; a change recomputes
 once and leaves as one message (on an argument's tab, two: that tab first)."""
 
@@ -18,8 +18,11 @@ from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Tabs
 from tornado.ioloop import IOLoop
 
 from . import core, seams
-from .charts import ASSETS, TABS, TRAINING_STEPS, View, script
-from .state import CONTROLS, PRESETS, ExplorerState, parse_query, preset_query, to_query
+from .argument import TRAINING_STEPS
+from .layout import View
+from .state import (CONTROLS, PRESETS, TABS, ExplorerState, Setting, parse_query, preset_query,
+                    to_query)
+from .style import ASSETS, script
 from .text import TITLE, guide_html, notice_html, presets_html
 
 #: The presets' links (state.PRESETS), the same for every page.
@@ -28,7 +31,7 @@ log = logging.getLogger(__name__)
 PRESETS_HTML = presets_html([(label, urllib.parse.urlencode(preset_query(overrides)))
                              for label, overrides in PRESETS])
 
-#: A served training run's slice (charts.TRAINING_STEPS steps in all): the steps the training
+#: A served training run's slice (argument.TRAINING_STEPS steps in all): the steps the training
 #: thread takes before the page shows them, as long as this (at least a step of each rule).
 TRAINING_SLICE_S = 0.02
 
@@ -167,7 +170,7 @@ def _position(value, count: int) -> int | None:
 
 
 class Explorer(pn.viewable.Viewer):
-    """The attention-scaling explorer: the shared :class:`charts.View`, bound to an
+    """The attention-scaling explorer: the shared :class:`layout.View`, bound to an
     :class:`ExplorerState` by Python callbacks. ``hidden`` and ``notices``: see View."""
 
     def __init__(self, state: ExplorerState | None = None, hidden=frozenset(), notices=(),
@@ -196,7 +199,7 @@ class Explorer(pn.viewable.Viewer):
             args=dict(button=buttons["copy"]), code=script("copy-link")))
         # the argument's tabs: built when one is first shown, then drawn when shown (a
         # change redraws only the visible one)
-        self._shown: dict[str, tuple] = {}     # per tab: (argument_setting, rule) drawn
+        self._shown: dict = {}     # per tab: the setting it was drawn at
         self._training = None
         self._slice = None          # a served run's slice: (job, stop, show callback or None)
         self._stops_with = None     # the document whose end stops a served run
@@ -247,10 +250,9 @@ class Explorer(pn.viewable.Viewer):
         self.charts.update_text(self._fields())
         self._refresh_argument()
 
-    def argument_setting(self) -> tuple:
-        """What the argument's tabs depend on: (d_k, T, seed, keys, alignment)."""
-        s = self.state
-        return (s.d_k, s.temperature, s.seed, s.keys, s.align)
+    def argument_setting(self) -> Setting:
+        """What the argument's tabs depend on: the controls as a state.Setting."""
+        return Setting.of(self.state)
 
     def _refresh_argument(self, *_events) -> None:
         """Bring the visible tab of the argument up to date with the controls (the others
@@ -260,10 +262,10 @@ class Explorer(pn.viewable.Viewer):
             return
         with held(self.view.root.document):
             if self.view.build_argument(self._wire_argument):
-                for other, _title in TABS[1:]:     # drawn once, each: no empty chart
-                    if other != key:
-                        self._draw(other)
-            if self._shown.get(key) != (self.argument_setting(), self.state.rule):
+                for other in TABS[1:]:     # drawn once, each: no empty chart
+                    if other.key != key:
+                        self._draw(other.key)
+            if self._shown.get(key) != self.argument_setting():
                 self._draw(key)
 
     def _wire_argument(self, view) -> None:
@@ -271,9 +273,8 @@ class Explorer(pn.viewable.Viewer):
 
     def _draw(self, key: str) -> None:
         setting = self.argument_setting()
-        d_k, t, seed, n, rho = setting
-        self.view.draw_tab(key, d_k, t, seed, n, rho, self.state.rule)
-        self._shown[key] = (setting, self.state.rule)    # the rule's lines are highlighted
+        self.view.draw_tab(key, setting)
+        self._shown[key] = setting      # the setting's rule's lines are highlighted
 
     def start_training(self) -> None:
         """Train one head under each rule at the current d_k, T and keys, from the state's
@@ -283,8 +284,9 @@ class Explorer(pn.viewable.Viewer):
         document with no session) all at once."""
         if self._training and self._slice is not None:
             return           # one run at a time (the button is disabled meanwhile)
-        d_k, t, seed, n, _rho = self.argument_setting()
-        runs = {rule: core.start_training(d_k, rule, seed, temperature=t,
+        s = self.argument_setting()
+        d_k, t, n = s.d_k, s.temperature, s.keys
+        runs = {rule: core.start_training(d_k, rule, s.seed, temperature=t,
                                           steps=TRAINING_STEPS, n_keys=n)
                 for rule in core.RULES}
         self._training = (runs, (d_k, t, n))

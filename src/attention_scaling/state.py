@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, make_dataclass
 from typing import Callable
 
 import param
@@ -43,6 +43,28 @@ class Control:
     group: str = "draw"
 
 
+@dataclass(frozen=True)
+class Tab:
+    """One tab of the explorer: ``key`` (its value in links, ?tab=), ``title``, and
+    ``names``: the controls its charts depend on, in order (its downloads are named after
+    them). The argument's tabs are drawn by their class in ``argument.TAB_VIEWS``."""
+
+    key: str
+    title: str
+    names: tuple[str, ...]
+
+
+_ALL = ("d_k", "temperature", "seed", "keys", "align", "rule")
+#: The explorer's tabs, in the order of the argument; the first is the one draw.
+TABS = (
+    Tab("draw", "One draw", ("d_k", "temperature", "seed", "keys", "rule")),
+    Tab("variance", "1 Variance", ("d_k",)),
+    Tab("saturation", "2 Saturation", _ALL),
+    Tab("gradient", "3 Gradient", _ALL),
+    Tab("training", "4 Training", ("d_k", "temperature", "seed", "keys")),
+    Tab("budget", "5 Heads", ("temperature", "keys", "align", "rule")),
+)
+
 CONTROLS = (
     Control("d_k", "choice", "d_k", "Head width d_k", FIG3_D_K,
             "Dimension of the query and key vectors (log-spaced, 1 to 4096).",
@@ -60,7 +82,7 @@ CONTROLS = (
             values=(0, MAX_SEED)),
     Control("tab", "tab", "tab", "Section", "draw",
             "The tab shown: the one draw, or a step of the argument over many draws.",
-            values=("draw", "variance", "saturation", "gradient", "training", "budget")),
+            values=tuple(t.key for t in TABS)),
     Control("keys", "choice", "keys", "Number of keys n", core.N_KEYS,
             "How many keys the query attends over, in every view.",
             values=core.KEY_COUNTS),
@@ -69,6 +91,19 @@ CONTROLS = (
             "makes a query and the key it should match.",
             values=core.ALIGNMENTS, show=lambda v: f"{v:g}", linear=True, group="argument"),
 )
+
+
+def _setting_of(cls, state):
+    """The setting of an :class:`ExplorerState` (or any object with the controls)."""
+    return cls(**{f.name: getattr(state, f.name) for f in fields(cls)})
+
+
+#: The controls the charts depend on (every row of :data:`CONTROLS` but the tab) as one
+#: frozen value, what a view draws: ``Setting(d_k=64, rule="sqrt", ...)``, or
+#: ``Setting.of(explorer_state)``.
+Setting = make_dataclass("Setting", [c.name for c in CONTROLS if c.kind != "tab"], frozen=True,
+                         namespace={"of": classmethod(_setting_of)})
+
 #: Parts of the page that ``?hide=`` can hide; ``?embed=1`` hides the header.
 VIEW_PARTS = ("header", "controls", "text")
 _TRUE = {"1", "true", "yes", "on"}

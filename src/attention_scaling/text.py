@@ -32,8 +32,8 @@ def _fmt(x: float, digits: int = 3) -> str:
 
 TITLE = "Why attention divides by √d_k"
 
-#: How each scaling rule of core.RULES is named on the charts.
-RULE_LABELS = {"none": "unscaled", "sqrt": "÷√d_k", "linear": "÷d_k"}
+#: How each scaling rule of core.RULES is named on the charts (core.Rule.label).
+RULE_LABELS = {r.key: r.label for r in core.RULE_TABLE}
 
 #: The caption under the paired bar charts, two paragraphs with {field} slots (see
 #: :func:`fill`); :func:`caption_html` wraps it and may end it with a sentence of the page's
@@ -46,8 +46,8 @@ CAPTION = (
     "unit variance at every width.{align_caption}</p><p class='caption'>Over {mc_n} random "
     "draws at d<sub>k</sub> = {d}, T = {t}{mc_align} the median max weight is {mc_s} scaled "
     "and {mc_u} unscaled: "
-    "a typical draw puts {mc_u} of the weight on one key unscaled. This draw puts {s_max_w} "
-    "scaled ({s_pct}) and {u_max_w} unscaled ({u_pct}).{mild}{fig3} This one draw changes "
+    "a typical draw puts {mc_u} of the weight on one key unscaled. This draw puts {sqrt_max_w} "
+    "scaled ({s_pct}) and {none_max_w} unscaled ({u_pct}).{mild}{fig3} This one draw changes "
     "with d<sub>k</sub> in its own way: each width extends the same q and k by more "
     "components, and the scaled logits{corr_keys} at widths d and d′ correlate by only "
     "√(d/d′)."
@@ -138,8 +138,8 @@ def header_html(subtitle: str = "") -> str:
             "</header>")
 
 
-#: What the explanation calls the logits the model uses, by rule.
-WHICH = {"sqrt": "scaled", "none": "unscaled", "linear": "÷d_k"}
+#: What the explanation calls the logits the model uses, by rule (core.Rule.word).
+WHICH = {r.key: r.word for r in core.RULE_TABLE}
 
 
 #: Numbers of keys in words, as the texts say them ("the same eight dot products").
@@ -172,6 +172,19 @@ def align_texts(r: core.State, n_words: str) -> dict[str, str]:
     }
 
 
+def readout_values(v: core.Variant) -> dict[str, str]:
+    """A variant's numbers as the readout shows them (fields ``<rule>_<name>``)."""
+    return {"max_w": weight_label(v), "top": f"k{v.argmax + 1}", "eff": _fmt(v.effective_keys),
+            "diag": _fmt(v.max_diagonal), "frob": _fmt(v.frobenius),
+            "grad": _fmt(v.query_gradient)}
+
+
+def readout_fields(r: core.State) -> dict[str, str]:
+    """Every rule's readout values (:func:`readout_values`), as fields ``<rule>_<name>``."""
+    return {f"{key}_{name}": value for key, v in r.variants.items()
+            for name, value in readout_values(v).items()}
+
+
 @lru_cache(maxsize=core.STATE_CACHE_SIZE)
 def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
                  n_keys: int = core.N_KEYS, align: float = 0.0) -> dict[str, str]:
@@ -180,7 +193,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
     r = core.compute_state(d_k, temperature, seed, n_keys, align)
     t = r.temperature
     act = r.active(rule)
-    s, u, lin = r.scaled, r.unscaled, r.linear
+    s, u = r.scaled, r.unscaled
     temp = ""
     if t != 1:
         effect = "flattens" if t > 1 else "sharpens"
@@ -207,6 +220,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         "scaled_sd": _fmt(float(s.logits.std())),
         "temp": temp,
         "which": WHICH[rule],
+        "active": rule,
         "max_diag": _fmt(act.max_diagonal),
         "frob": _fmt(act.frobenius),
         "frob_z": _fmt(act.logit_frobenius),
@@ -214,15 +228,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         "max_w": weight_label(act),
         "eff": eff,
         "keys": "key" if eff == "1" else "keys",
-        "s_max_w": weight_label(s), "u_max_w": weight_label(u), "l_max_w": weight_label(lin),
-        "s_top": f"k{s.argmax + 1}", "u_top": f"k{u.argmax + 1}", "l_top": f"k{lin.argmax + 1}",
-        "s_eff": _fmt(s.effective_keys), "u_eff": _fmt(u.effective_keys),
-        "l_eff": _fmt(lin.effective_keys),
-        "s_diag": _fmt(s.max_diagonal), "u_diag": _fmt(u.max_diagonal),
-        "l_diag": _fmt(lin.max_diagonal),
-        "s_frob": _fmt(s.frobenius), "u_frob": _fmt(u.frobenius), "l_frob": _fmt(lin.frobenius),
-        "s_grad": _fmt(s.query_gradient), "u_grad": _fmt(u.query_gradient),
-        "l_grad": _fmt(lin.query_gradient),
+        **readout_fields(r),
         "grad_cmp": grad,
         "mc_n": f"{typ.draws:,}",
         "mc_s": core.percent(typ.median[True], below_one=True),
@@ -299,7 +305,7 @@ EXPLANATION = (
     "<i>p</i>(1 − <i>p</i>) = {max_diag}, ‖<i>J</i>‖<sub>F</sub> = {frob} "
     "(‖∂<i>p</i>/∂<i>z</i>‖<sub>F</sub> = {frob_z}), ‖∂<i>p</i>/∂<i>q</i>‖<sub>F</sub> = "
     "{grad}; max weight {max_w}, spread over {eff} effective {keys}.</p>"
-    "<p>‖∂<i>p</i>/∂<i>q</i>‖<sub>F</sub> is {s_grad} scaled and {u_grad} unscaled: "
+    "<p>‖∂<i>p</i>/∂<i>q</i>‖<sub>F</sub> is {sqrt_grad} scaled and {none_grad} unscaled: "
     "{grad_cmp}</p>"
 )
 
@@ -524,7 +530,14 @@ def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align
 
 
 #: The rules' names in the page's HTML.
-RULE_LABELS_HTML = {"none": "unscaled", "sqrt": "÷√d<sub>k</sub>", "linear": "÷d<sub>k</sub>"}
+RULE_LABELS_HTML = {r.key: r.html for r in core.RULE_TABLE}
+
+
+def divisor_html(rule: core.Rule) -> str:
+    """What ``rule`` divides q·k by, as HTML: 1, √d_k, d_k or d_k to its power."""
+    dk = "d<sub>k</sub>"
+    return {0.0: "1", 0.5: f"√{dk}", 1.0: dk}.get(rule.exponent,
+                                                   f"{dk}<sup>{rule.exponent:g}</sup>")
 
 
 def presets_html(presets) -> str:

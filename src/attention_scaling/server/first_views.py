@@ -11,7 +11,7 @@ import time
 
 from bokeh.document import Document
 
-from ..charts import script
+from ..style import script
 from ..page import Explorer
 from ..state import CONTROLS, ExplorerState, parse_query
 

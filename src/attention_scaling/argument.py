@@ -1,0 +1,496 @@
+"""The argument's tabs over many draws and through training: one class per tab (its figures
+and sources, built once; its body; how it draws a :class:`state.Setting` from core) and
+:data:`TAB_VIEWS`, the table of them. A tab is its row in ``state.TABS`` and its class here;
+the layout, the downloads and the offline copy derive the rest. Sources are named
+``<figure name>-source``."""
+
+from __future__ import annotations
+
+import numpy as np
+from bokeh.models import (BasicTickFormatter, Button, ColumnDataSource, Div, FixedTicker, Legend,
+                          Range1d)
+from bokeh.plotting import figure
+
+from . import core
+from .state import Setting
+from .style import FONT, RULE_COLORS, RULE_DASH, RULE_MARKER, UNSCALED_COLOR, SCALED_COLOR, \
+    derived_glyph_looks, style_figure
+from .text import (RULE_LABELS, TRAINING_INTRO, budget_html, gradient_html, saturation_html,
+                   scaled_score_example, softmax_example, training_html,
+                   training_status_html, variance_html)
+
+#: The dotted line of the current width and the dashed √d_k (Bokeh's "dotted", "dashed").
+DOTTED, DASHED = (2, 4), (6,)
+#: Ticks of the d_k axes (log): the powers of four.
+WIDTH_TICKS = (1, 4, 16, 64, 256, 1024, 4096)
+#: The lowest gradient the log-scale charts draw (the texts print "<1e-300" there).
+GRAD_FLOOR = 1e-300
+#: The most decades a log axis spans: BokehJS's log scale divides the axis's end by its start,
+#: which overflows float64 beyond ~308 decades (a data range's padding below 1e-300 would).
+LOG_DECADES = 304
+#: The model width the head-budget tab splits into heads.
+BUDGET_WIDTH = 512
+#: Steps of a training run.
+TRAINING_STEPS = 300
+
+
+def log_figure(name: str, title: str, x_label: str, y_label: str, *, y_log=False,
+               x_range=None, height=260) -> figure:
+    """A figure over d_k on a log axis (and ``y_log``: a log y axis)."""
+    fig = figure(name=name, title=title, height=height, sizing_mode="stretch_width",
+                 min_width=260, tools="", x_axis_type="log",
+                 y_axis_type="log" if y_log else "linear",
+                 **({"x_range": x_range} if x_range is not None else {}))
+    fig.xaxis.axis_label = x_label
+    fig.yaxis.axis_label = y_label
+    fig.xaxis.ticker = FixedTicker(ticks=WIDTH_TICKS)
+    fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
+    style_figure(fig)
+    return fig
+
+
+def fit_log_range(rng: Range1d, *values) -> None:
+    """Span the log axis ``rng`` over the positive ``values`` with a little room on each
+    side, over at most :data:`LOG_DECADES` decades."""
+    v = np.concatenate([np.ravel(np.asarray(x, float)) for x in values])
+    v = v[v > 0]
+    if not len(v):
+        return
+    lo, hi = float(np.log10(v.min())), float(np.log10(v.max()))
+    pad = min(max(0.06 * (hi - lo), 0.25), max((LOG_DECADES - (hi - lo)) / 2, 0.0))
+    start, end = 10.0 ** (lo - pad), 10.0 ** (hi + pad)
+    if (rng.start, rng.end) != (start, end):
+        rng.start, rng.end = start, end
+
+
+def _legend_text(fig) -> None:
+    fig.legend.label_text_font = FONT
+    fig.legend.label_text_font_size = "12px"
+
+
+def _same(*names):
+    return [[n, n] for n in names]
+
+
+class Shared:
+    """What the argument's tabs share: the d_k axis, the saturation curves and this draw's
+    dots (two tabs draw them, one source each), and each rule's lines, highlighted
+    together."""
+
+    def __init__(self) -> None:
+        self._curves_shown = None
+        self._highlighted = None
+        #: The lines of each rule, thicker for the rule the model uses (:meth:`highlight`).
+        self.rule_lines: dict[str, list] = {r: [] for r in core.RULES}
+        self.widths = [float(w) for w in core.D_K_VALUES]
+        self.x_range = Range1d(0.8, 5200)
+        self.curves_source = ColumnDataSource(
+            {"d_k": self.widths, **{f"{m}_{q}_{r}": [1.0] * len(self.widths)
+                                    for r in core.RULES for m in ("max_weight", "eff_keys", "grad_q")
+                                    for q in ("median", "q25", "q75")}},
+            name="saturation-curves-source")
+        nr = len(core.RULES)
+        self.draw_source = ColumnDataSource(dict(
+            d_k=[64.0] * nr, rule=list(core.RULES), max_weight=[0.5] * nr,
+            eff_keys=[1.0] * nr, grad_q=[1.0] * nr, color=[RULE_COLORS[r] for r in core.RULES],
+            marker=[RULE_MARKER[r] for r in core.RULES]), name="saturation-draw-source")
+        #: The saturation curves' figures, by name (:meth:`curve_figure`).
+        self.curve_figs: dict = {}
+
+    def rule_line(self, fig, x: str, y: str, source, rule: str, highlighted: bool = True):
+        """A line of ``rule`` in its colour and dash, named in the legend; ``highlighted``:
+        drawn thick with the others of its rule when the model uses it."""
+        line = fig.line(x=x, y=y, source=source, line_color=RULE_COLORS[rule],
+                        line_width=2.5, line_dash=RULE_DASH[rule],
+                        legend_label=RULE_LABELS[rule])
+        if highlighted:
+            self.rule_lines[rule].append(line)
+        return line
+
+    def curve_figure(self, name: str, metric: str, title: str, label: str, y_log: bool):
+        """One panel of the saturation curves: per rule the median and middle half of
+        ``metric`` against d_k, and this draw's dots at the current width."""
+        fig = log_figure(name, title, "head width d_k (log)", label, y_log=y_log,
+                         x_range=self.x_range)
+        for r in core.RULES:
+            fig.varea(x="d_k", y1=f"{metric}_q25_{r}", y2=f"{metric}_q75_{r}",
+                      source=self.curves_source, fill_color=RULE_COLORS[r], fill_alpha=0.15)
+            self.rule_line(fig, "d_k", f"{metric}_median_{r}", self.curves_source, r)
+        # the current width: a vertical line from the dots' own source (one message)
+        fig.vspan(x="d_k", source=self.draw_source, line_color="#52606d", line_dash=DOTTED,
+                  line_width=1.5)
+        fig.scatter(x="d_k", y=metric, source=self.draw_source, size=11, fill_color="color",
+                    line_color="#1f2933", marker="marker")
+        # where the curves are not: the gradient falls on the right, the effective keys of
+        # the unscaled rule fall to 1 on the right
+        fig.legend.location = {"max_weight": "top_left", "eff_keys": "top_right",
+                               "grad_q": "bottom_left"}[metric]
+        fig.legend.background_fill_alpha = 0.8
+        _legend_text(fig)
+        if metric == "max_weight":
+            fig.y_range = Range1d(0, 1.04)
+        elif y_log:
+            fig.y_range = Range1d(1e-3, 10)      # fit_log_range sets it to the data
+        self.curve_figs[name] = fig
+        return fig
+
+    def curve_tables(self, *metrics):
+        """The CSV of curves of ``metrics``: every rule's median and quartiles, and this
+        draw."""
+        return [(self.curves_source, _same("d_k", *(f"{m}_{q}_{r}" for m in metrics
+                                                    for r in core.RULES
+                                                    for q in ("median", "q25", "q75")))),
+                (self.draw_source, [[c, f"this_draw_{c}"] for c in ("rule", "d_k", *metrics)])]
+
+    def update_curves(self, curves: dict, d_k: int, draw: dict) -> None:
+        """The saturation curves (core.saturation_curves) and where this draw (rule ->
+        Variant, core.draw_metrics) sits on them, at width ``d_k``."""
+        if self._curves_shown is not curves:
+            # a log axis cannot draw 0: gradients below float64's range sit at its floor
+            self.curves_source.data = {
+                k: (np.maximum(v, GRAD_FLOOR) if k.startswith("grad_q") else np.asarray(v))
+                .tolist() for k, v in curves.items()}
+            self._curves_shown = curves
+        variants = [draw[r] for r in core.RULES]
+        grad_q = [max(v.query_gradient, GRAD_FLOOR) for v in variants]
+        self.draw_source.data.update(
+            d_k=[float(d_k)] * len(variants),
+            max_weight=[v.max_weight for v in variants],
+            eff_keys=[v.effective_keys for v in variants],
+            grad_q=grad_q)
+        if "saturation-gradient" in self.curve_figs:
+            fit_log_range(self.curve_figs["saturation-gradient"].y_range, grad_q,
+                          *(np.maximum(v, GRAD_FLOOR) for k, v in curves.items()
+                            if k.startswith("grad_q")))
+
+    def draw_curves(self, s: Setting) -> tuple[dict, dict]:
+        """Draw the curves at ``s``; the curves and this draw, for the tab's text."""
+        curves = core.saturation_curves(s.temperature, s.keys, s.align)
+        draw = core.draw_metrics(s.d_k, s.temperature, s.seed, s.keys, s.align)
+        self.update_curves(curves, s.d_k, draw)
+        return curves, draw
+
+    def highlight(self, rule: str) -> None:
+        """Draw the lines of ``rule`` (the rule the model uses) thicker than the others."""
+        if rule == self._highlighted:
+            return
+        for r, lines in self.rule_lines.items():
+            for line in lines:
+                line.glyph.line_width = 4.5 if r == rule else 2.0
+        self._highlighted = rule
+
+
+class TabView:
+    """An argument tab: ``figures`` (name -> figure, in page order), ``tables`` (its CSV:
+    [(source, [[column, header], ...])]), ``body()`` (its charts and rows, under its text),
+    ``draw(setting)`` (its charts at a :class:`state.Setting`, from core; returns its text's
+    HTML). The offline copy stores its text by ``offline`` (``width``, ``temperature`` or
+    ``setting``: one per seed, width and temperature) and, by the index each names, the
+    models of ``stores``: (source name or ``<figure>:y_range``, index)."""
+
+    key = ""
+    offline = "setting"
+    stores: tuple = ()
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+        self.figures: dict = {}
+        self.tables: list = []
+
+    def body(self) -> list:
+        return list(self.figures.values())
+
+    def draw(self, s: Setting) -> str:
+        raise NotImplementedError
+
+
+class VarianceTab(TabView):
+    """1 Variance: q·k over many draws, raw and ÷√d_k, and its spread against d_k."""
+
+    key, offline = "variance", "width"
+    stores = (("logit-histogram-source", "width"), ("logit-width-source", "width"))
+
+    def __init__(self, shared: Shared) -> None:
+        super().__init__(shared)
+        self.hist_source = ColumnDataSource(
+            {f"{c}_{r}": [0.0] for r in ("none", "sqrt") for c in ("left", "right", "top")},
+            name="logit-histogram-source")
+        for name, rule, title, color in (
+                ("logit-histogram", "none", "q·k over many draws", UNSCALED_COLOR),
+                ("logit-histogram-scaled", "sqrt", "q·k / √d_k over many draws", SCALED_COLOR)):
+            fig = figure(name=name, title=title, height=250, sizing_mode="stretch_width",
+                         min_width=240, tools="")
+            fig.quad(left=f"left_{rule}", right=f"right_{rule}", top=f"top_{rule}", bottom=0,
+                     source=self.hist_source, fill_color=color, fill_alpha=0.7,
+                     line_color="#ffffff")
+            fig.xaxis.axis_label = "logit"
+            fig.yaxis.axis_label = "density"
+            style_figure(fig)
+            self.figures[name] = fig
+        widths = shared.widths
+        self.std_source = ColumnDataSource(dict(d_k=widths, std_raw=[1.0] * len(widths),
+                                                sqrt_d_k=[w ** 0.5 for w in widths]),
+                                           name="logit-std-source")
+        fig = log_figure("logit-std", "Spread of q·k against d_k", "head width d_k (log)",
+                         "standard deviation (log)", y_log=True, x_range=shared.x_range)
+        fig.line(x="d_k", y="sqrt_d_k", source=self.std_source, line_color="#52606d",
+                 line_dash=DASHED, legend_label="√d_k")
+        fig.scatter(x="d_k", y="std_raw", source=self.std_source, size=7,
+                    fill_color=UNSCALED_COLOR, line_color="#1f2933", legend_label="measured")
+        fig.legend.location = "top_left"
+        fig.legend.label_text_font = FONT
+        fig.yaxis.ticker = FixedTicker(ticks=[1, 2, 4, 8, 16, 32, 64])
+        fig.yaxis.formatter = BasicTickFormatter(use_scientific=False)
+        self.width_source = ColumnDataSource(dict(d_k=[64.0]), name="logit-width-source")
+        fig.vspan(x="d_k", source=self.width_source, line_color="#52606d", line_dash=DOTTED)
+        self.figures["logit-std"] = fig
+        self.tables = [(self.hist_source, _same(*self.hist_source.data)),
+                       (self.std_source, _same("d_k", "std_raw", "sqrt_d_k"))]
+        self.update_std(core.logit_std_curve())
+
+    def body(self) -> list:
+        f = self.figures
+        return [[f["logit-histogram"], f["logit-histogram-scaled"]], f["logit-std"]]
+
+    def update_logits(self, dist: dict) -> None:
+        """The histograms of q·k, raw and divided by sqrt(d_k) (core.logit_distribution)."""
+        data = {}
+        for rule in ("none", "sqrt"):
+            edges = np.asarray(dist[f"edges_{rule}"], float)
+            data.update({f"left_{rule}": edges[:-1].tolist(), f"right_{rule}": edges[1:].tolist(),
+                         f"top_{rule}": np.asarray(dist[f"counts_{rule}"], float).tolist()})
+        self.hist_source.data = data
+
+    def update_std(self, curve: dict) -> None:
+        self.std_source.data = dict(d_k=np.asarray(curve["d_k"], float).tolist(),
+                                    std_raw=np.asarray(curve["std_raw"]).tolist(),
+                                    sqrt_d_k=np.sqrt(np.asarray(curve["d_k"], float)).tolist())
+
+    def draw(self, s: Setting) -> str:
+        dist = core.logit_distribution(s.d_k)
+        self.update_logits(dist)
+        self.width_source.data = dict(d_k=[float(s.d_k)])
+        return (variance_html(s.d_k, dist, core.logit_std_curve(), core.LOGIT_DRAWS)
+                + scaled_score_example())
+
+
+class SaturationTab(TabView):
+    """2 Saturation: the max weight and effective keys against d_k, per rule."""
+
+    key = "saturation"
+    stores = (("saturation-curves-source", "temperature"),
+              ("saturation-draw-source", "setting"), ("saturation-gradient:y_range", "setting"))
+
+    def __init__(self, shared: Shared) -> None:
+        super().__init__(shared)
+        for name, metric, title, label in (
+                ("saturation-curves", "max_weight", "Max weight: median and middle half",
+                 "max weight"),
+                ("saturation-eff-keys", "eff_keys", "Effective number of keys e^H",
+                 "effective keys")):
+            self.figures[name] = shared.curve_figure(name, metric, title, label, False)
+        self.tables = shared.curve_tables("max_weight", "eff_keys")
+
+    def body(self) -> list:
+        return [list(self.figures.values())]
+
+    def draw(self, s: Setting) -> str:
+        curves, draw = self.shared.draw_curves(s)
+        return (saturation_html(s.d_k, s.temperature, s.keys, s.align, curves, draw,
+                                core.CURVE_DRAWS) + softmax_example())
+
+
+class GradientTab(TabView):
+    """3 Gradient: the gradient that reaches the query against d_k, per rule."""
+
+    key = "gradient"
+    stores = SaturationTab.stores
+
+    def __init__(self, shared: Shared) -> None:
+        super().__init__(shared)
+        self.figures["saturation-gradient"] = shared.curve_figure(
+            "saturation-gradient", "grad_q", "Gradient to the query ‖∂p/∂q‖_F",
+            "‖∂p/∂q‖_F (log)", True)
+        self.tables = shared.curve_tables("grad_q")
+
+    def draw(self, s: Setting) -> str:
+        curves, draw = self.shared.draw_curves(s)
+        return gradient_html(s.d_k, s.temperature, s.keys, s.align, curves, draw,
+                             core.CURVE_DRAWS)
+
+
+class TrainingTab(TabView):
+    """4 Training: one head trained under each rule, its loss and gradients per step, run by
+    its Train button (:meth:`show`), not drawn from the controls."""
+
+    key, offline = "training", None
+
+    def __init__(self, shared: Shared, css=(), button_css=()) -> None:
+        super().__init__(shared)
+        self.button = Button(label="Train", button_type="primary", name="train",
+                             stylesheets=list(button_css), width=160, margin=(5, 10))
+        self.status = Div(text="", name="training-status", stylesheets=list(css),
+                          disable_math=True, margin=(10, 10))
+        self.source = ColumnDataSource(
+            {"step": [], **{f"{m}_{r}": [] for r in core.RULES
+                            for m in ("loss", "grad_wq", "grad_wk")}},
+            name="training-source")
+        fig = figure(name="training-loss", title="Training loss", height=260,
+                     sizing_mode="stretch_width", min_width=260, tools="")
+        for r in core.RULES:
+            shared.rule_line(fig, "step", f"loss_{r}", self.source, r, highlighted=False)
+        fig.x_range = Range1d(0, 1)
+        fig.y_range = Range1d(0, 1)
+        fig.xaxis.axis_label = "step"
+        fig.yaxis.axis_label = "loss"
+        self.figures["training-loss"] = fig
+        fig = figure(name="training-gradients", title="Gradient reaching W_Q (W_K: thin)",
+                     height=260, sizing_mode="stretch_width", min_width=260, tools="",
+                     y_axis_type="log")
+        for r in core.RULES:
+            shared.rule_line(fig, "step", f"grad_wq_{r}", self.source, r, highlighted=False)
+            fig.line(x="step", y=f"grad_wk_{r}", source=self.source, line_width=1,
+                     line_color=RULE_COLORS[r], line_dash=RULE_DASH[r])
+        fig.x_range = self.figures["training-loss"].x_range
+        fig.y_range = Range1d(1e-3, 10)
+        fig.xaxis.axis_label = "step"
+        fig.yaxis.axis_label = "‖∂L/∂W‖_F (log)"
+        self.figures["training-gradients"] = fig
+        for name, fig in self.figures.items():
+            style_figure(fig)
+            fig.min_border_right = 24          # room for the last step's tick label
+            fig.legend.location = "top_right" if name == "training-loss" else "bottom_left"
+            _legend_text(fig)
+        self.tables = [(self.source, _same(*self.source.data))]
+        self.intro = TRAINING_INTRO
+
+    def body(self) -> list:
+        return [[self.button, self.status], list(self.figures.values())]
+
+    def draw(self, s: Setting) -> str:
+        return self.intro
+
+    def show(self, runs: dict, d_k: int, temperature: float, n_keys: int) -> str | None:
+        """The runs so far (rule -> core.TrainingRun) on the charts and the status line; once
+        every run is done, the text of what they showed (else None)."""
+        self.show_runs(runs)
+        done = all(run.done for run in runs.values())
+        step = min(run.steps_done for run in runs.values())
+        self.status.text = training_status_html(step, TRAINING_STEPS, d_k, temperature, n_keys,
+                                                done)
+        return training_html(runs, d_k, temperature, n_keys) if done else None
+
+    def show_runs(self, run_by_rule: dict) -> None:
+        """The training runs so far (one per rule, core.start_training), replacing what is
+        shown; the axes span the planned steps and the values so far."""
+        n = min(len(run.loss) for run in run_by_rule.values())
+        runs = run_by_rule.values()
+        first = next(iter(runs))
+        setting = [str(first.d_k), f"{first.temperature:g}", str(first.seed), str(first.n_keys)]
+        if self.source.tags != setting:     # what the downloads are named after
+            self.source.tags = setting
+        steps = max(run.steps for run in runs)
+        loss_fig, grad_fig = self.figures["training-loss"], self.figures["training-gradients"]
+        if loss_fig.x_range.end != steps:
+            loss_fig.x_range.end = steps
+        losses = [x for run in runs for x in run.loss[:n]]
+        grads = [x for run in runs for m in ("grad_wq", "grad_wk") for x in getattr(run, m)[:n]
+                 if x > 0]
+        if losses:
+            loss_fig.y_range.end = 1.05 * max(losses)
+        if grads:
+            grad_fig.y_range.start, grad_fig.y_range.end = min(grads) / 2, max(grads) * 2
+        data = {"step": list(range(n))}
+        for r, run in run_by_rule.items():
+            data[f"loss_{r}"] = np.asarray(run.loss[:n]).tolist()
+            for m in ("grad_wq", "grad_wk"):
+                g = np.asarray(getattr(run, m)[:n], float)
+                data[f"{m}_{r}"] = np.maximum(g, GRAD_FLOOR).tolist()
+        self.source.data = data
+
+
+class BudgetTab(TabView):
+    """5 Heads: one model width split into h heads of d_k = width / h, per rule."""
+
+    key, offline = "budget", "temperature"
+    stores = (("head-budget-source", "temperature"), ("head-budget-gradient:y_range",
+                                                      "temperature"))
+
+    def __init__(self, shared: Shared) -> None:
+        super().__init__(shared)
+        self.source = ColumnDataSource(
+            {"heads": [], "d_k": [], **{f"{m}_median_{r}": [] for m in ("max_weight", "grad_q")
+                                        for r in core.RULES}}, name="head-budget-source")
+        for name, metric, title, label, y_log in (
+                ("head-budget", "max_weight", "Median max weight per head", "max weight",
+                 False),
+                ("head-budget-gradient", "grad_q", "Median ‖∂p/∂q‖_F per head",
+                 "‖∂p/∂q‖_F (log)", True)):
+            fig = figure(name=name, title=title, height=250, sizing_mode="stretch_width",
+                         min_width=240, tools="", x_axis_type="log",
+                         y_axis_type="log" if y_log else "linear",
+                         **({"y_range": Range1d(1e-3, 10)} if y_log else {}))
+            # the key under the plot, in a row: inside it, it covered a line on a phone
+            fig.add_layout(Legend(orientation="horizontal", location="center",
+                                  margin=0, padding=4, border_line_color=None), "below")
+            for r in core.RULES:
+                shared.rule_line(fig, "heads", f"{metric}_median_{r}", self.source, r)
+                fig.scatter(x="heads", y=f"{metric}_median_{r}", source=self.source,
+                            marker=RULE_MARKER[r], size=8, fill_color=RULE_COLORS[r],
+                            line_color="#1f2933")
+            fig.xaxis.ticker = FixedTicker(ticks=[2 ** i for i in range(13)])
+            fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
+            fig.xaxis.axis_label = "number of heads h (d_k = width / h)"
+            fig.yaxis.axis_label = label
+            _legend_text(fig)
+            style_figure(fig)
+            self.figures[name] = fig
+        self.tables = [(self.source, _same(*self.source.data))]
+
+    def body(self) -> list:
+        return [list(self.figures.values())]
+
+    def draw(self, s: Setting) -> str:
+        budget = core.head_budget(BUDGET_WIDTH, s.temperature, s.keys, s.align)
+        self.source.data = data = {
+            k: (np.maximum(v, GRAD_FLOOR) if k.startswith("grad_q") else np.asarray(v, float))
+            .tolist() for k, v in budget.items()}
+        fit_log_range(self.figures["head-budget-gradient"].y_range,
+                      *(v for k, v in data.items() if k.startswith("grad_q")))
+        return budget_html(budget, BUDGET_WIDTH, s.temperature, s.keys, s.align)
+
+
+#: The argument's tabs, by key (each a row of state.TABS): the class that builds and draws it.
+TAB_VIEWS: dict[str, type[TabView]] = {
+    cls.key: cls for cls in (VarianceTab, SaturationTab, GradientTab, TrainingTab, BudgetTab)}
+
+
+class Argument:
+    """The argument's tabs ``tab_keys`` (all of :data:`TAB_VIEWS` by default), built once, and
+    what they share. ``figures``: every tab's figures by name; ``rule_lines``: each rule's
+    lines."""
+
+    def __init__(self, tab_keys=None, css=(), button_css=()) -> None:
+        self.shared = shared = Shared()
+        self.tabs: dict[str, TabView] = {}
+        for key in TAB_VIEWS if tab_keys is None else tab_keys:
+            cls = TAB_VIEWS[key]
+            self.tabs[key] = (cls(shared, css, button_css) if cls is TrainingTab
+                              else cls(shared))
+        self.rule_lines = shared.rule_lines
+        self.figures = {name: fig for tab in self.tabs.values()
+                        for name, fig in tab.figures.items()}
+        derived_glyph_looks(self.figures.values())
+
+    def draw(self, key: str, s: Setting) -> str:
+        """Draw tab ``key`` at ``s`` with the lines of its rule highlighted; its text."""
+        self.shared.highlight(s.rule)
+        return self.tabs[key].draw(s)
+
+    def model(self, name: str):
+        """A source or a ``<figure>:<range>`` the offline copy stores, by its name."""
+        if ":" in name:
+            fig, attr = name.split(":")
+            return getattr(self.figures[fig], attr)
+        return next(found for fig in self.figures.values()
+                    if (found := fig.select_one({"name": name})) is not None)

@@ -1,0 +1,434 @@
+"""The one draw's Bokeh figures (the two bar charts of the reference figure, the Jacobian and
+its diagonal across widths), its texts and readout, built once and updated in place
+(``Charts.update`` assigns new ``.data``); the ``*_data`` functions turn core's variants into
+their columns. Stable names for tests: ``scaled-weights``, ``unscaled-weights``,
+``jacobian``, ``jacobian-diagonal`` and ``<name>-source``."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+from bokeh.core.properties import value, without_property_validation
+from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, CustomJSHover,
+                          CustomJSTickFormatter, Div, FactorRange,
+                          HoverTool, LinearColorMapper, Range1d)
+from bokeh.plotting import figure
+
+from . import core
+from .style import (DIVERGING, FONT, KEY_LABELS, LABEL_ALPHA, MUTED_ALPHA, SCALED_COLOR,
+                    SEQUENTIAL, UNSCALED_COLOR, derived_glyph_looks, script, style_figure,
+                    subtitle)
+from .text import (EXPLANATION, WHICH, caption_html, divisor_html, fill, weight_label)
+
+
+def _bars(name: str, title: str, color: str, note: str) -> tuple:
+    n = len(KEY_LABELS)
+    zeros = np.zeros(n)
+    # the "max weight" label is a column of the bars' own source ("" except on the highest
+    # bar): one data change per chart and update, not two
+    source = ColumnDataSource(
+        data=dict(key=list(KEY_LABELS), logit=zeros, weight=zeros, pq=zeros, gq=zeros,
+                  alpha=zeros + MUTED_ALPHA, line=zeros, label=[""] * n, align=["center"] * n,
+                  label_alpha=zeros),
+        name=f"{name}-source",
+    )
+    fig = figure(
+        name=name, title=title, x_range=FactorRange(*KEY_LABELS), y_range=Range1d(0, 1.13),
+        height=330, sizing_mode="stretch_width", min_width=260, tools="",
+    )
+    bars = fig.vbar(x="key", top="weight", width=0.72, source=source, fill_color=color,
+                    fill_alpha="alpha", line_color="#1f2933", line_width="line")
+    # dark on a light pill: readable over the light and the dark theme's backgrounds
+    fig.text(x="key", y="weight", text="label", source=source, text_align="align",
+             text_baseline="bottom", y_offset=-6, text_font=value(FONT), text_font_size="14px",
+             text_font_style="bold", text_color="#1f2933", background_fill_color="#ffffff",
+             background_fill_alpha="label_alpha", padding=2)
+    fig.add_tools(HoverTool(renderers=[bars], tooltips=[
+        ("key", "@key"), ("logit", "@logit{0.000}"), ("weight", "@weight{custom}"),
+        ("p(1 − p)", "@pq{custom}"), ("‖∂p_i/∂q‖ (to the query)", "@gq{custom}"),
+    ], formatters={"@weight": CustomJSHover(code=script("hover-weight")),
+                   "@pq": CustomJSHover(code=script("hover-positive")),
+                   "@gq": CustomJSHover(code=script("hover-positive"))},
+        mode="mouse", point_policy="follow_mouse"))
+    fig.yaxis.axis_label = "attention weight"
+    fig.yaxis.ticker = [0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    fig.yaxis.formatter.use_scientific = False
+    fig.xaxis.axis_label = "key"
+    style_figure(fig)
+    subtitle(fig, note)
+    fig.xgrid.grid_line_color = None
+    return fig, source
+
+
+# The *_data functions return only the columns that change; the static ones (key labels,
+# heatmap coordinates) are set once when the sources are created. Small columns go as plain
+# lists: Bokeh sends every NumPy array as a binary buffer in two extra websocket frames, and
+# for a handful of numbers those frames cost more (on both ends) than the JSON. The large,
+# rarely sent sweep stays a NumPy buffer.
+
+def bar_data(v: core.Variant) -> dict:
+    """Changing columns of one bar chart: logits, weights, p(1-p), the gradient ||dp_i/dq||
+    that reaches the query, highlight of the max and its "max weight 27%" label (``label``
+    is empty on every other bar, ``label_alpha`` 0 there)."""
+    top = np.arange(len(v.probs)) == v.argmax
+    text, align = max_label(v)
+    n = len(v.probs)
+    return dict(
+        logit=v.logits.tolist(),
+        weight=v.probs.tolist(),
+        pq=v.diagonal.tolist(),
+        gq=v.query_rows.tolist(),
+        alpha=np.where(top, 1.0, MUTED_ALPHA).tolist(),
+        line=np.where(top, 2.0, 0.0).tolist(),
+        label=["" if i != v.argmax else text for i in range(n)],
+        align=["center" if i != v.argmax else align for i in range(n)],
+        label_alpha=[LABEL_ALPHA if i == v.argmax else 0.0 for i in range(n)],
+    )
+
+
+def max_label(v: core.Variant) -> tuple[str, str]:
+    """The "max weight 27%" label placed on the highlighted bar, and its alignment."""
+    top = v.argmax
+    # keep the label inside the plot when the highlighted bar is near an edge: centred over
+    # the second bar, "max weight 27%" sticks out of a chart squeezed to ~230 px (a 900 px
+    # window); it reads from the bar towards the middle instead
+    n = len(v.probs)
+    align = "left" if top <= 1 else "right" if top >= n - 2 else "center"
+    return f"max weight {weight_label(v)}", align
+
+
+#: The sweep's width labels: their slant (radians), and the widths labelled where the chart is
+#: too narrow for all 25 (the powers of four).
+SWEEP_LABEL_ANGLE = 0.9
+SWEEP_LABEL_EVERY = tuple(str(w) for w in core.D_K_VALUES if w & (w - 1) == 0 and
+                          (w.bit_length() - 1) % 2 == 0)
+
+
+#: Text colour of the numbers printed in the heatmap's cells (white on the darkest cells).
+INK, INK_ON_DARK = "#1f2933", "#ffffff"
+
+
+def cell_text(x: float) -> str:
+    """A p(1 - p) printed in its heat-map cell: three decimals, "<0.001" for what would print
+    as 0.000 (a softmax's weights are all positive, so none of these is 0, even where float64
+    underflows to it)."""
+    return "<0.001" if x < 0.0005 else f"{x:.3f}"
+
+
+def jacobian_data(v: core.Variant) -> dict:
+    """The n x n Jacobian heatmap's values, row-major (row i = p_i, column j = u_j = z_j / T)."""
+    return dict(value=v.jacobian.ravel().tolist())
+
+
+def diagonal_label_data(v: core.Variant) -> dict:
+    """The diagonal p_i(1 - p_i) printed in the heatmap's diagonal cells (``text``), white
+    (``ink``) on the darkest of them: one row per key, the off-diagonal cells hold no text."""
+    text, ink = [], []
+    for x in v.diagonal.tolist():
+        text.append(cell_text(x))
+        ink.append(INK_ON_DARK if x > 0.6 * core.JACOBIAN_BOUND else INK)
+    return dict(text=text, ink=ink)
+
+
+def sweep_data(state: core.State, rule) -> dict:
+    """Values of the key x width heatmap of p(1 - p) under the active rule, row-major."""
+    return dict(value=state.sweep(rule).ravel())
+
+
+#: The readout's rows: (header HTML, header tooltip, the cell's {field} slots, the row's
+#: class), one column per rule of core.RULE_TABLE.
+READOUT_ROWS = (
+    ("max weight", "", "{{{r}_max_w}} on {{{r}_top}}", ""),
+    ("effective keys e<sup>H</sup>", "", "{{{r}_eff}}", ""),
+    ("largest p(1 − p)", "", "{{{r}_diag}}", ""),
+    ("‖J‖<sub>F</sub> = ‖∂p/∂u‖<sub>F</sub>", "the softmax Jacobian with respect to its own "
+     "input u = z/T (the heat map)", "{{{r}_frob}}", ""),
+    ("‖∂p/∂q‖<sub>F</sub>, to the query", "∂p/∂q = J K / (s T), s the rule's divisor: the "
+     "gradient that reaches the query and W_Q", "{{{r}_grad}}", "to-query"),
+)
+
+
+def readout_html() -> str:
+    """The gradient readout: a table with {field} slots (see text.fill), a column per rule;
+    the rule the model uses is highlighted through the table's data-active attribute (the
+    rule's key, filled in for '@active' as a plain attribute value, not a span; style:
+    :func:`rule_css`)."""
+    rules = core.RULE_TABLE
+    head = "".join(f"<th data-rule='{r.key}'>{r.html}</th>" for r in rules)
+    body = "".join(
+        f"<tr{f' class={cls!r}' if cls else ''}><th{f' title={tip!r}' if tip else ''}>{name}</th>"
+        + "".join(f"<td data-rule='{r.key}'>{cell.format(r=r.key)}</td>" for r in rules)
+        + "</tr>" for name, tip, cell, cls in READOUT_ROWS)
+    *others, last = [divisor_html(r) for r in rules]
+    divisors = f"{', '.join(others)} or {last}"
+    return ("<div class='readout'><h3>How much gradient gets through</h3>"
+            "<table data-active='@active'><thead><tr><th><span class='sr-only'>measure</span>"
+            f"</th>{head}</tr></thead><tbody>{body}</tbody></table>"
+            "<p>p(1 − p) peaks at ¼ when a weight is ½ and tends to 0 as it nears 0 or 1; "
+            "the highlighted column is the rule the model uses. "
+            "J is the softmax's Jacobian with respect to its own input u = z/T, the same for "
+            "any logits that give the same weights; ∂p/∂q = J K/(s T) is what reaches the "
+            f"query (s the rule's divisor: {divisors}), so it carries the 1/s and the 1/T.</p></div>")
+
+
+
+#: The bar charts as text for screen readers (assets/js/describe-bars.js fills it): visually
+#: hidden, read in page order right after the charts.
+BARS_TEXT = (
+    "<div class='sr-only'><p data-now></p>"
+    "<table><caption>The two bar charts as a table: each key's logit, attention weight and "
+    "p(1 − p), divided by √d<sub>k</sub> and raw</caption><thead><tr><th scope='col'>key</th>"
+    "<th scope='col'>logit ÷√d<sub>k</sub></th><th scope='col'>weight, scaled</th>"
+    "<th scope='col'>p(1 − p), scaled</th><th scope='col'>logit, raw</th>"
+    "<th scope='col'>weight, unscaled</th><th scope='col'>p(1 − p), unscaled</th></tr></thead>"
+    "<tbody data-bars></tbody></table><p aria-live='polite' data-summary></p></div>"
+)
+
+
+#: The heat maps as text for screen readers (assets/js/describe-heatmaps.js fills it).
+HEATMAPS_TEXT = (
+    "<div class='sr-only'><p data-diagonal></p>"
+    "<table><caption>The largest p(1 − p) at every head width, as the heat map of the "
+    "diagonal shows it</caption><thead><tr><th scope='col'>d<sub>k</sub></th>"
+    "<th scope='col'>largest p(1 − p)</th><th scope='col'>on key</th></tr></thead>"
+    "<tbody data-sweep></tbody></table></div>"
+)
+
+
+class Charts:
+    """The explorer's four Bokeh figures and their data sources, created once."""
+
+    def __init__(self, caption_extra: str = "") -> None:
+        #: The caption, the live explanation and the gradient readout: Divs whose HTML is
+        #: written once; later changes send only ``text_source`` (field, value) and the browser
+        #: fills the spans. ``caption_extra`` ends the caption (plain text).
+        self.caption = Div(text="", sizing_mode="stretch_width", name="caption")
+        self.explanation = Div(text="", sizing_mode="stretch_width", name="explanation")
+        self.readout = Div(text="", sizing_mode="stretch_width", name="readout", min_width=320)
+        self._caption_html = caption_html(caption_extra)
+        self.text_source = ColumnDataSource(data=dict(field=[], value=[]), name="text-source")
+        # so that it is part of the document with any of the Divs (an embed may hide the text)
+        for div in self.texts:
+            div.tags = [self.text_source]
+        self.text_source.js_on_change("data", CustomJS(
+            args=dict(source=self.text_source, divs=self.texts), code=script("fill-spans")))
+        self.scaled_fig, self.scaled_source = _bars(
+            "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR,
+            "logits q·k/√d_k: unit variance at every d_k")
+        self.unscaled_fig, self.unscaled_source = _bars(
+            "unscaled-weights", "Unscaled", UNSCALED_COLOR,
+            "logits q·k: their spread grows as √d_k")
+        self.jacobian_fig, self.jacobian_source, self.jacobian_labels_source = self._jacobian()
+        self.bars_text = Div(text=BARS_TEXT, name="bars-text", disable_math=True,
+                             sizing_mode="stretch_width", margin=0)
+        describe = CustomJS(args=dict(scaled=self.scaled_source, unscaled=self.unscaled_source,
+                                      div=self.bars_text), code=script("describe-bars"))
+        for source in (self.scaled_source, self.unscaled_source):
+            source.js_on_change("data", describe)
+        self.diagonal_fig, self.diagonal_source, self.marker_source = self._diagonal()
+        self.heatmaps_text = Div(text=HEATMAPS_TEXT, name="heatmaps-text", disable_math=True,
+                                 sizing_mode="stretch_width", margin=0)
+        heatmaps = CustomJS(args=dict(cells=self.jacobian_labels_source,
+                                      sweep=self.diagonal_source, marker=self.marker_source,
+                                      widths=[str(w) for w in core.D_K_VALUES],
+                                      div=self.heatmaps_text), code=script("describe-heatmaps"))
+        for source in (self.jacobian_labels_source, self.diagonal_source, self.marker_source):
+            source.js_on_change("data", heatmaps)
+        #: Browser programs to run once the document is shown (doc.js_on_event
+        #: "document_ready"): the charts' text.
+        self.ready = [describe, heatmaps]
+        derived_glyph_looks(self.figures.values())
+        self._sweep_key = None
+        self._n = len(KEY_LABELS)               # the number of keys the charts show
+        self._styled_for: str | None = None   # the rule the titles and outlines show
+
+    @property
+    def texts(self) -> list[Div]:
+        """The Divs of text: caption, explanation, readout."""
+        return [self.caption, self.explanation, self.readout]
+
+    @property
+    def figures(self) -> dict:
+        return {
+            "scaled-weights": self.scaled_fig,
+            "unscaled-weights": self.unscaled_fig,
+            "jacobian": self.jacobian_fig,
+            "jacobian-diagonal": self.diagonal_fig,
+        }
+
+    @property
+    def sources(self) -> list[ColumnDataSource]:
+        return [self.scaled_source, self.unscaled_source, self.jacobian_source,
+                self.jacobian_labels_source, self.diagonal_source, self.marker_source]
+
+    def _jacobian(self):
+        n = len(KEY_LABELS)
+        source = ColumnDataSource(data=dict(
+            row=[KEY_LABELS[i] for i in range(n) for _ in range(n)],
+            col=[KEY_LABELS[j] for _ in range(n) for j in range(n)],
+            value=np.zeros(n * n)), name="jacobian-source")
+        # the outlined diagonal cells, and the p(1 - p) printed in them
+        diagonal = ColumnDataSource(data=dict(key=list(KEY_LABELS), text=[""] * n, ink=[INK] * n),
+                                    name="jacobian-diagonal-cells")
+        mapper = LinearColorMapper(palette=DIVERGING, low=-core.JACOBIAN_BOUND,
+                                   high=core.JACOBIAN_BOUND)
+        fig = figure(
+            name="jacobian", title="Jacobian ∂p_i/∂u_j",
+            x_range=FactorRange(*KEY_LABELS), y_range=FactorRange(*reversed(KEY_LABELS)),
+            height=360, sizing_mode="stretch_width", min_width=300, max_width=460, tools="",
+            x_axis_location="above",
+        )
+        cells = fig.rect(x="col", y="row", width=1, height=1, source=source,
+                         fill_color={"field": "value", "transform": mapper}, line_color=None)
+        fig.rect(x="key", y="key", width=1, height=1, source=diagonal, fill_alpha=0,
+                 line_color=INK, line_width=1.5)
+        self._cell_text = fig.text(x="key", y="key", text="text", source=diagonal, text_align="center",
+                 text_baseline="middle", text_font=value(FONT), text_font_size="11px",
+                 text_color="ink")
+        fig.add_tools(HoverTool(renderers=[cells], tooltips=[
+            ("∂p", "@row"), ("∂u", "@col"), ("J = ∂p/∂u", "@value{%.4g}")],
+            formatters={"@value": "printf"}))
+        bar = ColorBar(color_mapper=mapper, width=12, title="J",
+                       major_label_text_font=FONT, title_text_font=FONT)
+        fig.add_layout(bar, "right")
+        fig.xaxis.axis_label = "softmax input u_j = z_j / T"
+        fig.yaxis.axis_label = "weight p_i"
+        style_figure(fig)
+        fig.grid.grid_line_color = None
+        fig.axis.axis_line_color = None
+        fig.axis.major_tick_line_color = None
+        return fig, source, diagonal
+
+    def _diagonal(self):
+        widths = [str(w) for w in core.D_K_VALUES]
+        n, m = len(KEY_LABELS), len(widths)
+        source = ColumnDataSource(data=dict(
+            key=[KEY_LABELS[i] for i in range(n) for _ in range(m)],
+            width=[widths[j] for _ in range(n) for j in range(m)],
+            value=np.zeros(n * m)), name="jacobian-diagonal-source")
+        marker = ColumnDataSource(data=dict(width=[str(core.D_K_VALUES[0])], y=[n / 2],
+                                            h=[n + 0.2]), name="jacobian-diagonal-marker")
+        mapper = LinearColorMapper(palette=SEQUENTIAL, low=0, high=core.JACOBIAN_BOUND)
+        fig = figure(
+            name="jacobian-diagonal", title="Diagonal p_i(1 − p_i)",
+            x_range=FactorRange(*widths), y_range=FactorRange(*reversed(KEY_LABELS)),
+            height=300, sizing_mode="stretch_width", min_width=300, tools="",
+        )
+        fig.rect(x="width", y="key", width=1, height=1, source=source,
+                 fill_color={"field": "value", "transform": mapper}, line_color=None)
+        fig.rect(x="width", y="y", width=1, height="h", source=marker, fill_alpha=0,
+                 line_color="#00b3ff", line_width=3)
+        fig.add_tools(HoverTool(tooltips=[
+            ("key", "@key"), ("d_k", "@width"), ("p(1 − p)", "@value{custom}")],
+            formatters={"@value": CustomJSHover(code=script("hover-positive"))},
+            renderers=[fig.renderers[0]]))
+        bar = ColorBar(color_mapper=mapper, width=12, title="p(1−p)",
+                       major_label_text_font=FONT, title_text_font=FONT)
+        fig.add_layout(bar, "right")
+        fig.xaxis.axis_label = "head width d_k (log-spaced)"
+        fig.yaxis.axis_label = "key"
+        fig.xaxis.major_label_orientation = SWEEP_LABEL_ANGLE
+        # every width labelled where there is room, the powers of four where there is not
+        fig.xaxis.formatter = CustomJSTickFormatter(
+            args=dict(fig=fig, angle=SWEEP_LABEL_ANGLE, every=SWEEP_LABEL_EVERY),
+            code=script("sweep-ticks"))
+        style_figure(fig)
+        subtitle(fig, "as the head widens (outlined: this d_k)")
+        fig.grid.grid_line_color = None
+        fig.axis.axis_line_color = None
+        return fig, source, marker
+
+    @without_property_validation   # the values are ours and known good; saves ~60% of the time
+    def update(self, state: core.State, rule, fields: dict[str, str] | None = None) -> None:
+        """Replace the sources' changing columns (and the active-rule styling) from ``state``,
+        the model using ``rule`` (core.RULES, or scaled: True / False); ``fields``
+        (state.ExplorerState.text_fields) are the numbers of the text."""
+        rule = core.as_rule(rule)
+        self._resize(len(state.scaled.probs))
+        self.scaled_source.data.update(bar_data(state.scaled))
+        self.unscaled_source.data.update(bar_data(state.unscaled))
+        active = state.active(rule)
+        self.jacobian_source.data.update(jacobian_data(active))
+        self.jacobian_labels_source.data.update(diagonal_label_data(active))
+        # The sweep depends on seed, T and the rule, not on d_k: resend only when it changed.
+        sweep_key = (state.seed, state.temperature, rule)
+        if sweep_key != self._sweep_key:
+            self.diagonal_source.data.update(sweep_data(state, rule))
+            self._sweep_key = sweep_key
+        self.marker_source.data = dict(width=[str(state.d_k)], y=[self._n / 2],
+                                       h=[self._n + 0.2])
+        if rule != self._styled_for:
+            self._style_variant(rule)
+        if fields:
+            self.update_text(fields)
+
+    def _resize(self, n: int) -> None:
+        """Give the charts ``n`` keys (k1 … kn): their sources' fixed columns and their
+        ranges' factors. Nothing is sent when the number of keys is the one shown."""
+        if n == self._n:
+            return
+        labels = [f"k{i + 1}" for i in range(n)]
+        zeros = [0.0] * n
+        for source, fig in ((self.scaled_source, self.scaled_fig),
+                            (self.unscaled_source, self.unscaled_fig)):
+            source.data = dict(key=labels, logit=zeros, weight=zeros, pq=zeros, gq=zeros,
+                               alpha=[MUTED_ALPHA] * n, line=zeros, label=[""] * n,
+                               align=["center"] * n, label_alpha=zeros)
+            fig.x_range.factors = labels
+        self.jacobian_source.data = dict(row=[a for a in labels for _ in labels],
+                                         col=[b for _ in labels for b in labels],
+                                         value=[0.0] * (n * n))
+        self.jacobian_labels_source.data = dict(key=labels, text=[""] * n, ink=[INK] * n)
+        self.jacobian_fig.x_range.factors = labels
+        self.jacobian_fig.y_range.factors = labels[::-1]
+        widths = [str(w) for w in core.D_K_VALUES]
+        self.diagonal_source.data = dict(key=[a for a in labels for _ in widths],
+                                         width=[w for _ in labels for w in widths],
+                                         value=np.zeros(n * len(widths)))
+        self.diagonal_fig.y_range.factors = labels[::-1]
+        self.marker_source.data = dict(width=list(self.marker_source.data["width"]),
+                                       y=[n / 2], h=[n + 0.2])
+        self._label_keys(labels)
+        self._sweep_key = None
+        self._n = n
+
+    def _label_keys(self, labels: list[str]) -> None:
+        """Above 16 keys, only every 8th key is labelled and the cells hold no numbers (too
+        small for them)."""
+        crowded = len(labels) > 16
+        shown = {k for i, k in enumerate(labels) if not crowded or i == 0 or (i + 1) % 8 == 0}
+        hidden_labels = {k: "" for k in labels if k not in shown}
+        for axis in (self.scaled_fig.xaxis, self.unscaled_fig.xaxis, self.jacobian_fig.xaxis,
+                     self.jacobian_fig.yaxis, self.diagonal_fig.yaxis):
+            axis.major_label_overrides = hidden_labels
+        self._cell_text.visible = not crowded
+
+    def _style_variant(self, rule: str) -> None:
+        """Titles and outlines that say which rule the model uses (the ÷d_k logits have no
+        bar chart: neither is outlined). Set only when the rule changes: even setting an
+        equal value costs Bokeh ~0.1 ms per property."""
+        variant = WHICH[rule]
+        self.jacobian_fig.title.text = f"Jacobian ∂p_i/∂u_j, {variant} logits"
+        self.diagonal_fig.title.text = f"Diagonal p_i(1 − p_i), {variant} logits"
+        for fig, on in ((self.scaled_fig, rule == "sqrt"), (self.unscaled_fig, rule == "none")):
+            fig.outline_line_color = "#1f2933" if on else None
+            fig.outline_line_width = 3 if on else 1
+            base = fig.title.text.removesuffix("  ◀ model uses this")
+            fig.title.text = base + ("  ◀ model uses this" if on else "")
+        self._styled_for = rule
+
+    def update_text(self, fields: dict[str, str]) -> None:
+        """The texts' numbers (state.ExplorerState.text_fields), written once as HTML, then
+        sent as values only."""
+        if not self.explanation.text:   # first time: the whole HTML, numbers filled in
+            self.caption.text = fill(self._caption_html, fields)
+            self.explanation.text = f"<div class='explanation'>{fill(EXPLANATION, fields)}</div>"
+            self.readout.text = fill(readout_html(), fields).replace(
+                "@active", html.escape(fields["active"], quote=True))
+        names, values = list(fields), list(fields.values())
+        if self.text_source.data["field"] == names:
+            # the same fields as before (the usual case): only the values go to the browser
+            self.text_source.data.update(value=values)
+        else:
+            self.text_source.data = dict(field=names, value=values)

@@ -1,0 +1,369 @@
+"""The whole explorer as Bokeh models (:class:`View`), built once: one layout for the served
+page, the offline copy and the notebook. The controls are built from ``state.CONTROLS``,
+the tabs from ``state.TABS`` (the one draw from :mod:`figures`, the argument's from
+:mod:`argument`), and each tab's downloads from its row."""
+
+from __future__ import annotations
+
+from bokeh.layouts import column, row
+from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGroup, Slider,
+                          TabPanel, Tabs)
+
+from . import core
+from .argument import Argument
+from .figures import Charts
+from .state import CONTROLS, TABS, Setting
+from .style import page_css, position_formatter, script
+from .text import FORMULAS, header_html
+
+#: For a Bokeh Div whose content should span its width (Bokeh sets ``display: inline-block``
+#: on the element that holds the HTML).
+FULL_WIDTH_CSS = ":host > .bk-clearfix { display: block !important; }"
+
+
+def position_slider(title: str, labels: list[str], position: int, name: str,
+                    stylesheets=()) -> Slider:
+    """A slider over positions 0 … len(labels) - 1 that shows ``labels[position]``."""
+    return Slider(title=title, start=0, end=len(labels) - 1, step=1, value=position, name=name,
+                  format=position_formatter(labels), sizing_mode="stretch_width",
+                  margin=(5, 10), stylesheets=list(stylesheets))
+
+
+#: The page's grid: controls and notes in a 300 px column beside the charts, or, on a screen
+#: narrower than 900 px, the controls above the charts and the notes below them. Rows of
+#: charts wrap on narrow screens.
+LAYOUT_CSS = """
+:host { display: grid !important; grid-template-columns: 300px minmax(0, 1fr);
+        grid-template-rows: auto 1fr; grid-template-areas: "controls main" "notes main"; }
+:host > .app-sidebar { grid-area: controls; }
+:host > .app-main { grid-area: main; min-width: 0; }
+:host > .app-notes { grid-area: notes; }
+@media (max-width: 899px) {
+  :host { grid-template-columns: minmax(0, 1fr); grid-template-rows: auto;
+          grid-template-areas: "controls" "main" "notes"; }
+}
+@media print {
+  :host { grid-template-columns: minmax(0, 1fr); grid-template-areas: "main"; }
+  :host > .app-sidebar, :host > .app-notes { display: none !important; }
+}
+"""
+#: The controls in two columns on a tablet, where they sit above the charts.
+SIDEBAR_CSS = """
+@media (min-width: 600px) and (max-width: 899px) {
+  :host { display: grid !important; grid-template-columns: 1fr 1fr; column-gap: 12px;
+          align-items: end; }
+}
+"""
+#: Parts a printed page leaves out (with the controls): the download buttons.
+NO_PRINT_CSS = " @media print { :host { display: none !important; } }"
+#: For the rows of charts: wrap onto the next line where the screen is too narrow for both.
+WRAP_CSS = ":host { flex-wrap: wrap !important; }"
+#: A column as wide as its place and never wider, whatever its texts hold: a column that
+#: follows its widest content resizes every chart in it when a number grows.
+FIT_CSS = ":host { min-width: 0; max-width: 100%; }"
+
+#: Bokeh's primary button at WCAG AA contrast (white on #1f5f99, 6.7:1), and a focus ring
+#: that shows on every control reached by keyboard.
+BUTTON_CSS = """
+:host { --color: var(--as-theme-ink, #18191D); --background-color: var(--as-theme-panel, #fff);
+        --border-color: var(--as-theme-line, #BBBBBD); --hover-color: var(--as-theme-card, #F9F9F9);
+        --surface-background-color: var(--as-theme-card, #EBEBEB);
+        --inactive-bg: var(--as-theme-card, #EBEBEB); --active-bg: var(--as-theme-highlight, #C3DBEB);
+        color: var(--color); }
+.bk-btn-default { color: var(--color); background-color: var(--background-color);
+                  border-color: var(--border-color); }
+.bk-btn-default:hover, .bk-btn-default.bk-active { background-color: var(--active-bg); }
+.bk-btn-primary { background-color: #1f5f99; border-color: #1a4f80; }
+.bk-btn-primary:hover, .bk-btn-primary.bk-active { background-color: #1a4f80; }
+:focus-visible { outline: 3px solid #ffbf47 !important; outline-offset: 2px; }
+"""
+
+#: The tabs' titles wrap onto a second line on a narrow screen instead of running off it.
+TABS_CSS = (":host { --color: var(--as-theme-ink, #18191D); color: var(--color); "
+            "--background-color: var(--as-theme-panel, #fff); } "
+            ".bk-tab { color: var(--color); } "
+            ".bk-headers-wrapper { flex-wrap: wrap; } .bk-headers { flex-wrap: wrap; } "
+            ".bk-tab { white-space: nowrap; } "
+            ".bk-tab:focus-visible { outline: 3px solid #ffbf47; outline-offset: -3px; }")
+
+
+def wrapping_row(*children):
+    """A row of charts that wraps onto the next line where the screen is too narrow."""
+    return row(*children, sizing_mode="stretch_width",
+               stylesheets=[InlineStyleSheet(css=WRAP_CSS)])
+
+
+#: The one draw's CSV columns per bar chart: (source column, header before _scaled or
+#: _unscaled), after the key.
+DRAW_COLUMNS = (("logit", "logit"), ("weight", "weight"), ("pq", "p_1_minus_p"),
+                ("gq", "grad_to_query"))
+
+#: The tabs by key.
+TAB = {t.key: t for t in TABS}
+
+
+class View:
+    """The whole explorer as Bokeh models, built once: the figures and texts of
+    :class:`figures.Charts`, the controls, the title bar, the guide, the tabs of
+    ``state.TABS``. The served page, the offline copy and the notebook all show this layout;
+    each adds only its way of updating it (Python callbacks on the server, one JavaScript
+    program offline).
+
+    ``values`` are the controls' starting values (``state.CONTROLS``: a slider over the
+    positions of each ``choice`` row, buttons for each ``option`` row, in the table's order; a
+    ``count`` row, the seed, is shown by ``seed_div`` and changed by the buttons).
+    ``hidden`` leaves parts out (``state.VIEW_PARTS``), ``notice`` is HTML shown above the
+    charts, ``buttons`` names the buttons the runtime wires (``resample``, ``fig3``, ``copy``);
+    ``argument=False`` leaves out the tabs of the argument (the offline copy); ``presets``
+    is HTML shown under the guide; ``controls`` names the controls to show (all by default).
+    """
+
+    def __init__(self, *, values: dict, subtitle: str = "", guide: str = "",
+                 caption_extra: str = "", hidden=frozenset(), notice: str = "",
+                 buttons=("resample", "fig3", "copy"), argument: bool = True,
+                 presets: str = "", controls=None) -> None:
+        self._css = css = [InlineStyleSheet(css=page_css())]
+        self._controls_css = [InlineStyleSheet(css=BUTTON_CSS)]
+        self._hide_text = "text" in hidden
+        self.charts = c = Charts(caption_extra=caption_extra)
+        for div in (*c.texts, c.bars_text, c.heatmaps_text):
+            div.disable_math = True
+            div.stylesheets = css
+        rows, argument_rows = self._controls(values, argument, controls)
+        self.seed_div = Div(text="", stylesheets=css, disable_math=True, name="seed",
+                            margin=(4, 10))
+        labels = {"resample": ("Resample q and k", "primary"),
+                  "fig3": ("Reset to Fig. 3", "default"),
+                  "copy": ("Copy link to this view", "default")}
+        self.buttons = {key: Button(label=labels[key][0], button_type=labels[key][1],
+                                    name=key, sizing_mode="stretch_width", margin=(5, 10),
+                                    stylesheets=self._controls_css)
+                        for key in buttons}
+        #: The controls, and the notes under them (guide, presets): beside the charts on a
+        #: wide screen, above and below them on a narrow one (assets/style.css, LAYOUT_CSS).
+        self.sidebar = column(
+            *rows, self.seed_div, *self.buttons.values(), *argument_rows,
+            sizing_mode="stretch_width", css_classes=["app-sidebar"],
+            stylesheets=[*css, InlineStyleSheet(css=SIDEBAR_CSS)], margin=0)
+        theme = self._notes(guide, presets)
+        self._download_names()
+        one_draw = self._one_draw()
+        self._tabs(values, one_draw, argument)
+        self.main = column(
+            *([Div(text=notice, stylesheets=css, disable_math=True, name="notice",
+                   sizing_mode="stretch_width")] if notice else []),
+            self.tabs if argument else one_draw,
+            sizing_mode="stretch_width", css_classes=["app-main"], stylesheets=css,
+            margin=(10, 12))
+        body = row(*([] if "controls" in hidden else [self.sidebar]), self.main,
+                   *([] if "controls" in hidden else [self.notes]),
+                   sizing_mode="stretch_width", margin=0, css_classes=["app-body"],
+                   stylesheets=[InlineStyleSheet(css=LAYOUT_CSS)])
+        header = [] if "header" in hidden else [
+            Div(text=header_html(subtitle), stylesheets=[*css, InlineStyleSheet(
+                css=FULL_WIDTH_CSS)], disable_math=True, sizing_mode="stretch_width",
+                margin=0)]
+        #: The page: title bar over the controls (left) and the charts and text.
+        self.root = column(*header, body, sizing_mode="stretch_width", margin=0)
+        #: Browser programs to run once the document is shown (doc.js_on_event
+        #: "document_ready"): names and keys for the controls, the bars' text.
+        self.ready = [theme, self._a11y(argument, "controls" in hidden), *c.ready]
+
+    def _controls(self, values: dict, argument: bool, controls) -> tuple[list, list]:
+        """A widget per choice and option row of CONTROLS (``self.widgets``): the rows of
+        the one draw's controls, and of the argument's (under their heading)."""
+        css, controls_css = self._css, self._controls_css
+        #: The widget of each choice and option control, by the control's name.
+        self.widgets: dict = {}
+        rows, argument_rows = [], []
+        for control in CONTROLS:
+            if control.kind not in ("choice", "option") or (
+                    control.group == "argument" and not argument) or (
+                    controls is not None and control.name not in controls):
+                continue
+            position = control.values.index(values[control.name])
+            labels = [control.show(v) for v in control.values]
+            if control.kind == "choice":
+                widget = shown = position_slider(control.label, labels, position, control.name,
+                                                 controls_css)
+            else:
+                widget = RadioButtonGroup(labels=labels, name=control.name, active=position,
+                                          margin=(5, 10), sizing_mode="stretch_width",
+                                          stylesheets=controls_css)
+                shown = column(Div(text=f"{control.label}", disable_math=True,
+                                   margin=(5, 10, 0, 10), stylesheets=css,
+                                   css_classes=["control-label"]), widget,
+                               sizing_mode="stretch_width")
+            (argument_rows if control.group == "argument" else rows).append(shown)
+            self.widgets[control.name] = widget
+        if argument_rows:
+            argument_rows.insert(0, Div(
+                text="<h4 class='group'>Over many draws</h4><small>The alignment sets the "
+                     "One draw, Saturation, Gradient and Heads tabs; the Variance and Training "
+                     "tabs keep the keys independent of the query.</small>", stylesheets=css,
+                disable_math=True, margin=(12, 10, 0, 10),
+                sizing_mode="stretch_width"))
+        return rows, argument_rows
+
+    def _download_names(self) -> None:
+        """The choice and option controls as the download names show them (``_named``: name
+        -> [widget, the value at each position]); the others at their defaults
+        (``_defaults``)."""
+        self._named = {ctl.name: [w, [ctl.show(v) for v in ctl.values] if ctl.kind == "choice"
+                                  else list(ctl.values)]
+                       for ctl in CONTROLS if (w := self.widgets.get(ctl.name)) is not None
+                       and ctl.kind in ("choice", "option")}
+        self._defaults = {ctl.name: ctl.show(ctl.default) for ctl in CONTROLS
+                          if ctl.kind == "choice" and ctl.name not in self._named}
+
+    def _notes(self, guide: str, presets: str) -> CustomJS:
+        """The notes beside the charts (guide, theme, presets) as ``self.notes``; the theme's
+        browser program."""
+        css = self._css
+        #: Light, dark or the system's choice (assets/js/theme.js; URL key theme).
+        self.theme_buttons = RadioButtonGroup(labels=["auto", "light", "dark"], active=0,
+                                              name="theme", margin=(5, 10, 10, 10),
+                                              stylesheets=self._controls_css)
+        theme = CustomJS(args=dict(buttons=self.theme_buttons, rule_inks=" ".join(
+            f"--as-theme-text-{r.key}: {r.ink_dark};" for r in core.RULE_TABLE)),
+            code=script("theme"))
+        self.theme_buttons.js_on_change("active", theme)
+        self.notes = column(
+            Div(text=guide, name="guide", stylesheets=css, disable_math=True,
+                sizing_mode="stretch_width", margin=(5, 10)),
+            Div(text="Theme", disable_math=True, margin=(5, 10, 0, 10),
+                stylesheets=css, css_classes=["control-label"]),
+            self.theme_buttons,
+            *([Div(text=presets, name="presets", stylesheets=css, disable_math=True,
+                   sizing_mode="stretch_width", margin=(5, 10))] if presets else []),
+            sizing_mode="stretch_width", css_classes=["app-notes"], stylesheets=css, margin=0)
+        return theme
+
+    def _one_draw(self):
+        """The one draw's tab: its charts, texts, readout and downloads."""
+        c = self.charts
+        formulas = Div(text=FORMULAS, stylesheets=[*self._css, InlineStyleSheet(
+            css=FULL_WIDTH_CSS)], disable_math=True, sizing_mode="stretch_width")
+        text = [] if self._hide_text else [c.caption, formulas, c.explanation]
+        #: Each tab's buttons to take it away: PNG, SVG and CSV (assets/js/download.js).
+        self.downloads = {"draw": self._download_row("draw", [c.scaled_fig, c.unscaled_fig], [
+            (src, [["key", "key"]] + [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
+            for src, side in ((c.scaled_source, "scaled"), (c.unscaled_source, "unscaled"))],
+            keyed=c.scaled_source)}
+        return column(
+            wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
+            self.downloads["draw"],
+            *text,
+            wrapping_row(c.jacobian_fig, c.readout),
+            c.diagonal_fig, c.heatmaps_text, sizing_mode="stretch_width",
+            stylesheets=[InlineStyleSheet(css=FIT_CSS)])
+
+    def _tabs(self, values: dict, one_draw, argument: bool) -> None:
+        """The tabs of state.TABS (``self.tabs``): the one draw, and each argument tab holding
+        a short "drawing" note until :meth:`build_argument` builds them when first asked for,
+        so that a page whose reader stays on the first tab costs a quarter of the models."""
+        #: The argument over many draws and through training (argument.Argument).
+        self.argument: Argument | None = None
+        self.tabs = Tabs(tabs=[TabPanel(title=tab.title, child=one_draw if tab.key == "draw"
+                                        else Div(text="<p class='status'>Drawing…</p>",
+                                                 stylesheets=self._css, disable_math=True))
+                               for tab in TABS], sizing_mode="stretch_width", name="sections",
+                         stylesheets=[InlineStyleSheet(css=TABS_CSS)],
+                         active=list(TAB).index(values.get("tab", "draw")) if argument else 0)
+        if argument:
+            self.widgets["tab"] = self.tabs
+
+    def _a11y(self, argument: bool, no_controls: bool) -> CustomJS:
+        """Names and keys for the sliders, tabs and regions (assets/js/a11y.js)."""
+        sliders = [[w, [c.show(v) for v in c.values]] for c in CONTROLS
+                   if c.kind == "choice" and (w := self.widgets.get(c.name)) is not None]
+        a11y = CustomJS(args=dict(
+            sliders=sliders, tabs=self.tabs if argument else None,
+            regions=[[self.main, "main", "Charts and explanation"],
+                     *([[self.sidebar, "region", "Controls"], [self.notes, "region", "Guide"]]
+                       if not no_controls else [])]), code=script("a11y"))
+        for widget, _labels in sliders:
+            widget.js_on_change("value", a11y)
+        if argument:
+            self.tabs.js_on_change("active", a11y)
+            self.tabs.js_on_change("tabs", a11y)
+        return a11y
+
+    def _download_row(self, tab: str, figures: list, tables: list, keyed=None, run=None):
+        """A row of three buttons that take the tab ``tab`` away (assets/js/download.js):
+        its ``figures`` as PNG and SVG, the columns of ``tables`` ((source, [[column,
+        header], ...]) in order) as CSV, named after the controls of its row of state.TABS;
+        ``keyed``, a source with a "key" column, gives the number of keys where no control
+        does; ``run``, the training source, names the file after its run's setting (its
+        tags)."""
+        buttons = {}
+        for kind in ("png", "svg", "csv"):
+            name = f"download-{kind}" if tab == "draw" else f"download-{kind}-{tab}"
+            buttons[kind] = button = Button(label=f"Download {kind.upper()}", name=name,
+                                            margin=(5, 10), width=140,
+                                            stylesheets=self._controls_css)
+            button.js_on_event("button_click", CustomJS(args=dict(
+                kind=kind, tab=tab, parts=list(TAB[tab].names),
+                controls={k: v for k, v in self._named.items() if k in TAB[tab].names},
+                defaults=self._defaults, text_source=self.charts.text_source,
+                figures=figures, tables=[[src, cols] for src, cols in tables], keyed=keyed,
+                run=run), code=script("download")))
+        return row(*buttons.values(), css_classes=["no-print"], name=f"downloads-{tab}",
+                   stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
+
+    def build_argument(self, wire=None) -> bool:
+        """Build the argument's tabs (argument.TAB_VIEWS: figures, texts, Train button) and put
+        them in their panels; False if they were built already. ``wire(view)`` runs before
+        they join the document: an event callback added to a model the browser already has
+        would not reach it."""
+        if self.argument is not None:
+            return False
+        css = self._css
+        keys = [tab.key for tab in TABS[1:]]
+        self.argument = a = Argument(keys, css, self._controls_css)
+        training = a.tabs.get("training")
+        if training is not None:
+            self.train_button, self.training_status = training.button, training.status
+        #: Each argument tab's text, by key.
+        self.section_texts = t = {
+            key: Div(text="", name=f"{key}-text", stylesheets=css, disable_math=True,
+                     sizing_mode="stretch_width", margin=(5, 10), css_classes=["section-text"])
+            for key in keys}
+        children = {}
+        for key, tab in a.tabs.items():
+            body = [wrapping_row(*part) if isinstance(part, list) else part
+                    for part in tab.body()]
+            self.downloads[key] = self._download_row(
+                key, list(tab.figures.values()), tab.tables,
+                run=tab.source if key == "training" else None)
+            children[key] = column(*([] if self._hide_text else [t[key]]), *body,
+                                   self.downloads[key], sizing_mode="stretch_width")
+        if training is not None:
+            t["training"].text = training.intro
+        if wire is not None:
+            wire(self)
+        # new panels, not new children: BokehJS redraws the tabs when their list changes,
+        # not when a panel's child does
+        self.tabs.tabs = [panel if tab.key not in children else TabPanel(
+            title=tab.title, child=children[tab.key]) for tab, panel in zip(TABS, self.tabs.tabs)]
+        return True
+
+    def draw_tab(self, key: str, setting: Setting) -> None:
+        """Draw the argument's tab ``key`` (any but the one draw and the training run) at
+        ``setting`` (state.Setting), from core: its charts, its text and the lines of the
+        setting's rule highlighted."""
+        self.section_texts[key].text = self.argument.draw(key, setting)
+
+    def show_training(self, runs: dict, d_k: int, temperature: float, n_keys: int) -> bool:
+        """The training runs so far (rule -> core.TrainingRun) on their tab: the charts, the
+        status beside the Train button and, once every run is done, what they showed. True
+        when they are done."""
+        text = self.argument.tabs["training"].show(runs, d_k, temperature, n_keys)
+        if text is not None:
+            self.section_texts["training"].text = text
+        return text is not None
+
+    def show_seed(self, seed: int) -> None:
+        text = f"<span class='seed'>seed <code>{int(seed)}</code></span>"
+        if self.seed_div.text != text:
+            self.seed_div.text = text

@@ -1,0 +1,161 @@
+"""The explorer's look: its colours (each rule's from core.RULE_TABLE), colour maps, fonts and
+figure styling, and its assets (the style sheet with each rule's CSS, the browser programs of
+assets/js). Imports Bokeh for models and palettes only; builds no layout."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+from bokeh.models import CustomJSTickFormatter, GlyphRenderer, Title
+from bokeh.palettes import Inferno256
+
+from . import core
+
+# Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
+#: The colours of the reference figure's two bar charts: their rules' (core.Rule.color).
+SCALED_COLOR = core.RULE["sqrt"].color
+UNSCALED_COLOR = core.RULE["none"].color
+MUTED_ALPHA = 0.55
+#: Opacity of the light pill behind the "max weight" label (none behind the empty ones).
+LABEL_ALPHA = 0.85
+
+
+def lab_to_hex(lab: np.ndarray) -> list[str]:
+    """CIELAB (D65) colours, rows of (L*, a*, b*), as sRGB hex strings (clipped to the gamut)."""
+    lab = np.asarray(lab, dtype=float)
+    fy = (lab[:, 0] + 16) / 116
+    f = np.stack([fy + lab[:, 1] / 500, fy, fy - lab[:, 2] / 200], axis=1)
+    xyz = np.where(f > 6 / 29, f ** 3, 3 * (6 / 29) ** 2 * (f - 4 / 29)) * [0.95047, 1.0, 1.08883]
+    rgb = xyz @ np.array([[3.2406, -0.9689, 0.0557], [-1.5372, 1.8758, -0.2040],
+                          [-0.4986, 0.0415, 1.0570]])
+    rgb = np.clip(rgb, 0, 1)
+    rgb = np.where(rgb <= 0.0031308, 12.92 * rgb, 1.055 * rgb ** (1 / 2.4) - 0.055)
+    return ["#%02x%02x%02x" % tuple(row) for row in np.round(255 * rgb).astype(int)]
+
+
+def diverging_palette(n: int = 255, low=(38.0, 18.0, -62.0), high=(38.0, 58.0, 44.0),
+                      mid=(97.0, 0.0, 0.0)) -> list[str]:
+    """A perceptually uniform diverging map: straight lines in CIELAB from ``low`` to the
+    near-white ``mid`` and on to ``high``, so lightness (and chroma) change evenly with the
+    value on both sides, blue below 0 and red above."""
+    t = np.linspace(-1, 1, n)[:, None]
+    lab = np.where(t < 0, np.array(mid) + (-t) * (np.array(low) - mid),
+                   np.array(mid) + t * (np.array(high) - mid))
+    return lab_to_hex(lab)
+
+
+# Module-level values that reach a model are tuples and every column a source is given is a
+# list of its own: Bokeh keeps a list as it is given (a source's column, a ticker's ticks, a
+# palette) and extends or patches it in place when a browser streams into it, so a list shared
+# by two sessions would carry one session's message into the other's page.
+
+#: Diverging map for the Jacobian: blue < 0 < red, near-white at 0, lightness linear in |J|.
+DIVERGING = tuple(diverging_palette())
+#: Sequential map for p(1 - p): black ("cold", no gradient) to yellow ("warm").
+SEQUENTIAL = Inferno256
+
+KEY_LABELS = tuple(f"k{i + 1}" for i in range(core.N_KEYS))
+
+_HERE = Path(__file__).resolve().parent
+#: CSS and favicon: inside the package when installed from a wheel, the repository's
+#: assets/ folder in a source checkout (editable install).
+ASSETS = next((p for p in (_HERE / "assets", _HERE.parents[1] / "assets") if p.is_dir()),
+              _HERE / "assets")
+
+
+@functools.lru_cache(maxsize=1)
+def page_css() -> str:
+    """The page's style sheet: assets/style.css and each rule's colours (:func:`rule_css`)."""
+    return (ASSETS / "style.css").read_text(encoding="utf-8") + rule_css()
+
+
+def script_globals(code: str) -> list[str]:
+    """The names a browser program takes from outside, as its ``/* global a, b */`` line
+    declares them (the names eslint checks it against): its CustomJS args, Bokeh's own
+    (cb_obj; value for a hover; tick, ticks for a tick formatter) and AS."""
+    found = re.search(r"^/\* global ([^*]*)\*/", code, re.MULTILINE)
+    return [n.strip() for n in found.group(1).split(",") if n.strip()] if found else []
+
+
+@functools.cache
+def script(name: str) -> str:
+    """The JavaScript of ``assets/js/<name>.js``: the code of a CustomJS, CustomJSHover or
+    CustomJSTickFormatter, or a page's script; preceded by assets/js/helpers.js (which
+    defines ``AS``) when its ``/* global */`` line names AS."""
+    code = (ASSETS / "js" / f"{name}.js").read_text(encoding="utf-8")
+    if "AS" in script_globals(code):
+        code = (ASSETS / "js" / "helpers.js").read_text(encoding="utf-8") + "\n" + code
+    return code
+
+
+def position_formatter(labels: list[str]) -> CustomJSTickFormatter:
+    """Show ``labels[position]`` for a slider over positions, formatted in the browser."""
+    return CustomJSTickFormatter(code=f"return {json.dumps(labels)}[tick] ?? '';")
+FONT = "'Inter', 'Segoe UI', 'Helvetica Neue', Arial, sans-serif"
+
+
+def style_figure(fig) -> None:
+    """The explorer's look on a figure: no toolbar, no outline, its fonts and greys."""
+    fig.toolbar.logo = None
+    fig.toolbar_location = None
+    fig.outline_line_color = None
+    fig.background_fill_color = "#ffffff"
+    fig.border_fill_color = "#ffffff"
+    fig.title.text_font = FONT
+    fig.title.text_font_size = "15px"
+    fig.title.text_color = "#1f2933"
+    fig.min_border_left = 10
+    for axis in (fig.xaxis, fig.yaxis):
+        axis.axis_label_text_font = FONT
+        axis.axis_label_text_font_style = "normal"
+        axis.axis_label_text_color = "#52606d"
+        axis.major_label_text_font = FONT
+        axis.major_label_text_color = "#52606d"
+        axis.axis_line_color = "#9aa5b1"
+        axis.major_tick_line_color = "#9aa5b1"
+        axis.minor_tick_line_color = None
+    fig.grid.grid_line_color = "#e4e7eb"
+
+
+def derived_glyph_looks(figures) -> None:
+    """Let BokehJS derive each glyph's looks when it is selected against and when it is muted
+    ("auto") instead of keeping two more glyph models per renderer: nothing in these charts is
+    selected (no selection tool) or muted (no legend click policy), so both looks are never
+    shown. A session at the heaviest setting, every tab built, holds 691 models instead of 809
+    and ~0.55 MiB less on the server (tracemalloc, five explorers)."""
+    for fig in figures:
+        for renderer in fig.renderers:
+            if isinstance(renderer, GlyphRenderer):
+                renderer.nonselection_glyph = "auto"
+                renderer.muted_glyph = "auto"
+
+
+def subtitle(fig, text: str) -> None:
+    """A second, smaller line under the figure's title: what does not fit on the title's own
+    line on a phone (static; the title carries what changes with the rule)."""
+    fig.add_layout(Title(text=text, text_font=FONT, text_font_size="13px",
+                         text_font_style="normal", text_color="#52606d"), "above")
+
+
+
+def rule_css() -> str:
+    """Each rule's colour in the page's own CSS, from core.RULE_TABLE: its name in the
+    readout's header (--as-text-<rule>, at WCAG AA contrast on the page's backgrounds; the
+    dark page's by assets/js/theme.js) and its highlighted column."""
+    return "".join(
+        f":host {{ --as-text-{r.key}: var(--as-theme-text-{r.key}, {r.ink}); }}\n"
+        f".readout thead [data-rule='{r.key}'] {{ color: var(--as-text-{r.key}); }}\n"
+        f".readout table[data-active='{r.key}'] td[data-rule='{r.key}'] "
+        "{ background: var(--as-highlight); font-weight: 700; }\n" for r in core.RULE_TABLE)
+
+
+#: A colour per scaling rule (Okabe-Ito), and a dash and marker per rule so that no line or
+#: dot is told from another by colour alone (core.RULE_TABLE; dashes as tuples: Bokeh's
+#: named dashes are module-level lists every line would hold).
+RULE_COLORS = {r.key: r.color for r in core.RULE_TABLE}
+RULE_DASH = {r.key: r.dash for r in core.RULE_TABLE}
+RULE_MARKER = {r.key: r.marker for r in core.RULE_TABLE}

@@ -56,10 +56,6 @@ MAX_COMPLEXITY = 15
 TOO_BIG = {
     "cli.build_parser",
     "cli._serve",
-    "core.saturation_metrics",
-    "core._saturation_curves",
-    "export.build_payload",
-    "state.parse_query",
 }
 
 

@@ -1,4 +1,4 @@
-// The helpers the browser programs share, as the one object `AS`. charts.script() puts this
+// The helpers the browser programs share, as the one object `AS`. style.script() puts this
 // file before the code of every program whose `/* global */` line names AS; nothing else of
 // one program is seen by another.
 //

@@ -671,7 +671,8 @@ def saturation_metrics(u: np.ndarray, along: np.ndarray, divisor: np.ndarray,
     given by Bartlett's R = ``upper`` (draws, n, n) + diag(``diag`` (groups, draws, n)), of
     which only the ``rows`` (groups, n) exist (None: nothing across); ``col_sq`` (groups,
     draws, n) and ``upper_t`` (``upper`` transposed, contiguous), if at hand, are the sums of
-    squares of ``upper``'s columns over those rows and the transposed matrix. Any float dtype: the arithmetic stays in the inputs' precision.
+    squares of ``upper``'s columns over those rows and the transposed matrix. Any float
+    dtype: the arithmetic stays in the inputs' precision.
 
     Computed relative to eps, the second-largest weight, so that nothing underflows where
     the softmax saturates: with w_j = p_j / eps off the top and w_top = -(sum of the others),
@@ -705,29 +706,38 @@ def saturation_metrics(u: np.ndarray, along: np.ndarray, divisor: np.ndarray,
         (omega * x * x).sum(-1, keepdims=True) - 2 * b * (omega * x).sum(-1, keepdims=True)
         + b * b * c, 0.0))[..., 0]
     if rows is not None and rows.any():
-        d = u.shape[1]
-        if upper_t is None:
-            upper_t = np.ascontiguousarray(upper.transpose(0, 2, 1))  # (draws, j, k)
-        present = rows[:, None, :].astype(u.dtype)
-        if col_sq is None:
-            col_sq = np.einsum("djk,gk->gdj", upper_t * upper_t, present[:, 0])
-
-        # (R v)_k over the rows that exist for v = w and w^2, by BLAS, in one product
-        g = u.shape[0]
-        v = np.concatenate([w_hat, omega])
-        r_both = (np.matmul(v.transpose(1, 0, 2), upper_t).transpose(1, 0, 2)
-                  + np.concatenate([diag, diag]) * v) * np.concatenate([present, present])
-        r_w, r_omega = r_both[:g], r_both[g:]                          # -y_k, (R w^2)_k
-        r_top = (upper_t[np.arange(d)[None, :], top] + np.where(is_top, diag, 0.0)) * present
-        r_v = r_top + eps * r_w                                        # b_k = (R v)_k
-        def dot(p, q):
-            return np.einsum("gdn,gdn->gd", p, q)
-
-        across = (p_top ** 2 * dot(r_w, r_w) + dot(omega, col_sq + diag * diag)
-                  - 2 * dot(r_v, r_omega) + c[..., 0] * dot(r_v, r_v))
-        total_sq = total_sq + np.maximum(across, 0.0)
+        total_sq = total_sq + _across_query(u, top, is_top, w_hat, omega, eps, p_top, c, upper,
+                                            diag, rows, col_sq, upper_t)
     log_grad = log_eps + 0.5 * np.log(total_sq) - np.log(np.asarray(divisor))[:, None]
     return dict(max_weight=p_top, eff_keys=np.exp(entropy), log10_grad_q=log_grad / math.log(10))
+
+
+def _across_query(u, top, is_top, w_hat, omega, eps, p_top, c, upper, diag, rows, col_sq,
+                  upper_t) -> np.ndarray:
+    """:func:`saturation_metrics`' sum over R's rows of ||J r_k||^2 / eps^2 (see there), never
+    below 0."""
+    d = u.shape[1]
+    if upper_t is None:
+        upper_t = np.ascontiguousarray(upper.transpose(0, 2, 1))  # (draws, j, k)
+    present = rows[:, None, :].astype(u.dtype)
+    if col_sq is None:
+        col_sq = np.einsum("djk,gk->gdj", upper_t * upper_t, present[:, 0])
+
+    # (R v)_k over the rows that exist for v = w and w^2, by BLAS, in one product
+    g = u.shape[0]
+    v = np.concatenate([w_hat, omega])
+    r_both = (np.matmul(v.transpose(1, 0, 2), upper_t).transpose(1, 0, 2)
+              + np.concatenate([diag, diag]) * v) * np.concatenate([present, present])
+    r_w, r_omega = r_both[:g], r_both[g:]                          # -y_k, (R w^2)_k
+    r_top = (upper_t[np.arange(d)[None, :], top] + np.where(is_top, diag, 0.0)) * present
+    r_v = r_top + eps * r_w                                        # b_k = (R v)_k
+
+    def dot(p, q):
+        return np.einsum("gdn,gdn->gd", p, q)
+
+    across = (p_top ** 2 * dot(r_w, r_w) + dot(omega, col_sq + diag * diag)
+              - 2 * dot(r_v, r_omega) + c[..., 0] * dot(r_v, r_v))
+    return np.maximum(across, 0.0)
 
 
 #: The Monte Carlo runs in jobs of a few widths and a slice of the draws, each job's arrays
@@ -769,6 +779,19 @@ def _curve_batch(batch: range, draws: slice, temperature: float, n_keys: int,
             "grad_q": m["log10_grad_q"]}
 
 
+def _quartiles(parts: list[dict], batch: range, stats: dict) -> None:
+    """Into ``stats``: per group (width of ``batch`` x rule) the quartiles over all the draws
+    of the jobs ``parts`` (:func:`_curve_batch`), in float64."""
+    for metric in parts[0]:
+        values = np.concatenate([p[metric] for p in parts], axis=1).astype(np.float64)
+        q = np.quantile(values, [0.25, 0.5, 0.75], axis=1)
+        if metric == "grad_q":
+            q = 10.0 ** q
+        for g, (w, r) in enumerate((w, r) for w in batch for r in RULES):
+            stats[f"{metric}_q25_{r}"][w], stats[f"{metric}_median_{r}"][w], \
+                stats[f"{metric}_q75_{r}"][w] = q[:, g]
+
+
 @lru_cache(maxsize=256)      # per (T, keys, alignment): ~30 KB each
 def _saturation_curves(temperature: float, n_keys: int, align: float) -> dict:
     stats = {f"{m}_{q}_{r}": np.empty(len(D_K_VALUES)) for m in ("max_weight", "eff_keys",
@@ -782,16 +805,7 @@ def _saturation_curves(temperature: float, n_keys: int, align: float) -> dict:
     with ThreadPoolExecutor(_CURVE_THREADS) as pool:
         results = list(pool.map(lambda j: _curve_batch(*j, temperature, n_keys, align), jobs))
     for i, batch in enumerate(batches):
-        parts = results[i * len(chunks):(i + 1) * len(chunks)]
-        for metric in parts[0]:
-            # per group (width x rule): the quartiles over all the draws, in float64
-            values = np.concatenate([p[metric] for p in parts], axis=1).astype(np.float64)
-            q = np.quantile(values, [0.25, 0.5, 0.75], axis=1)
-            if metric == "grad_q":
-                q = 10.0 ** q
-            for g, (w, r) in enumerate((w, r) for w in batch for r in RULES):
-                stats[f"{metric}_q25_{r}"][w], stats[f"{metric}_median_{r}"][w], \
-                    stats[f"{metric}_q75_{r}"][w] = q[:, g]
+        _quartiles(results[i * len(chunks):(i + 1) * len(chunks)], batch, stats)
     cols = {"d_k": np.array(D_K_VALUES, dtype=float), **stats}
     for v in cols.values():
         v.setflags(write=False)

@@ -265,6 +265,22 @@ def _styling() -> dict:
     return out
 
 
+def _record(v: core.Variant, state: core.State, rule: str, di: int) -> tuple[dict, dict]:
+    """One record's columns (the one draw's bars, the Jacobian's cells) under ``rule``,
+    checked against what the browser rebuilds from them: the Jacobian from its diagonal and
+    the weights, the sweep from every width's diagonal."""
+    bars = bar_data(v)
+    cells = diagonal_label_data(v)
+    jac = np.asarray(jacobian_data(v)["value"]).reshape(N, N)
+    if (not np.array_equal(jac, _jacobian(bars["weight"], bars["pq"]))
+            or bars["pq"] != np.diag(jac).tolist()):
+        raise AssertionError("Jacobian is not diag(p(1-p)) - p_i p_j exactly")
+    sweep = np.asarray(sweep_data(state, rule)["value"]).reshape(N, len(core.D_K_VALUES))
+    if not np.array_equal(sweep[:, di], bars["pq"]):
+        raise AssertionError("the sweep is not the diagonals of its widths")
+    return bars, cells
+
+
 def build_payload(seeds: list[int]) -> dict:
     """Every state of the controls for ``seeds``, packed (see the module docstring)."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
@@ -279,40 +295,28 @@ def build_payload(seeds: list[int]) -> dict:
     logits = np.empty((len(seeds), nd, nr, N))
     ints = np.empty((n_rec, n_ints), dtype=np.uint16)
     styles, labels, inks, strings = _Table(), _Table(), _Table(), _Table()
-    for si, seed in enumerate(seeds):
-        for di, d_k in enumerate(d_ks):
-            for ti, temp in enumerate(temps):
-                state = core.compute_state(d_k, temp, seed)
-                with param.edit_constant(explorer):
-                    explorer.result = state
-                for var, rule in enumerate(core.RULES):
-                    v = state.active(rule)
-                    rec = ((si * nd + di) * nt + ti) * nr + var
-                    bars = bar_data(v)
-                    jd = jacobian_data(v)
-                    cells = diagonal_label_data(v)
-                    jac = np.asarray(jd["value"]).reshape(N, N)
-                    if (not np.array_equal(jac, _jacobian(bars["weight"], bars["pq"]))
-                            or bars["pq"] != np.diag(jac).tolist()):
-                        raise AssertionError("Jacobian is not diag(p(1-p)) - p_i p_j exactly")
-                    # the sweep is every width's diagonal: the browser puts it together
-                    sweep = np.asarray(sweep_data(state, rule)["value"]).reshape(N, nd)
-                    if not np.array_equal(sweep[:, di], bars["pq"]):
-                        raise AssertionError("the sweep is not the diagonals of its widths")
-                    rec_floats[rec, :N] = bars["weight"]
-                    rec_floats[rec, N:2 * N] = bars["gq"]
-                    rec_floats[rec, 2 * N:] = bars["pq"]
-                    logits[si, di, var] = bars["logit"]
-                    text, align = max_label(v)
-                    explorer.rule = rule
-                    fields = explorer.text_fields()
-                    ints[rec] = [
-                        styles.add([bars["alpha"], bars["line"]]),
-                        labels.add([int(v.argmax), align, text]),
-                        inks.add(cells["ink"]),
-                        *(strings.add(t) for t in cells["text"]),
-                        *(strings.add(fields[k]) for k in fields_order),
-                    ]
+    grid = ((si, seed, di, d_k, ti, temp) for si, seed in enumerate(seeds)
+            for di, d_k in enumerate(d_ks) for ti, temp in enumerate(temps))
+    for si, seed, di, d_k, ti, temp in grid:
+        state = core.compute_state(d_k, temp, seed)
+        with param.edit_constant(explorer):
+            explorer.result = state
+        for var, rule in enumerate(core.RULES):
+            v = state.active(rule)
+            rec = ((si * nd + di) * nt + ti) * nr + var
+            bars, cells = _record(v, state, rule, di)
+            rec_floats[rec] = [*bars["weight"], *bars["gq"], *bars["pq"]]
+            logits[si, di, var] = bars["logit"]
+            text, align = max_label(v)
+            explorer.rule = rule
+            fields = explorer.text_fields()
+            ints[rec] = [
+                styles.add([bars["alpha"], bars["line"]]),
+                labels.add([int(v.argmax), align, text]),
+                inks.add(cells["ink"]),
+                *(strings.add(t) for t in cells["text"]),
+                *(strings.add(fields[k]) for k in fields_order),
+            ]
     # a text field with one value over the whole grid is stored once, not per record
     same = [k for k in range(len(fields_order))
             if (ints[:, n_head + k] == ints[0, n_head + k]).all()]

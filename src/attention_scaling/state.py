@@ -28,7 +28,8 @@ class Control:
     slider's label; ``positive`` refuses a URL value <= 0 instead of clamping it;
     ``linear``: a URL value between two takes the nearest on a linear scale; ``group``:
     ``draw`` for the controls of the one-draw view and all tabs, ``argument`` for those only
-    the argument's tabs (over many draws and training) use."""
+    the argument's tabs (over many draws and training) use; ``core``: the argument of
+    core.compute_state it gives (the state is computed anew when it changes)."""
 
     name: str
     kind: str
@@ -41,6 +42,7 @@ class Control:
     positive: bool = False
     linear: bool = False
     group: str = "draw"
+    core: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ TABS = (
 CONTROLS = (
     Control("d_k", "choice", "d_k", "Head width d_k", FIG3_D_K,
             "Dimension of the query and key vectors (log-spaced, 1 to 4096).",
-            values=tuple(core.D_K_VALUES)),
+            values=tuple(core.D_K_VALUES), core="d_k"),
     Control("rule", "option", "rule", "Scaling of the logits", "sqrt",
             "What the logits q·k are divided by: nothing, √d_k (the Transformer's rule) or "
             "d_k (μP's). The model uses this rule: it drives the Jacobian heat map, the "
@@ -76,20 +78,22 @@ CONTROLS = (
             values=core.RULES, show=RULE_LABELS.get),
     Control("temperature", "choice", "temperature", "Temperature T", 1.0,
             "Softmax temperature: p = softmax(logits / T), applied to both charts.",
-            values=tuple(core.TEMPERATURES), show=lambda v: f"{v:g}", positive=True),
+            values=tuple(core.TEMPERATURES), show=lambda v: f"{v:g}", positive=True,
+            core="temperature"),
     Control("seed", "count", "seed", "Random seed", FIG3_SEED,
             "Seed of the random query and keys (nested across widths).",
-            values=(0, MAX_SEED)),
+            values=(0, MAX_SEED), core="seed"),
     Control("tab", "tab", "tab", "Section", "draw",
             "The tab shown: the one draw, or a step of the argument over many draws.",
             values=tuple(t.key for t in TABS)),
     Control("keys", "choice", "keys", "Number of keys n", core.N_KEYS,
             "How many keys the query attends over, in every view.",
-            values=core.KEY_COUNTS),
+            values=core.KEY_COUNTS, core="n_keys"),
     Control("align", "choice", "align", "Trained alignment ρ", 0.0,
             "Correlation of the first key with the query (k1 = ρq + √(1−ρ²)ε), as training "
             "makes a query and the key it should match.",
-            values=core.ALIGNMENTS, show=lambda v: f"{v:g}", linear=True, group="argument"),
+            values=core.ALIGNMENTS, show=lambda v: f"{v:g}", linear=True, group="argument",
+            core="align"),
 )
 
 
@@ -128,10 +132,10 @@ class _State(param.Parameterized):
     def __init__(self, **params):
         super().__init__(**params)
         self._recompute()
-        self.param.watch(self._recompute, ["d_k", "temperature", "seed", "keys", "align"])
+        self.param.watch(self._recompute, [c.name for c in CONTROLS if c.core])
 
     def _recompute(self, *_events) -> None:
-        state = core.compute_state(self.d_k, self.temperature, self.seed, self.keys, self.align)
+        state = core.compute_state(**{c.core: getattr(self, c.name) for c in CONTROLS if c.core})
         # what param.edit_constant(self) does, for the one parameter it concerns: it would
         # unlock and relock every parameter, a third of the cost of a change outside Bokeh
         result = self.param["result"]
@@ -196,6 +200,87 @@ def _nearest(x: float, options, linear: bool = False) -> float:
     return min(options, key=lambda o: abs(math.log(o) - math.log(x)))
 
 
+class _Query:
+    """Query arguments read one key at a time; every adjustment adds a notice in plain text."""
+
+    def __init__(self, args) -> None:
+        self.args = args
+        self.notices: list[str] = []
+
+    def last(self, key: str) -> str | None:
+        """The last value given for ``key`` (str or bytes in), stripped; None if absent."""
+        items = self.args.get(key) or []
+        if not items:
+            return None
+        if len(items) > 1:
+            self.notices.append(f"{key} was given {len(items)} times; using the last one.")
+        raw = items[-1]
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8", errors="replace")
+        return str(raw).strip()
+
+    def flag(self, key: str) -> bool | None:
+        raw = self.last(key)
+        if raw is None:
+            return None
+        if raw.lower() in _TRUE | _FALSE:
+            return raw.lower() in _TRUE
+        self.notices.append(f"Ignored {key}={_shown(raw)}: use 1 or 0.")
+        return None
+
+    def word(self, c: Control, raw: str):
+        """An option or tab: one of its words."""
+        if raw in c.values:
+            return raw
+        self.notices.append(f"Ignored {c.url_key}={_shown(raw)}: use one of "
+                            f"{', '.join(c.values)}.")
+        return None
+
+    def count(self, c: Control, raw: str):
+        """A whole number from ``values[0]`` to ``values[1]`` (larger: the largest)."""
+        low, high = c.values
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 30):
+            self.notices.append(f"Ignored {c.url_key}={_shown(raw)}: not a whole number from "
+                                f"{low} to {high}.")
+            return None
+        n = int(raw)
+        if n > high:
+            self.notices.append(f"{c.url_key}={_shown(raw)} is too large; using {high}.")
+            n = high
+        return max(n, low)
+
+    def choice(self, c: Control, raw: str):
+        """The value of ``values`` nearest a finite number (positive where it must be)."""
+        key = c.url_key
+        try:
+            x = float(raw)
+        except ValueError:
+            x = float("nan")
+        if not math.isfinite(x):
+            self.notices.append(f"Ignored {key}={_shown(raw)}: not a finite number.")
+            return None
+        if c.positive and x <= 0:
+            self.notices.append(f"Ignored {key}={_shown(raw)}: it must be positive.")
+            return None
+        options = c.values
+        near = _nearest(min(max(x, options[0]), options[-1]), options, c.linear)
+        if not math.isclose(near, x, rel_tol=1e-9):
+            self.notices.append(f"{key}={_shown(raw)} is not one of the values offered; "
+                                f"using {c.show(near)}.")
+        return near
+
+    def hidden(self) -> set[str]:
+        """The parts of the page ``embed`` and ``hide`` leave out."""
+        hidden = {"header"} if self.flag("embed") else set()
+        for token in (t.strip().lower() for t in (self.last("hide") or "").split(",")):
+            if token in VIEW_PARTS:
+                hidden.add(token)
+            elif token:
+                self.notices.append(f"Ignored hide={_shown(token)}: can hide "
+                                    f"{', '.join(VIEW_PARTS)}.")
+        return hidden
+
+
 def parse_query(args) -> tuple[dict, set[str], list[str]]:
     """Read controls and view switches from query arguments, safely.
 
@@ -205,93 +290,21 @@ def parse_query(args) -> tuple[dict, set[str], list[str]]:
     (text, NaN, infinity, empty) are ignored; each adjustment adds a notice in plain text.
     Nothing that comes in is ever returned as markup.
     """
+    q = _Query(args)
+    read = {"option": q.word, "tab": q.word, "count": q.count, "choice": q.choice}
     values: dict = {}
-    hidden: set[str] = set()
-    notices: list[str] = []
-
-    def last(key: str) -> str | None:
-        items = args.get(key) or []
-        if not items:
-            return None
-        if len(items) > 1:
-            notices.append(f"{key} was given {len(items)} times; using the last one.")
-        raw = items[-1]
-        if isinstance(raw, bytes):
-            raw = raw.decode("utf-8", errors="replace")
-        return str(raw).strip()
-
-    def number(key: str, raw: str) -> float | None:
-        try:
-            x = float(raw)
-        except ValueError:
-            x = float("nan")
-        if not math.isfinite(x):
-            notices.append(f"Ignored {key}={_shown(raw)}: not a finite number.")
-            return None
-        return x
-
-    def flag(key: str) -> bool | None:
-        raw = last(key)
-        if raw is None:
-            return None
-        if raw.lower() in _TRUE | _FALSE:
-            return raw.lower() in _TRUE
-        notices.append(f"Ignored {key}={_shown(raw)}: use 1 or 0.")
-        return None
-
     for c in CONTROLS:
-        key = c.url_key
-        raw = last(key)
-        if raw is None:
-            continue
-        if c.kind in ("option", "tab"):
-            if raw in c.values:
-                values[c.name] = raw
-            else:
-                notices.append(f"Ignored {key}={_shown(raw)}: use one of "
-                               f"{', '.join(c.values)}.")
-            continue
-        if c.kind == "count":
-            low, high = c.values
-            if raw.isascii() and raw.isdigit() and len(raw) <= 30:
-                n = int(raw)
-                if n > high:
-                    notices.append(f"{key}={_shown(raw)} is too large; using {high}.")
-                    n = high
-                values[c.name] = max(n, low)
-            else:
-                notices.append(f"Ignored {key}={_shown(raw)}: not a whole number from {low} "
-                               f"to {high}.")
-            continue
-        if (x := number(key, raw)) is None:
-            continue
-        if c.positive and x <= 0:
-            notices.append(f"Ignored {key}={_shown(raw)}: it must be positive.")
-            continue
-        options = c.values
-        near = _nearest(min(max(x, options[0]), options[-1]), options, c.linear)
-        if not math.isclose(near, x, rel_tol=1e-9):
-            notices.append(f"{key}={_shown(raw)} is not one of the values offered; "
-                           f"using {c.show(near)}.")
-        values[c.name] = near
-
+        raw = q.last(c.url_key)
+        if raw is not None and (value := read[c.kind](c, raw)) is not None:
+            values[c.name] = value
     # links from before the rule control: scaled=1 is the 1/sqrt(d_k) rule, scaled=0 none
-    if (on := flag("scaled")) is not None:
+    if (on := q.flag("scaled")) is not None:
         if "rule" in values:
-            notices.append("Ignored scaled: rule is given.")
+            q.notices.append("Ignored scaled: rule is given.")
         else:
             values["rule"] = "sqrt" if on else "none"
-    if flag("embed"):
-        hidden.add("header")
-    raw = last("hide")
-    if raw:
-        for token in (t.strip().lower() for t in raw.split(",")):
-            if token in VIEW_PARTS:
-                hidden.add(token)
-            elif token:
-                notices.append(f"Ignored hide={_shown(token)}: can hide "
-                               f"{', '.join(VIEW_PARTS)}.")
-    return values, hidden, notices
+    hidden = q.hidden()
+    return values, hidden, q.notices
 
 
 #: Presets, each a link to a view: (label, the controls it sets; the others at their defaults).

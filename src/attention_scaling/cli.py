@@ -107,6 +107,25 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve the explorer in the browser (Panel server)",
         description="Serve the explorer at http://ADDRESS:PORT/ (PREFIX prepended when given).",
     )
+    _network_options(serve)
+    _classroom_options(serve)
+    serve.epilog = ("environment variables (a flag given on the command line wins): " + "; ".join(
+        f"{var} for --{name.replace('_', '-')}" for name, var in ENVIRONMENT.items())
+        + " (origins separated by commas)")
+    export = sub.add_parser(
+        "export", help="write a self-contained offline HTML copy of the explorer",
+        description="Write the explorer as one HTML file that works from file:// with no "
+                    "server and no network: every setting of the controls is precomputed.",
+    )
+    export.add_argument("out", metavar="OUT.html", help="the HTML file to write")
+    export.add_argument("--seeds", default="4", metavar="N",
+                        help="number of random draws to include, 1 to 4 (default 4; the "
+                             "first is the seed of Fig. 3)")
+    return parser
+
+
+def _network_options(serve: argparse.ArgumentParser) -> None:
+    """serve's options of where it listens and who may reach it."""
     serve.add_argument("--port", type=_port, default=None,
                        help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")
     serve.add_argument("--address", type=_address, default=None,
@@ -123,6 +142,22 @@ def build_parser() -> argparse.ArgumentParser:
                             "sticky proxy (docs/deploy.md)")
     serve.add_argument("--prefix", type=_prefix, default=None, metavar="P",
                        help="URL path prefix, e.g. /explorer behind a reverse proxy")
+    serve.add_argument("--allow-any-origin", action="store_true",
+                       help="accept --allow-websocket-origin '*' (any site's pages may then "
+                            "open websockets to this server; refused without this flag)")
+    serve.add_argument("--frame-ancestors", type=_frame_ancestors, default=None,
+                       metavar="SOURCES",
+                       help="which pages may embed the explorer in an iframe, as a "
+                            "Content-Security-Policy frame-ancestors list (default *: no "
+                            "policy, any course page; e.g. \"'self' https://lms.example.edu\")")
+    serve.add_argument("--use-xheaders", action="store_true",
+                       help="behind a reverse proxy: take the client's address and scheme from "
+                            "its X-Real-Ip / X-Forwarded-For / X-Forwarded-Proto headers")
+    serve.add_argument("--show", action="store_true", help="open a browser tab")
+
+
+def _classroom_options(serve: argparse.ArgumentParser) -> None:
+    """serve's options of how many sessions it holds and how it keeps them."""
     serve.add_argument("--unused-session-lifetime", type=_seconds, metavar="S",
                        default=DEFAULT_UNUSED_SESSION_LIFETIME_S,
                        help="drop a session whose browser never connected (or went away) after "
@@ -145,34 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "loopback is not limited (a proxy on this machine speaks for "
                             "many) (default 16; 0: no limit, e.g. for a whole class behind "
                             "one NAT address without a proxy)")
-    serve.add_argument("--allow-any-origin", action="store_true",
-                       help="accept --allow-websocket-origin '*' (any site's pages may then "
-                            "open websockets to this server; refused without this flag)")
-    serve.add_argument("--frame-ancestors", type=_frame_ancestors, default=None,
-                       metavar="SOURCES",
-                       help="which pages may embed the explorer in an iframe, as a "
-                            "Content-Security-Policy frame-ancestors list (default *: no "
-                            "policy, any course page; e.g. \"'self' https://lms.example.edu\")")
     serve.add_argument("--stats", action="store_true",
                        help="also serve /stats: JSON with this process's open sessions and "
                             "memory (for load tests and monitoring)")
-    serve.add_argument("--use-xheaders", action="store_true",
-                       help="behind a reverse proxy: take the client's address and scheme from "
-                            "its X-Real-Ip / X-Forwarded-For / X-Forwarded-Proto headers")
-    serve.add_argument("--show", action="store_true", help="open a browser tab")
-    serve.epilog = ("environment variables (a flag given on the command line wins): " + "; ".join(
-        f"{var} for --{name.replace('_', '-')}" for name, var in ENVIRONMENT.items())
-        + " (origins separated by commas)")
-    export = sub.add_parser(
-        "export", help="write a self-contained offline HTML copy of the explorer",
-        description="Write the explorer as one HTML file that works from file:// with no "
-                    "server and no network: every setting of the controls is precomputed.",
-    )
-    export.add_argument("out", metavar="OUT.html", help="the HTML file to write")
-    export.add_argument("--seeds", default="4", metavar="N",
-                        help="number of random draws to include, 1 to 4 (default 4; the "
-                             "first is the seed of Fig. 3)")
-    return parser
 
 
 def _from_environment(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
@@ -333,11 +343,15 @@ def _stop_on_signal(signum, _frame) -> None:
     raise KeyboardInterrupt
 
 
-def _serve(args: argparse.Namespace) -> int:
-    import panel as pn
+def _install(args: argparse.Namespace) -> None:
+    """The classroom server's limits and pages (server.install), its bounded logs, and
+    SIGTERM and SIGINT stopping it: explicitly, because as a container's PID 1 (Docker,
+    Kubernetes) a process has no default action for them and would wait to be killed; the
+    parent of --num-procs workers stops its workers first."""
+    import signal
 
     from . import seams, server
-    from .page import FAVICON, TITLE, create_page
+    from .page import FAVICON, TITLE
     from .server.first_views import FirstViews
 
     seams.check_versions()
@@ -352,66 +366,79 @@ def _serve(args: argparse.Namespace) -> int:
         trust_forwarded_host=args.use_xheaders,
         title=TITLE, icon_href=FAVICON, first_view=FirstViews().html))
     server.bound_logs()
-    # SIGTERM and SIGINT stop the server: explicitly, because as a container's PID 1 (Docker,
-    # Kubernetes) a process has no default action for them and would wait to be killed; the
-    # parent of --num-procs workers stops its workers first.
-    import signal
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop_on_signal)
-    origins = list(args.allow_websocket_origin)
-    if not origins:
-        origins = [f"{h}:{args.port}" for h in ("localhost", "127.0.0.1", args.address)
-                   if h not in ("0.0.0.0", "::")]
-    prefix_shown = args.prefix or ""
-    print(f"attention-scaling: serving on http://{args.address}:{args.port}{prefix_shown}/ "
-          f"(websocket origins: {', '.join(dict.fromkeys(origins))}; browsers from other "
+
+
+def _origins(args: argparse.Namespace) -> list[str]:
+    """The hosts browsers may open websockets from: the flags', or the address served."""
+    origins = list(args.allow_websocket_origin) or [
+        f"{h}:{args.port}" for h in ("localhost", "127.0.0.1", args.address)
+        if h not in ("0.0.0.0", "::")]
+    return list(dict.fromkeys(origins))
+
+
+def _server_options(args: argparse.Namespace) -> dict:
+    """pn.serve's options from the command line."""
+    from . import server
+    return dict(
+        port=args.port,
+        address=args.address,
+        websocket_origin=_origins(args),
+        num_procs=args.num_procs,
+        prefix=args.prefix or "",
+        show=args.show,
+        title="Why attention divides by √d_k",
+        liveness=True,
+        # no Panel Location: the page writes its address itself (assets/js/write-url.js), and
+        # Panel's would echo the address back to the server after every change
+        location=False,
+        extra_patterns=server.not_served_patterns() + (
+            [("/stats", _stats_handler())] if args.stats else []),
+        unused_session_lifetime_milliseconds=args.unused_session_lifetime * 1000,
+        check_unused_sessions_milliseconds=min(17_000, args.unused_session_lifetime * 1000),
+        keep_alive_milliseconds=args.keep_alive * 1000,
+        use_xheaders=args.use_xheaders,
+        # gzip: the first page load is 5.7 MB of scripts uncompressed, 1.6 MB compressed;
+        # each static file is compressed once, not for every page load
+        transforms=[server.security_headers(args.frame_ancestors), server.GzipStaticOnce],
+        # The session carries none of the request's headers and cookies (the page needs
+        # none): Bokeh would put them all, HttpOnly cookies included, into the page's
+        # session token.
+        include_headers=[],
+        include_cookies=[],
+        # a websocket with a made-up session id is refused instead of building a session
+        sign_sessions=True,
+        secret_key=args.secret_key.encode("ascii"),
+        websocket_max_message_size=server.MAX_MESSAGE_BYTES,
+        http_server_kwargs={"max_header_size": server.MAX_HEADER_BYTES,
+                            "max_body_size": server.MAX_BODY_BYTES,
+                            # Tornado's header timeout, and how long a kept-alive
+                            # connection may wait for its next request
+                            "idle_connection_timeout": server.HEADER_TIMEOUT_S},
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import panel as pn
+
+    from . import server
+    from .page import create_page
+
+    _install(args)
+    print(f"attention-scaling: serving on http://{args.address}:{args.port}{args.prefix or ''}/ "
+          f"(websocket origins: {', '.join(_origins(args))}; browsers from other "
           f"hosts need {ENVIRONMENT['allow_websocket_origin']} or --allow-websocket-origin)",
           flush=True)
-    extra = server.not_served_patterns() + (
-        [("/stats", _stats_handler())] if args.stats else [])
-    try:
-        def session_page():
-            page = create_page()
-            server.track_session(pn.state.curdoc)
-            server.start_gc_freezer()
-            return page
 
-        pn.serve(
-            session_page,
-            port=args.port,
-            address=args.address,
-            websocket_origin=list(dict.fromkeys(origins)),
-            num_procs=args.num_procs,
-            prefix=args.prefix or "",
-            show=args.show,
-            title="Why attention divides by √d_k",
-            liveness=True,
-            # no Panel Location: the page writes its address itself (assets/js/write-url.js), and
-            # Panel's would echo the address back to the server after every change
-            location=False,
-            extra_patterns=extra,
-            unused_session_lifetime_milliseconds=args.unused_session_lifetime * 1000,
-            check_unused_sessions_milliseconds=min(17_000, args.unused_session_lifetime * 1000),
-            keep_alive_milliseconds=args.keep_alive * 1000,
-            use_xheaders=args.use_xheaders,
-            # gzip: the first page load is 5.7 MB of scripts uncompressed, 1.6 MB compressed;
-            # each static file is compressed once, not for every page load
-            transforms=[server.security_headers(args.frame_ancestors), server.GzipStaticOnce],
-            # The session carries none of the request's headers and cookies (the page needs
-            # none): Bokeh would put them all, HttpOnly cookies included, into the page's
-            # session token.
-            include_headers=[],
-            include_cookies=[],
-            # a websocket with a made-up session id is refused instead of building a session
-            sign_sessions=True,
-            secret_key=args.secret_key.encode("ascii"),
-            websocket_max_message_size=server.MAX_MESSAGE_BYTES,
-            http_server_kwargs={"max_header_size": server.MAX_HEADER_BYTES,
-                                "max_body_size": server.MAX_BODY_BYTES,
-                                # Tornado's header timeout, and how long a kept-alive
-                                # connection may wait for its next request
-                                "idle_connection_timeout": server.HEADER_TIMEOUT_S},
-        )
+    def session_page():
+        page = create_page()
+        server.track_session(pn.state.curdoc)
+        server.start_gc_freezer()
+        return page
+
+    try:
+        pn.serve(session_page, **_server_options(args))
     except KeyboardInterrupt:   # Ctrl-C or SIGINT
         pass
     print("attention-scaling: stopped", flush=True)

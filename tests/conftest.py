@@ -181,19 +181,69 @@ sys.exit(code)
 """
 
 
+class ExportRun:
+    """`attention-scaling export` with its defaults in a process of its own (niced: it takes
+    the CPU the tests leave idle), writing into ``folder``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.out, self.kept = folder / "explorer.html", folder / "payload.pickle"
+        self.log = folder / "export.log"
+        self.errors = folder / "export.err"
+        with open(self.log, "w") as out, open(self.errors, "w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", EXPORT_KEEPING_PAYLOAD, str(self.out), str(self.kept)],
+                stdout=out, stderr=err, text=True, start_new_session=True,
+                preexec_fn=lambda: os.nice(19))
+
+    def result(self, timeout: float) -> OfflineExport:
+        import pickle
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            stop_group(self.proc)
+            raise
+        stdout, stderr = self.log.read_text(), self.errors.read_text()
+        assert code == 0, stdout[-2000:] + stderr[-2000:]
+        payload = pickle.loads(self.kept.read_bytes())
+        return OfflineExport(self.out, stdout, payload, payload["seeds"])
+
+
+#: The session's export, started as soon as the collected tests are known to need it.
+_EXPORT: dict = {}
+
+
+def _uses_offline_export(item) -> bool:
+    return "offline_export" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The modules with a test of the offline copy run last (each in its own order), so that
+    its export, started once the tests are collected, runs beside the other modules."""
+    late = {item.path for item in items if _uses_offline_export(item)}
+    items[:] = ([item for item in items if item.path not in late]
+                + [item for item in items if item.path in late])
+
+
+def pytest_collection_finish(session):
+    if any(_uses_offline_export(item) for item in session.items):
+        import tempfile
+        _EXPORT["run"] = ExportRun(Path(tempfile.mkdtemp(prefix="attention-scaling-export-")))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    run = _EXPORT.pop("run", None)
+    if run is not None:
+        stop_group(run.proc)
+        shutil.rmtree(run.out.parent, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def offline_export(tmp_path_factory) -> OfflineExport:
     """`attention-scaling export` with its defaults, once per session, in a process of its
-    own: every test of the offline copy shares it."""
-    import pickle
-
-    folder = tmp_path_factory.mktemp("export")
-    out, kept = folder / "explorer.html", folder / "payload.pickle"
-    done = subprocess.run([sys.executable, "-c", EXPORT_KEEPING_PAYLOAD, str(out), str(kept)],
-                          capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    payload = pickle.loads(kept.read_bytes())
-    return OfflineExport(out, done.stdout, payload, payload["seeds"])
+    own (started when the tests were collected): every test of the offline copy shares it."""
+    run = _EXPORT.get("run") or _EXPORT.setdefault(
+        "run", ExportRun(tmp_path_factory.mktemp("export")))
+    return run.result(timeout=1200)
 
 
 @pytest.fixture(scope="session")

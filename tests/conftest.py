@@ -321,9 +321,16 @@ async def bokeh_socket(url: str, token: str):
 
 PLOTS = ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"]
 
+#: window.__AS: assets/js/helpers.js's AS, for the tests' own scripts in the page: what they
+#: need of BokehJS's internals (a model's view, the view's shadow root) goes through it, as
+#: the programs' does.
+HELPERS = ("window.__AS = (() => {\n"
+           + (Path(__file__).resolve().parents[1] / "assets" / "js" / "helpers.js").read_text(
+               encoding="utf-8") + "\nreturn AS;\n})();\n")
+
 # window.__col(name, col): a ColumnDataSource column from the page's Bokeh documents,
 # as a plain array (BokehJS keeps data as an object or a Map depending on version).
-INIT = """window.__col = (name, col) => {
+INIT = HELPERS + """window.__col = (name, col) => {
   if (!window.Bokeh) return null;
   for (const doc of Bokeh.documents) {
     const src = doc.get_model_by_name(name);
@@ -364,7 +371,7 @@ def assert_plots_drawn(page):
     assert names == PLOTS
     for name in PLOTS:
         box = page.evaluate("""(n) => { for (const d of Bokeh.documents) {
-              const m = d.get_model_by_name(n); if (m) { const v = Bokeh.index.find_one(m);
+              const m = d.get_model_by_name(n); if (m) { const v = window.__AS.view(m);
                 return v ? [v.bbox.width, v.bbox.height] : null; } } }""", name)
         assert box and box[0] > 100 and box[1] > 100, (name, box)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import HELPERS
 
 from attention_scaling import charts, core, export
 from attention_scaling import text as prose
@@ -82,7 +83,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
 
 # ---- in a real browser, offline --------------------------------------------------------------
 
-INIT = """window.__model = (name) => {
+INIT = HELPERS + """window.__model = (name) => {
   for (const doc of (window.Bokeh ? Bokeh.documents : [])) {
     const m = doc.get_model_by_name(name); if (m) return m; }
   return null;
@@ -93,10 +94,10 @@ window.__col = (name, col) => {
   return v ? Array.from(v) : null;
 };
 window.__spans = (name) => {
-  const view = Bokeh.index.find_one(window.__model(name)); const out = {};
-  if (!view) return null;
-  for (const el of view.shadow_el.querySelectorAll('[data-k]')) out[el.dataset.k] = el.textContent;
-  const t = view.shadow_el.querySelector('[data-active]');
+  const root = window.__AS.root(window.__model(name)); const out = {};
+  if (!root) return null;
+  for (const el of root.querySelectorAll('[data-k]')) out[el.dataset.k] = el.textContent;
+  const t = root.querySelector('[data-active]');
   if (t) out.__active = t.dataset.active;
   return out;
 };"""
@@ -132,7 +133,7 @@ def offline_page(browser, exported):
 
 #: The text each named Div shows (its textContent), as a list.
 TEXT = """(names) => names.map((n) => {
-  const view = Bokeh.index.find_one(window.__model(n));
+  const view = window.__AS.view(window.__model(n));
   return view ? view.markup_el.textContent : null; })"""
 
 SET = """([dk, t, s, rule]) => {
@@ -493,7 +494,7 @@ def test_the_offline_tabs_fit_the_screen_and_pass_axe(browser, exported, width):
                             ("4 Training", "training-loss"), ("5 Heads", "head-budget")):
             open_tab(page, title)
             page.wait_for_function(
-                "(n) => { const m = window.__model(n); const v = m && Bokeh.index.find_one(m);"
+                "(n) => { const m = window.__model(n); const v = m && window.__AS.view(m);"
                 " return v && v.bbox.width > 200 && v.bbox.height > 150; }", arg=name,
                 timeout=15_000)
             if title == "4 Training":

@@ -105,7 +105,7 @@ def wait_until_live(url: str, proc: subprocess.Popen, timeout: float = 60,
                     return True
         except OSError:
             pass
-        time.sleep(0.2)
+        time.sleep(0.05)
     return False
 
 
@@ -182,8 +182,9 @@ sys.exit(code)
 
 
 class ExportRun:
-    """`attention-scaling export` with its defaults in a process of its own (niced: it takes
-    the CPU the tests leave idle), writing into ``folder``."""
+    """`attention-scaling export` with its defaults in a process of its own, writing into
+    ``folder``: niced while the tests run beside it (it takes the CPU they leave idle), back
+    to the tests' own priority once a test waits for it (where the system allows that)."""
 
     def __init__(self, folder: Path) -> None:
         self.out, self.kept = folder / "explorer.html", folder / "payload.pickle"
@@ -193,10 +194,14 @@ class ExportRun:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", EXPORT_KEEPING_PAYLOAD, str(self.out), str(self.kept)],
                 stdout=out, stderr=err, text=True, start_new_session=True,
-                preexec_fn=lambda: os.nice(19))
+                preexec_fn=lambda: os.nice(10))
 
     def result(self, timeout: float) -> OfflineExport:
         import pickle
+        try:
+            os.setpriority(os.PRIO_PROCESS, self.proc.pid, os.getpriority(os.PRIO_PROCESS, 0))
+        except OSError:                          # ended already, or not allowed
+            pass
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -143,7 +143,9 @@ SET = """([dk, t, s, rule]) => {
 }"""
 
 
-def show(page, seed, d_k, temperature, rule):
+def show(page, seed, d_k, temperature, rule, settle=True):
+    """The offline page at a state; ``settle``: then a tenth of a second more, for the
+    columns that reach the page a frame later (False: the caller waits for them)."""
     seeds = export.seed_list(export.DEFAULT_SEEDS)
     page.evaluate(SET, [core.D_K_VALUES.index(d_k), core.TEMPERATURES.index(temperature),
                         seeds.index(seed), core.RULES.index(rule)])
@@ -152,7 +154,8 @@ def show(page, seed, d_k, temperature, rule):
         "JSON.stringify([d]) && window.__spans('explanation').d === d"
         " && window.__model('seed').text.includes('<code>' + s + '</code>')",
         arg=[str(d_k), str(seed)], timeout=10_000)
-    page.wait_for_timeout(100)
+    if settle:
+        page.wait_for_timeout(100)
 
 
 def col(page, name, column):
@@ -264,28 +267,51 @@ def test_every_column_in_the_browser_is_what_charts_update_sets(offline_page):
         for d_k in (1, 4, 64, 4096):
             for temperature in (0.1, 1.0, 10.0):
                 for rule in core.RULES:
-                    show(page, seed, d_k, temperature, rule)
+                    show(page, seed, d_k, temperature, rule, settle=False)
                     c = charts.Charts()
                     explorer = ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
                                              rule=rule)
                     fields = explorer.text_fields()
                     c.update(explorer.result, rule, fields)
                     case = (seed, d_k, temperature, rule)
+                    names = {"columns": {source.name: list(source.data) for source in c.sources},
+                             "figures": list(c.figures)}
+                    expected = {
+                        "columns": {source.name: {column: values.tolist() if isinstance(
+                            values, np.ndarray) else values for column, values in
+                            source.data.items()} for source in c.sources},
+                        "fields": fields,
+                        "styling": [[f.title.text, f.outline_line_color, f.outline_line_width]
+                                    for f in c.figures.values()]}
+                    # every column, field and style as Charts.update sets them (some reach the
+                    # page a frame after the others), then each compared
+                    page.wait_for_function(f"([w, e]) => ({SAME})(({SHOWN})(w), e)",
+                                           arg=[names, expected], timeout=10_000)
+                    shown = page.evaluate(SHOWN, names)
                     for source in c.sources:
-                        for column, values in source.data.items():
-                            if isinstance(values, np.ndarray):
-                                values = values.tolist()
-                            assert col(page, source.name, column) == values, (case, column)
-                    shown = page.evaluate("""() => { const d = window.__model('text-source').data;
-                        const g = (k) => Array.from(d instanceof Map ? d.get(k) : d[k]);
-                        return Object.fromEntries(g('field').map((f, i) => [f, g('value')[i]])); }""")
-                    assert shown == fields, case
-                    styling = page.evaluate("""(names) => names.map((n) => {
-                        const f = window.__model(n);
-                        return [f.title.text, f.outline_line_color, f.outline_line_width]; })""",
-                                            list(c.figures))
-                    assert styling == [[f.title.text, f.outline_line_color, f.outline_line_width]
-                                       for f in c.figures.values()], case
+                        for column, values in expected["columns"][source.name].items():
+                            assert shown["columns"][source.name][column] == values, (case,
+                                                                                    column)
+                    assert shown["fields"] == fields, case
+                    assert shown["styling"] == expected["styling"], case
+
+
+#: What the offline page shows of ``names``: the data sources' columns, the text fields, and
+#: the figures' titles and outlines.
+SHOWN = """(names) => {
+  const columns = Object.fromEntries(Object.entries(names.columns).map(([n, cols]) =>
+    [n, Object.fromEntries(cols.map((k) => [k, window.__col(n, k)]))]));
+  const d = window.__model('text-source').data;
+  const g = (k) => Array.from(d instanceof Map ? d.get(k) : d[k]);
+  const fields = Object.fromEntries(g('field').map((f, i) => [f, g('value')[i]]));
+  const styling = names.figures.map((n) => { const f = window.__model(n);
+    return [f.title.text, f.outline_line_color, f.outline_line_width]; });
+  return {columns, fields, styling}; }"""
+
+#: Whether two JSON values are equal (objects whatever the order of their keys).
+SAME = """(a, b) => { const sorted = (k, v) => v && typeof v === 'object' && !Array.isArray(v)
+  ? Object.fromEntries(Object.entries(v).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))) : v;
+  return JSON.stringify(a, sorted) === JSON.stringify(b, sorted); }"""
 
 
 @pytest.mark.browser

@@ -235,6 +235,22 @@ def pytest_collection_finish(session):
         _EXPORT["run"] = ExportRun(Path(tempfile.mkdtemp(prefix="attention-scaling-export-")))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """The export is paused while a test of the `relative` marker times the server against
+    its own quiet run: the CPU it takes would come and go between the two."""
+    run = _EXPORT.get("run")
+    paused = (run is not None and item.get_closest_marker("relative") is not None
+              and run.proc.poll() is None)
+    if paused:
+        os.killpg(run.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        if paused:
+            os.killpg(run.proc.pid, signal.SIGCONT)
+
+
 def pytest_sessionfinish(session, exitstatus):
     run = _EXPORT.pop("run", None)
     if run is not None:

@@ -16,7 +16,7 @@ TABS = {"1 Variance": ["logit-histogram", "logit-histogram-scaled", "logit-std"]
         "5 Heads": ["head-budget", "head-budget-gradient"]}
 
 DRAWN = """(n) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n);
-  if (m) { const v = Bokeh.index.find_one(m); return v ? [v.bbox.width, v.bbox.height] : null; } }
+  if (m) { const v = window.__AS.view(m); return v ? [v.bbox.width, v.bbox.height] : null; } }
   return null; }"""
 
 

@@ -58,7 +58,7 @@ def test_max_weight_labels_equal_the_bar_data(page, server):
     page.wait_for_function("() => Bokeh.documents.some(d => d.get_model_by_name('readout'))")
     readout = page.evaluate("""() => { for (const d of Bokeh.documents) {
         const m = d.get_model_by_name('readout');
-        if (m) return Bokeh.index.find_one(m).markup_el.textContent; } }""")
+        if (m) return window.__AS.view(m).markup_el.textContent; } }""")
     for name in ("scaled-weights", "unscaled-weights"):
         labels = column(page, f"{name}-source", "label")
         top = next(k for k, t in enumerate(labels) if t)
@@ -129,7 +129,7 @@ def test_explanation_and_readout_numbers_follow_the_controls(page, server):
     from attention_scaling.text import caption_html, fill, plain
     open_app(page, server)
     shown = """(name) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
-                 if (m) return Bokeh.index.find_one(m).markup_el.textContent; } }"""
+                 if (m) return window.__AS.view(m).markup_el.textContent; } }"""
     assert "about ±8" in page.evaluate(shown, "explanation")
     before = column(page, "unscaled-weights-source", "weight")
     page.locator(".noUi-handle").first.focus()
@@ -341,7 +341,7 @@ def test_hovering_a_saturated_bar_shows_honest_numbers(page, server):
                            ".some((w) => w > 0.999)", timeout=30_000)
     box = page.evaluate("""(k) => { for (const d of Bokeh.documents) {
         const m = d.get_model_by_name('unscaled-weights'); if (!m) continue;
-        const view = Bokeh.index.find_one(m), f = view.frame.bbox;
+        const view = window.__AS.view(m), f = view.frame.bbox;
         const r = view.el.getBoundingClientRect();
         return [r.left + f.x0 + (k + 0.5) / 8 * f.width, r.top + f.y1 - 0.3 * f.height]; } }""",
                         v.argmax)

@@ -40,7 +40,7 @@ def test_a_bare_address_gets_the_full_state_and_keeps_other_parameters(page, ser
                            "seed": "2288", "tab": "draw", "keys": "8", "align": "0"}
     assert page.evaluate("() => Bokeh.documents[0].get_model_by_name('location')") is None
     active = """() => { const div = Bokeh.documents[0].get_model_by_name('readout');
-        const el = Bokeh.index.find_one(div).shadow_el.querySelector('[data-active]');
+        const el = window.__AS.root(div).querySelector('[data-active]');
         return el.dataset.active; }"""
     assert page.evaluate(active) == "sqrt"
     page.get_by_role("button", name="unscaled", exact=True).click()

@@ -2,6 +2,7 @@
 
 import subprocess
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,68 @@ def test_help_documents_the_commands():
     assert r.returncode == 0
     for flag in ("--port", "--address", "--allow-websocket-origin", "--num-procs", "--prefix", "--show"):
         assert flag in r.stdout
+
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "attention_scaling"
+
+
+def environment_read_by_the_source() -> set[str]:
+    """Every environment variable src/ reads, found in its syntax trees: the names given as
+    literals to ``os.environ`` (``.get``, ``[...]``, ``in``) or ``os.getenv``, and
+    cli.ENVIRONMENT's, which cli._from_environment reads through a loop variable. Any other
+    way of reading the environment fails here, so that a new one cannot go unseen."""
+    import ast
+
+    from attention_scaling import cli
+
+    found, unknown = set(), []
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        functions = {child: node.name for node in ast.walk(tree)
+                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     for child in ast.walk(node)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "os" and any(
+                    a.name in ("environ", "getenv", "environb") for a in node.names):
+                unknown.append(f"{path.name}:{node.lineno}: from os import environ/getenv")
+            if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "os" and node.attr in ("environ", "getenv", "environb")):
+                continue
+            up = parents[node]
+            if node.attr == "getenv" and isinstance(up, ast.Call):
+                key = up.args[0] if up.args else None
+            elif isinstance(up, ast.Attribute) and up.attr == "get" \
+                    and isinstance(parents[up], ast.Call):
+                key = parents[up].args[0]
+            elif isinstance(up, ast.Subscript):
+                key = up.slice
+            elif isinstance(up, ast.Compare) and up.comparators == [node]:
+                key = up.left
+            else:
+                key = None
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                found.add(key.value)
+            elif path.name == "cli.py" and functions.get(node) == "_from_environment":
+                found.update(cli.ENVIRONMENT.values())
+            else:
+                unknown.append(f"{path.name}:{node.lineno}: {ast.unparse(up)}")
+    assert unknown == [], unknown
+    return found
+
+
+def test_serve_help_lists_every_environment_variable_the_source_reads(capsys):
+    from attention_scaling import cli
+
+    names = environment_read_by_the_source()
+    # the scan sees the ones known to be read (it is not finding nothing)
+    assert {"ATTENTION_SCALING_SECRET_KEY", "ATTENTION_SCALING_ALLOW_ANY_ORIGIN",
+            *cli.ENVIRONMENT.values()} <= names
+    with pytest.raises(SystemExit) as done:
+        cli.main(["serve", "--help"])
+    assert done.value.code == 0
+    shown = capsys.readouterr().out
+    assert [name for name in sorted(names) if name not in shown] == []
 
 
 @pytest.mark.parametrize("args,message", [

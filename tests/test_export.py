@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import HELPERS
 
 from attention_scaling import argument, core, export, figures
 from attention_scaling import text as prose
@@ -82,7 +83,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
 
 # ---- in a real browser, offline --------------------------------------------------------------
 
-INIT = """window.__model = (name) => {
+INIT = HELPERS + """window.__model = (name) => {
   for (const doc of (window.Bokeh ? Bokeh.documents : [])) {
     const m = doc.get_model_by_name(name); if (m) return m; }
   return null;
@@ -93,10 +94,10 @@ window.__col = (name, col) => {
   return v ? Array.from(v) : null;
 };
 window.__spans = (name) => {
-  const view = Bokeh.index.find_one(window.__model(name)); const out = {};
-  if (!view) return null;
-  for (const el of view.shadow_el.querySelectorAll('[data-k]')) out[el.dataset.k] = el.textContent;
-  const t = view.shadow_el.querySelector('[data-active]');
+  const root = window.__AS.root(window.__model(name)); const out = {};
+  if (!root) return null;
+  for (const el of root.querySelectorAll('[data-k]')) out[el.dataset.k] = el.textContent;
+  const t = root.querySelector('[data-active]');
   if (t) out.__active = t.dataset.active;
   return out;
 };"""
@@ -132,7 +133,7 @@ def offline_page(browser, exported):
 
 #: The text each named Div shows (its textContent), as a list.
 TEXT = """(names) => names.map((n) => {
-  const view = Bokeh.index.find_one(window.__model(n));
+  const view = window.__AS.view(window.__model(n));
   return view ? view.markup_el.textContent : null; })"""
 
 SET = """([dk, t, s, rule]) => {
@@ -142,7 +143,9 @@ SET = """([dk, t, s, rule]) => {
 }"""
 
 
-def show(page, seed, d_k, temperature, rule):
+def show(page, seed, d_k, temperature, rule, settle=True):
+    """The offline page at a state; ``settle``: then a tenth of a second more, for the
+    columns that reach the page a frame later (False: the caller waits for them)."""
     seeds = export.seed_list(export.DEFAULT_SEEDS)
     page.evaluate(SET, [core.D_K_VALUES.index(d_k), core.TEMPERATURES.index(temperature),
                         seeds.index(seed), core.RULES.index(rule)])
@@ -151,7 +154,8 @@ def show(page, seed, d_k, temperature, rule):
         "JSON.stringify([d]) && window.__spans('explanation').d === d"
         " && window.__model('seed').text.includes('<code>' + s + '</code>')",
         arg=[str(d_k), str(seed)], timeout=10_000)
-    page.wait_for_timeout(100)
+    if settle:
+        page.wait_for_timeout(100)
 
 
 def col(page, name, column):
@@ -263,28 +267,51 @@ def test_every_column_in_the_browser_is_what_charts_update_sets(offline_page):
         for d_k in (1, 4, 64, 4096):
             for temperature in (0.1, 1.0, 10.0):
                 for rule in core.RULES:
-                    show(page, seed, d_k, temperature, rule)
+                    show(page, seed, d_k, temperature, rule, settle=False)
                     c = figures.Charts()
                     explorer = ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
                                              rule=rule)
                     fields = explorer.text_fields()
                     c.update(explorer.result, rule, fields)
                     case = (seed, d_k, temperature, rule)
+                    names = {"columns": {source.name: list(source.data) for source in c.sources},
+                             "figures": list(c.figures)}
+                    expected = {
+                        "columns": {source.name: {column: values.tolist() if isinstance(
+                            values, np.ndarray) else values for column, values in
+                            source.data.items()} for source in c.sources},
+                        "fields": fields,
+                        "styling": [[f.title.text, f.outline_line_color, f.outline_line_width]
+                                    for f in c.figures.values()]}
+                    # every column, field and style as Charts.update sets them (some reach the
+                    # page a frame after the others), then each compared
+                    page.wait_for_function(f"([w, e]) => ({SAME})(({SHOWN})(w), e)",
+                                           arg=[names, expected], timeout=10_000)
+                    shown = page.evaluate(SHOWN, names)
                     for source in c.sources:
-                        for column, values in source.data.items():
-                            if isinstance(values, np.ndarray):
-                                values = values.tolist()
-                            assert col(page, source.name, column) == values, (case, column)
-                    shown = page.evaluate("""() => { const d = window.__model('text-source').data;
-                        const g = (k) => Array.from(d instanceof Map ? d.get(k) : d[k]);
-                        return Object.fromEntries(g('field').map((f, i) => [f, g('value')[i]])); }""")
-                    assert shown == fields, case
-                    styling = page.evaluate("""(names) => names.map((n) => {
-                        const f = window.__model(n);
-                        return [f.title.text, f.outline_line_color, f.outline_line_width]; })""",
-                                            list(c.figures))
-                    assert styling == [[f.title.text, f.outline_line_color, f.outline_line_width]
-                                       for f in c.figures.values()], case
+                        for column, values in expected["columns"][source.name].items():
+                            assert shown["columns"][source.name][column] == values, (case,
+                                                                                    column)
+                    assert shown["fields"] == fields, case
+                    assert shown["styling"] == expected["styling"], case
+
+
+#: What the offline page shows of ``names``: the data sources' columns, the text fields, and
+#: the figures' titles and outlines.
+SHOWN = """(names) => {
+  const columns = Object.fromEntries(Object.entries(names.columns).map(([n, cols]) =>
+    [n, Object.fromEntries(cols.map((k) => [k, window.__col(n, k)]))]));
+  const d = window.__model('text-source').data;
+  const g = (k) => Array.from(d instanceof Map ? d.get(k) : d[k]);
+  const fields = Object.fromEntries(g('field').map((f, i) => [f, g('value')[i]]));
+  const styling = names.figures.map((n) => { const f = window.__model(n);
+    return [f.title.text, f.outline_line_color, f.outline_line_width]; });
+  return {columns, fields, styling}; }"""
+
+#: Whether two JSON values are equal (objects whatever the order of their keys).
+SAME = """(a, b) => { const sorted = (k, v) => v && typeof v === 'object' && !Array.isArray(v)
+  ? Object.fromEntries(Object.entries(v).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))) : v;
+  return JSON.stringify(a, sorted) === JSON.stringify(b, sorted); }"""
 
 
 @pytest.mark.browser
@@ -494,7 +521,7 @@ def test_the_offline_tabs_fit_the_screen_and_pass_axe(browser, exported, width):
                             ("4 Training", "training-loss"), ("5 Heads", "head-budget")):
             open_tab(page, title)
             page.wait_for_function(
-                "(n) => { const m = window.__model(n); const v = m && Bokeh.index.find_one(m);"
+                "(n) => { const m = window.__model(n); const v = m && window.__AS.view(m);"
                 " return v && v.bbox.width > 200 && v.bbox.height > 150; }", arg=name,
                 timeout=15_000)
             if title == "4 Training":

@@ -40,7 +40,7 @@ def test_no_sideways_scroll_at_any_width(browser, server, width):
         page.screenshot(path=str(SHOTS / f"explorer-{width}.png"), full_page=width >= 1280)
         # controls above the charts on a narrow screen, beside them on a wide one
         boxes = page.evaluate("""() => ['d_k', 'scaled-weights'].map((n) => {
-            const b = Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name(n)).el
+            const b = window.__AS.view(Bokeh.documents[0].get_model_by_name(n)).el
                       .getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })""")
         slider, chart = boxes
         if width < 900:
@@ -49,7 +49,7 @@ def test_no_sideways_scroll_at_any_width(browser, server, width):
             assert slider[2] <= chart[0], (slider, chart)
         page.locator(".bk-tab", has_text="2 Saturation").click()
         page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
-                               "'saturation-curves'); return m && Bokeh.index.find_one(m); }",
+                               "'saturation-curves'); return m && window.__AS.view(m); }",
                                timeout=15_000)
         page.wait_for_timeout(500)
         assert sideways(page) <= 0, width
@@ -75,7 +75,7 @@ def test_the_charts_keep_their_place_while_a_slider_moves(browser, server, width
             page.wait_for_timeout(150)
             sizes.append(page.evaluate("""() => [
                 ['scaled-weights', 'unscaled-weights', 'jacobian', 'jacobian-diagonal'].map(
-                    (n) => Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name(n))
+                    (n) => window.__AS.view(Bokeh.documents[0].get_model_by_name(n))
                            .el.getBoundingClientRect().width),
                 document.documentElement.scrollHeight]"""))
         widths = [w for w, _ in sizes]
@@ -144,7 +144,7 @@ def test_every_control_has_a_name_and_works_by_keyboard(page, server):
     # next task, and the slider's own drawing does not overwrite it
     now, later = page.evaluate("""async () => {
       const slider = Bokeh.documents[0].get_model_by_name('d_k');
-      const handle = () => Bokeh.index.find_one(slider).shadow_el
+      const handle = () => window.__AS.root(slider)
         .querySelector('[role="slider"]').getAttribute('aria-valuetext');
       slider.value = 6;
       await new Promise((r) => setTimeout(r, 0));
@@ -178,8 +178,8 @@ def test_the_charts_are_text_too_and_changes_are_announced_once_still(page, serv
     page.wait_for_function("() => document.querySelector('*') !== null")
     page.locator(now).wait_for(state="attached")
     # written once the charts have been still for a moment
-    page.wait_for_function("() => { for (const d of Bokeh.documents) { const v = Bokeh.index"
-                           ".find_one(d.get_model_by_name('bars-text')); const el = v && v.shadow_el"
+    page.wait_for_function("() => { for (const d of Bokeh.documents) { const root = window.__AS"
+                           ".root(d.get_model_by_name('bars-text')); const el = root && root"
                            ".querySelector('[data-now]'); if (el) return el.textContent !== ''; }"
                            " return false; }", timeout=5_000)
     text = page.locator(now).text_content()
@@ -213,8 +213,8 @@ def test_the_charts_are_text_too_and_changes_are_announced_once_still(page, serv
     expected = (f"Scaled: max weight {weight_label(wide.scaled)} on k{wide.scaled.argmax + 1}; "
                 f"unscaled: max weight {weight_label(wide.unscaled)} on "
                 f"k{wide.unscaled.argmax + 1}.")
-    page.wait_for_function("(e) => { for (const d of Bokeh.documents) { const v = Bokeh.index"
-                           ".find_one(d.get_model_by_name('bars-text')); const el = v && v.shadow_el"
+    page.wait_for_function("(e) => { for (const d of Bokeh.documents) { const root = window.__AS"
+                           ".root(d.get_model_by_name('bars-text')); const el = root && root"
                            ".querySelector('[data-summary]'); if (el) return el.textContent === e; }"
                            " return false; }", arg=expected, timeout=5_000)
     assert column(page, "scaled-weights-source", "weight") == pytest.approx(
@@ -478,7 +478,7 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
 
 def _plot_pixel(page, name="scaled-weights"):
     """The colour the plot's canvas has near its top left corner, inside the frame."""
-    return page.evaluate("""(n) => { const v = Bokeh.index.find_one(Bokeh.documents[0]
+    return page.evaluate("""(n) => { const v = window.__AS.view(Bokeh.documents[0]
         .get_model_by_name(n)); const c = v.canvas_view.primary.canvas;
         const ctx = c.getContext('2d'); const r = window.devicePixelRatio || 1;
         const f = v.frame.bbox; return Array.from(ctx.getImageData(
@@ -515,7 +515,7 @@ def test_print_leaves_out_the_controls_and_reduced_motion_animates_nothing(brows
     try:
         page.emulate_media(media="print")
         shown = page.evaluate("""() => ['d_k', 'guide', 'download-csv', 'scaled-weights']
-            .map((n) => { const v = Bokeh.index.find_one(Bokeh.documents[0]
+            .map((n) => { const v = window.__AS.view(Bokeh.documents[0]
               .get_model_by_name(n)); let e = v.el; while (e) { if (getComputedStyle(e)
               .display === 'none') return false; e = e.parentNode && e.parentNode.host
               ? e.parentNode.host : e.parentElement; } return true; })""")
@@ -556,9 +556,9 @@ def test_the_heat_maps_are_text_too(page, server):
     st = core.compute_state(64, 1.0, 2288)
     page.locator("[data-diagonal]").wait_for(state="attached")
     # written once the charts have been still for a moment
-    page.wait_for_function("() => { for (const d of Bokeh.documents) { const v = Bokeh.index"
-                           ".find_one(d.get_model_by_name('heatmaps-text')); const el = v && v"
-                           ".shadow_el.querySelector('[data-sweep] tr'); if (el) return true; }"
+    page.wait_for_function("() => { for (const d of Bokeh.documents) { const root = window.__AS"
+                           ".root(d.get_model_by_name('heatmaps-text')); const el = root && root"
+                           ".querySelector('[data-sweep] tr'); if (el) return true; }"
                            " return false; }", timeout=5_000)
     text = page.locator("[data-diagonal]").text_content()
     assert text.startswith("Jacobian diagonal p(1 − p) at this width: k1 0.165, k2 0.161")
@@ -578,7 +578,7 @@ LAYOUT = """() => { const out = []; const ctx = document.createElement('canvas')
   const font = (v) => `${v.text_font_style} ${v.text_font_size} ${v.text_font}`;
   for (const m of Bokeh.documents[0].all_models) {
     if (m.type !== 'Figure') continue;
-    const v = Bokeh.index.find_one(m);
+    const v = window.__AS.view(m);
     if (v == null || !v.el.checkVisibility({checkVisibilityCSS: true})) continue;
     const titles = [m.title, ...m.above.filter((x) => x.type === 'Title')].map((t) => {
       ctx.font = font(t);
@@ -623,7 +623,7 @@ def test_every_title_fits_its_chart_and_no_two_axis_labels_overlap(browser, serv
     ctx, page = _open(browser, server, width, f"?tab={tab}&rule=none&keys=8")
     try:
         page.wait_for_function("(names) => names.every((n) => { const m = Bokeh.documents[0]"
-                               ".get_model_by_name(n); const v = m && Bokeh.index.find_one(m);"
+                               ".get_model_by_name(n); const v = m && window.__AS.view(m);"
                                " return v && v.el.checkVisibility({checkVisibilityCSS: true}); })",
                                arg=TAB_FIGURES[tab], timeout=20_000)
         if tab == "training":
@@ -664,13 +664,13 @@ def test_a_gradient_of_hundreds_of_decades_still_has_a_usable_log_axis(page, ser
     open_at(page, server, "?tab=gradient&align=0.5")
     curves = core.saturation_curves(1.0, 8, 0.5)
     page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
-                           "'saturation-gradient'); return m && Bokeh.index.find_one(m); }",
+                           "'saturation-gradient'); return m && window.__AS.view(m); }",
                            timeout=15_000)
     wait_column(page, "saturation-curves-source", "max_weight_median_none",
                 curves["max_weight_median_none"].tolist(), timeout=15_000)
     page.wait_for_timeout(300)
     ys = page.evaluate("""() => { const m = Bokeh.documents[0].get_model_by_name(
-        'saturation-gradient'); const v = Bokeh.index.find_one(m); const d = Bokeh.documents[0]
+        'saturation-gradient'); const v = window.__AS.view(m); const d = Bokeh.documents[0]
         .get_model_by_name('saturation-curves-source').data; const get = (k) => Array.from(
         d instanceof Map ? d.get(k) : d[k]); const f = v.frame.bbox; const out = [];
         for (const r of ['none', 'sqrt', 'linear']) for (const q of ['median', 'q25', 'q75'])

@@ -53,6 +53,26 @@ def stats(server: Server) -> dict:
     return json.loads(urllib.request.urlopen(server.url + "stats", timeout=10).read())
 
 
+@pytest.fixture(scope="module")
+def stats_server(tmp_path_factory):
+    """`serve --stats` shared by the tests below that neither count the log's repeats nor
+    fill the cap; sessions are kept all module long (a day's lifetime), so that a test's
+    session count moves only by what it does. Its whole log is checked at the end."""
+    srv = Server("--stats", "--unused-session-lifetime", "86400",
+                 log=tmp_path_factory.mktemp("stats-server") / "server.log")
+    yield srv
+    out = srv.stop()
+    assert "Traceback" not in out
+
+
+def no_connections(srv: Server) -> None:
+    """Wait until the websockets earlier tests closed are gone from /stats."""
+    deadline = time.monotonic() + 30
+    while stats(srv)["connections"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stats(srv)["connections"] == 0
+
+
 def test_the_stock_panel_route_imports_what_the_url_names(tmp_path):
     """Positive control for the components test below: on Panel's own server (what the app
     replaces) the first of COMPONENT_PATHS imports the module `this`, whose ZEN shows in the
@@ -132,41 +152,41 @@ def test_the_page_carries_none_of_the_requests_cookies_or_headers(server):
     assert payload.get("cookies", {}) == {} and payload.get("headers", {}) == {}
 
 
-def test_a_websocket_with_a_made_up_session_id_builds_no_session(tmp_path):
+def test_a_websocket_with_a_made_up_session_id_builds_no_session(stats_server):
     from bokeh.util.token import generate_jwt_token
-    srv = Server("--stats", log=tmp_path / "server.log")
-    try:
-        forged = [generate_jwt_token(f"forged-session-{i:04d}-{'x' * 30}", signed=False)
-                  for i in range(5)]
+    srv = stats_server
+    no_connections(srv)
+    sessions, logged = stats(srv)["sessions"], len(srv.output().encode())
+    forged = [generate_jwt_token(f"forged-session-{i:04d}-{'x' * 30}", signed=False)
+              for i in range(5)]
 
-        async def attempt():
-            closed = 0
-            for token in forged:
-                try:
-                    ws = await bokeh_socket(srv.url, token)
-                except Exception:
-                    closed += 1
-                    continue
-                if await read_bokeh_message(ws) is None:
-                    closed += 1
-            return closed
+    async def attempt():
+        closed = 0
+        for token in forged:
+            try:
+                ws = await bokeh_socket(srv.url, token)
+            except Exception:
+                closed += 1
+                continue
+            if await read_bokeh_message(ws) is None:
+                closed += 1
+        return closed
 
-        assert run_in_thread(attempt) == len(forged)
-        assert stats(srv)["sessions"] == 0
-        assert stats(srv)["connections"] == 0
-        # a real page's token still works
-        token = page_token(urllib.request.urlopen(srv.url, timeout=30).read().decode())
+    assert run_in_thread(attempt) == len(forged)
+    assert stats(srv)["sessions"] == sessions
+    assert stats(srv)["connections"] == 0
+    # a real page's token still works
+    token = page_token(urllib.request.urlopen(srv.url, timeout=30).read().decode())
 
-        async def real():
-            ws = await bokeh_socket(srv.url, token)
-            first = await read_bokeh_message(ws)
-            ws.close()
-            return first
-        assert run_in_thread(real) == "ACK"
-    finally:
-        out = srv.stop()
-    assert "Traceback" not in out
-    assert len(out.encode()) < 10_000
+    async def real():
+        ws = await bokeh_socket(srv.url, token)
+        first = await read_bokeh_message(ws)
+        ws.close()
+        return first
+    assert run_in_thread(real) == "ACK"
+    out = srv.output().encode()[logged:]
+    assert b"Traceback" not in out
+    assert len(out) < 10_000
 
 
 def test_oversized_and_malformed_messages_are_refused_with_little_logged(tmp_path):
@@ -417,10 +437,11 @@ def test_bounded_log_cuts_a_record_and_holds_back_repeats():
 
 @pytest.mark.browser
 @pytest.mark.parametrize("prefix,query", [("", ""), ("", "?embed=1"), ("/course", "")])
-def test_the_page_loads_every_resource_without_an_error(page, prefix, query):
+def test_the_page_loads_every_resource_without_an_error(page, request, prefix, query):
     """Served, embedded and behind a prefix, with the app's limits and headers: every request
-    answered 2xx (or 304), no console error, the charts drawn."""
-    srv = Server(prefix=prefix)
+    answered 2xx (or 304), no console error, the charts drawn. (Without a prefix: the
+    session's server, started with the same arguments.)"""
+    srv = Server(prefix=prefix) if prefix else request.getfixturevalue("server")
     answers = []
     page.on("response", lambda r: answers.append((r.status, r.url)))
     try:
@@ -429,7 +450,8 @@ def test_the_page_loads_every_resource_without_an_error(page, prefix, query):
                                f"&& {WEIGHTS_JS}.length > 0", timeout=30_000)
         page.wait_for_timeout(500)
     finally:
-        srv.stop()
+        if prefix:
+            srv.stop()
     assert answers and all(200 <= s < 300 or s == 304 for s, _ in answers), answers
     assert not page.console_errors, page.console_errors
     assert not page.failed_requests, page.failed_requests
@@ -541,17 +563,15 @@ def test_autoload_and_metadata_are_not_served_and_build_no_session(tmp_path, pre
         srv.stop()
 
 
-def test_a_session_id_or_token_in_the_address_is_refused(tmp_path):
-    srv = Server("--stats", log=tmp_path / "server.log")
-    try:
-        for query in ["?bokeh-session-id=abc", "?bokeh-token=abc", "?d_k=64&bokeh-session-id=x"]:
-            code, headers, body = status_of(srv.url + query)
-            assert code == 403, query
-            assert b"reload" not in body and b"<script" not in body
-            assert headers["Cache-Control"] == "no-store"
-        assert stats(srv)["sessions"] == 0
-    finally:
-        srv.stop()
+def test_a_session_id_or_token_in_the_address_is_refused(stats_server):
+    srv = stats_server
+    sessions = stats(srv)["sessions"]
+    for query in ["?bokeh-session-id=abc", "?bokeh-token=abc", "?d_k=64&bokeh-session-id=x"]:
+        code, headers, body = status_of(srv.url + query)
+        assert code == 403, query
+        assert b"reload" not in body and b"<script" not in body
+        assert headers["Cache-Control"] == "no-store"
+    assert stats(srv)["sessions"] == sessions
 
 
 def test_one_live_websocket_per_session_and_the_next_student_goes_live(tmp_path):
@@ -569,7 +589,9 @@ def test_one_live_websocket_per_session_and_the_next_student_goes_live(tmp_path)
                     sockets.append(await connected(srv.url, token))
                 except HTTPClientError as exc:
                     refused.append(exc.code)
-            await asyncio.sleep(0.5)
+            deadline = time.monotonic() + 10      # the replaced ones close
+            while stats(srv)["connections"] > 1 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
             open_now = stats(srv)["connections"]
             shut = [await closed(ws, 0.2) for ws in sockets[:-1]]
             for ws in sockets:
@@ -656,78 +678,69 @@ def test_an_expired_session_does_not_come_back_past_the_cap(tmp_path):
         srv.stop()
 
 
-def test_document_requests_are_rate_limited_per_session(tmp_path):
-    srv = Server("--stats", log=tmp_path / "server.log")
-    try:
-        token = token_of(srv)
+def test_document_requests_are_rate_limited_per_session(stats_server):
+    srv = stats_server
+    token = token_of(srv)
 
-        async def loop_pulls():
-            ws = await connected(srv.url, token)
-            answers = []
-            for i in range(4):
-                try:
-                    await send(ws, "PULL-DOC-REQ", {}, msgid=str(i))
+    async def loop_pulls():
+        ws = await connected(srv.url, token)
+        answers = []
+        for i in range(4):
+            try:
+                await send(ws, "PULL-DOC-REQ", {}, msgid=str(i))
+                answer = await read_message(ws)
+                while answer and answer[0]["msgtype"] == "PATCH-DOC":   # the page's own
                     answer = await read_message(ws)
-                    while answer and answer[0]["msgtype"] == "PATCH-DOC":   # the page's own
-                        answer = await read_message(ws)
-                except Exception:
-                    answer = None
-                answers.append(answer and answer[0]["msgtype"])
-                if answer is None:
-                    break
-            code = ws.close_code
-            # a new websocket of the same session gets no fresh allowance
-            again = await connected(srv.url, token)
-            await send(again, "PULL-DOC-REQ", {})
-            second = await closed(again)
-            return answers, code, second
+            except Exception:
+                answer = None
+            answers.append(answer and answer[0]["msgtype"])
+            if answer is None:
+                break
+        code = ws.close_code
+        # a new websocket of the same session gets no fresh allowance
+        again = await connected(srv.url, token)
+        await send(again, "PULL-DOC-REQ", {})
+        second = await closed(again)
+        return answers, code, second
 
-        answers, code, second = run_in_thread(loop_pulls, timeout=60)
-        assert answers == ["PULL-DOC-REPLY", "PULL-DOC-REPLY", None] and code == 1008
-        assert second
-    finally:
-        srv.stop()
+    answers, code, second = run_in_thread(loop_pulls, timeout=60)
+    assert answers == ["PULL-DOC-REPLY", "PULL-DOC-REPLY", None] and code == 1008
+    assert second
 
 
-def test_an_error_reply_carries_no_traceback(tmp_path):
-    srv = Server("--stats", log=tmp_path / "server.log")
+def test_an_error_reply_carries_no_traceback(stats_server):
+    srv = stats_server
+    logged = len(srv.output())
+    token = token_of(srv)
+
+    async def bad_patch():
+        ws = await connected(srv.url, token)
+        await send(ws, "PATCH-DOC", {"events": [{"kind": "ModelChanged",
+                                                 "model": {"id": "nope"}, "attr": "value",
+                                                 "new": 1}], "references": []})
+        answer = await read_message(ws)
+        ws.close()
+        return answer
+
+    header, content = run_in_thread(bad_patch)
+    assert header["msgtype"] == "ERROR"
+    assert content["traceback"] is None
+    assert "Traceback" not in json.dumps(content) and ".py" not in json.dumps(content)
+    assert "Traceback" not in srv.output()[logged:]     # and the whole log at the end
+
+
+def test_a_half_sent_request_is_closed_after_the_header_timeout(server):
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    sock.settimeout(served.HEADER_TIMEOUT_S + 10)
+    start = time.monotonic()
     try:
-        token = token_of(srv)
-
-        async def bad_patch():
-            ws = await connected(srv.url, token)
-            await send(ws, "PATCH-DOC", {"events": [{"kind": "ModelChanged",
-                                                     "model": {"id": "nope"}, "attr": "value",
-                                                     "new": 1}], "references": []})
-            answer = await read_message(ws)
-            ws.close()
-            return answer
-
-        header, content = run_in_thread(bad_patch)
-        assert header["msgtype"] == "ERROR"
-        assert content["traceback"] is None
-        assert "Traceback" not in json.dumps(content) and ".py" not in json.dumps(content)
-    finally:
-        out = srv.stop()
-    assert "Traceback" not in out
-
-
-def test_a_half_sent_request_is_closed_after_the_header_timeout(tmp_path):
-    srv = Server(log=tmp_path / "server.log")
-    try:
-        sock = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
-        sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        sock.settimeout(served.HEADER_TIMEOUT_S + 10)
-        start = time.monotonic()
-        try:
-            data = sock.recv(1024)
-        except OSError:
-            data = b""
-        waited = time.monotonic() - start
-        sock.close()
-        assert data == b"" and waited < served.HEADER_TIMEOUT_S + 5, waited
-    finally:
-        srv.stop()
+        data = sock.recv(1024)
+    except OSError:
+        data = b""
+    waited = time.monotonic() - start
+    sock.close()
+    assert data == b"" and waited < served.HEADER_TIMEOUT_S + 5, waited
 
 
 def _children_of(pid: int) -> list[int]:
@@ -758,10 +771,20 @@ def test_a_server_with_workers_stops_on_a_signal_workers_included(signum):
         assert len(workers) == 2
         os.kill(proc.pid, signum)                 # the parent only, as docker stop does
         proc.wait(8)
-        time.sleep(0.5)
-        alive = [w for w in workers if Path(f"/proc/{w}").exists()
-                 and " Z " not in Path(f"/proc/{w}/stat").read_text()]
-        assert alive == []
+
+        def alive():
+            found = []
+            for w in workers:
+                try:
+                    if " Z " not in Path(f"/proc/{w}/stat").read_text():
+                        found.append(w)
+                except OSError:                   # gone
+                    pass
+            return found
+        deadline = time.monotonic() + 0.5        # the parent has waited for them
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert alive() == []
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", port)) != 0      # nothing holds the port
     finally:

@@ -17,7 +17,7 @@ from tornado.httpclient import AsyncHTTPClient
 
 from attention_scaling import core
 from attention_scaling.argument import TRAINING_STEPS
-from attention_scaling.page import Explorer
+from attention_scaling.page import Explorer, training_thread
 from attention_scaling.state import ExplorerState
 
 HEAVIEST = dict(d_k=4096, keys=64)
@@ -72,6 +72,12 @@ async def until(condition, timeout: float = 60) -> None:
         await asyncio.sleep(0.02)
 
 
+async def slice_under_way_ended() -> None:
+    """Until the training thread has ended the slice it was running (it runs one job at a
+    time: a job handed to it now runs after that one)."""
+    await asyncio.wait_for(asyncio.wrap_future(training_thread().submit(lambda: None)), 60)
+
+
 def test_the_loop_answers_while_a_run_trains_at_the_heaviest_setting(advances):
     """The server's loop is never held for long by training: a 10 ms timer on it is late by
     < 50 ms at the 95th percentile while a run at d_k = 4096 with 64 keys trains (a step of
@@ -104,7 +110,9 @@ def test_a_served_run_ends_as_cores_run_with_nothing_left_scheduled():
         server, explorer, doc = await served(dict(d_k=64, keys=8))
         try:
             await until(lambda: steps_shown(explorer) == TRAINING_STEPS + 1)
-            await asyncio.sleep(0.2)
+            # the run's end: its callbacks removed and the button given back
+            await until(lambda: not doc.session_callbacks
+                        and not explorer.view.train_button.disabled, timeout=10)
             return (dict(explorer.view.argument.tabs["training"].source.data),
                     explorer.view.train_button.disabled, list(doc.session_callbacks))
         finally:
@@ -130,7 +138,7 @@ def test_a_run_stops_when_its_connection_is_lost_and_can_start_again(advances):
         try:
             await until(lambda: steps_shown(explorer) > 1)
             doc.callbacks.trigger_event(ConnectionLost())
-            await asyncio.sleep(0.5)          # a step under way ends
+            await slice_under_way_ended()
             taken = len(advances)
             await asyncio.sleep(1.5)
             after = (len(advances) - taken, list(doc.session_callbacks),
@@ -158,7 +166,7 @@ def test_a_run_stops_when_its_session_is_destroyed(advances):
         try:
             await until(lambda: len(advances) > 0)
             await until(lambda: not server.get_sessions("/"), timeout=30)
-            await asyncio.sleep(0.5)
+            await slice_under_way_ended()
             taken = len(advances)
             await asyncio.sleep(1.5)
             return len(advances) - taken

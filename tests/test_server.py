@@ -126,9 +126,25 @@ def test_static_files_are_gzipped_once_and_served_whole(tmp_path):
 GC_SCRIPT = r"""
 import asyncio, gc, json, time, weakref
 from attention_scaling import server
+from attention_scaling.server import collect
 
 class Node:
     pass
+
+# the periodic passes, counted: a step of the scenario waits for the next pass, not a while
+passes = [0]
+collect_and_freeze = collect.collect_and_freeze
+def counted():
+    passes[0] += 1
+    return collect_and_freeze()
+collect.collect_and_freeze = counted
+
+async def next_pass():
+    seen = passes[0]
+    deadline = time.monotonic() + 30
+    while passes[0] == seen:
+        assert time.monotonic() < deadline, "no periodic pass"
+        await asyncio.sleep(0.01)
 
 async def main():
     out = {"without_loop": None}
@@ -139,7 +155,7 @@ async def main():
     a, b = Node(), Node()
     a.other, b.other = b, a
     dead = weakref.ref(a)
-    await asyncio.sleep(0.5)                       # frozen by the periodic callback
+    await next_pass()                              # frozen by the periodic callback
     out["frozen_later"] = gc.get_freeze_count()
     del a, b
     gc.collect()
@@ -149,10 +165,10 @@ async def main():
     for _ in range(server.GC_FULL_AFTER_ENDED - 1):
         server.session_ended(None)
     gc.collect()
-    await asyncio.sleep(0.5)
+    await next_pass()
     out["alive_below_threshold"] = dead() is not None
     server.session_ended(None)                          # the threshold: the next pass is full
-    await asyncio.sleep(0.5)
+    await next_pass()
     out["alive_after_session_collect"] = dead() is not None
     out["frozen_after_session_collect"] = gc.get_freeze_count()
     out["full"] = server._GC["full"]
@@ -161,7 +177,7 @@ async def main():
     c.other, d.other = d, c
     young = weakref.ref(c)
     del c, d
-    await asyncio.sleep(0.5)
+    await next_pass()
     out["young_alive"] = young() is not None
     print(json.dumps(out))
 

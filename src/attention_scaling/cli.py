@@ -111,7 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     _classroom_options(serve)
     serve.epilog = ("environment variables (a flag given on the command line wins): " + "; ".join(
         f"{var} for --{name.replace('_', '-')}" for name, var in ENVIRONMENT.items())
-        + " (origins separated by commas)")
+        + " (origins separated by commas); ATTENTION_SCALING_ALLOW_ANY_ORIGIN=1 for "
+          "--allow-any-origin; ATTENTION_SCALING_SECRET_KEY: the key that signs session ids "
+          "and tokens, at least 32 printable ASCII characters, one key for processes behind "
+          "a proxy that is not sticky (default: a key made at each start); "
+          "BOKEH_VALIDATE_DOC: when set, Bokeh's own setting decides whether each session's "
+          "document is checked (default: not checked, a test checks the page's document)")
     export = sub.add_parser(
         "export", help="write a self-contained offline HTML copy of the explorer",
         description="Write the explorer as one HTML file that works from file:// with no "

@@ -6,15 +6,18 @@ the layout, the downloads and the offline copy derive the rest. Sources are name
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from bokeh.models import (BasicTickFormatter, Button, ColumnDataSource, Div, FixedTicker, Legend,
-                          Range1d)
+from bokeh.models import (BasicTickFormatter, Button, ColumnDataSource, CustomJSTickFormatter, Div,
+                          FixedTicker, Legend, Range1d, SingleIntervalTicker)
 from bokeh.plotting import figure
 
 from . import core
 from .state import Setting
-from .style import FONT, RULE_COLORS, RULE_DASH, RULE_MARKER, UNSCALED_COLOR, SCALED_COLOR, \
-    derived_glyph_looks, style_figure
+from .style import (FONT, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNSCALED_COLOR,
+                    derived_glyph_looks, script, style_figure)
+from .lead import TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead, variance_lead
 from .text import (RULE_LABELS, TRAINING_INTRO, budget_html, gradient_html, saturation_html,
                    scaled_score_example, softmax_example, training_html,
                    training_status_html, variance_html)
@@ -182,9 +185,9 @@ class Shared:
 
 class TabView:
     """An argument tab: ``figures`` (name -> figure, in page order), ``tables`` (its CSV:
-    [(source, [[column, header], ...])]), ``body()`` (its charts and rows, under its text),
-    ``draw(setting)`` (its charts at a :class:`state.Setting`, from core; returns its text's
-    HTML). The offline copy stores its text by ``offline`` (``width``, ``temperature`` or
+    [(source, [[column, header], ...])]), ``body()`` (its charts and rows, under its lead),
+    ``draw(setting)`` (its charts at a :class:`state.Setting`, from core; returns the HTML of
+    its lead sentence and of its "More detail"). The offline copy stores its text by ``offline`` (``width``, ``temperature`` or
     ``setting``: one per seed, width and temperature) and, by the index each names, the
     models of ``stores``: (source name or ``<figure>:y_range``, index)."""
 
@@ -200,7 +203,7 @@ class TabView:
     def body(self) -> list:
         return list(self.figures.values())
 
-    def draw(self, s: Setting) -> str:
+    def draw(self, s: Setting) -> tuple[str, str]:
         raise NotImplementedError
 
 
@@ -266,12 +269,13 @@ class VarianceTab(TabView):
                                     std_raw=np.asarray(curve["std_raw"]).tolist(),
                                     sqrt_d_k=np.sqrt(np.asarray(curve["d_k"], float)).tolist())
 
-    def draw(self, s: Setting) -> str:
+    def draw(self, s: Setting) -> tuple[str, str]:
         dist = core.logit_distribution(s.d_k)
         self.update_logits(dist)
         self.width_source.data = dict(d_k=[float(s.d_k)])
-        return (variance_html(s.d_k, dist, core.logit_std_curve(), core.LOGIT_DRAWS)
-                + scaled_score_example())
+        return variance_lead(s.d_k, dist), (
+            variance_html(s.d_k, dist, core.logit_std_curve(), core.LOGIT_DRAWS)
+            + scaled_score_example())
 
 
 class SaturationTab(TabView):
@@ -294,29 +298,87 @@ class SaturationTab(TabView):
     def body(self) -> list:
         return [list(self.figures.values())]
 
-    def draw(self, s: Setting) -> str:
+    def draw(self, s: Setting) -> tuple[str, str]:
         curves, draw = self.shared.draw_curves(s)
-        return (saturation_html(s.d_k, s.temperature, s.keys, s.align, curves, draw,
-                                core.CURVE_DRAWS) + softmax_example())
+        return saturation_lead(s.d_k, s.align, curves), (
+            saturation_html(s.d_k, s.temperature, s.keys, s.align, curves, draw,
+                            core.CURVE_DRAWS) + softmax_example())
 
 
 class GradientTab(TabView):
-    """3 Gradient: the gradient that reaches the query against d_k, per rule."""
+    """3 Gradient: the gradient that reaches the query against d_k, per rule (its median and
+    middle half), and its spread over the draws at the current width (core.gradient_spread):
+    where the unscaled median says "more", the spread shows how many draws get almost none."""
 
     key = "gradient"
-    stores = SaturationTab.stores
+    stores = (*SaturationTab.stores, ("gradient-spread-source", "setting"),
+              ("gradient-spread:x_range", "setting"))
 
     def __init__(self, shared: Shared) -> None:
         super().__init__(shared)
         self.figures["saturation-gradient"] = shared.curve_figure(
             "saturation-gradient", "grad_q", "Gradient to the query ‖∂p/∂q‖_F",
             "‖∂p/∂q‖_F (log)", True)
-        self.tables = shared.curve_tables("grad_q")
+        self.figures["gradient-spread"] = self._spread_figure()
+        self.tables = [*shared.curve_tables("grad_q"),
+                       (self.spread_source, _same(*self.spread_source.data))]
 
-    def draw(self, s: Setting) -> str:
+    def body(self) -> list:
+        return [self.figures["gradient-spread"], self.figures["saturation-gradient"]]
+
+    def _spread_figure(self):
+        """Per rule a row: the middle half of log10 ||dp/dq||_F over the draws (box), the
+        middle 90% (whiskers), the median (bar), this draw (dot), and the line of a tenth of
+        the ÷√d_k median."""
+        rules = core.RULES
+        rows = [float(len(rules) - 1 - i) for i in range(len(rules))]   # unscaled on top
+        self.spread_source = ColumnDataSource(dict(
+            y=rows, **{c: [0.0] * len(rules) for c in ("q05", "q25", "median", "q75", "q95",
+                                                       "this_draw", "tenth")},
+            color=[RULE_COLORS[r] for r in rules], marker=[RULE_MARKER[r] for r in rules]),
+            name="gradient-spread-source")
+        src = self.spread_source
+        fig = figure(name="gradient-spread", title="Over the draws at this width: ‖∂p/∂q‖_F",
+                     height=220, sizing_mode="stretch_width", min_width=260, tools="",
+                     x_range=Range1d(-3, 1), y_range=Range1d(-0.6, len(rules) - 0.4))
+        fig.vspan(x="tenth", source=src, line_color="#52606d", line_dash=DASHED, line_width=1.5)
+        fig.segment(x0="q05", x1="q95", y0="y", y1="y", source=src, line_color="color",
+                    line_width=2)
+        fig.hbar(y="y", left="q25", right="q75", height=0.45, source=src, fill_color="color",
+                 fill_alpha=0.35, line_color="color")
+        fig.rect(x="median", y="y", width=0.02, height=0.45, width_units="screen",
+                 source=src, fill_color="color", line_color="color")
+        fig.scatter(x="this_draw", y="y", source=src, size=11, marker="marker",
+                    fill_color="color", line_color="#1f2933")
+        fig.yaxis.ticker = FixedTicker(ticks=rows)
+        fig.yaxis.major_label_overrides = {row: RULE_LABELS[r] for row, r in zip(rows, rules)}
+        fig.xaxis.ticker = SingleIntervalTicker(interval=1, num_minor_ticks=0)
+        fig.xaxis.formatter = CustomJSTickFormatter(code=script("power-ticks"))
+        fig.xaxis.axis_label = ("‖∂p/∂q‖_F (log; box: middle half of the draws, whiskers: "
+                                "90%; dashed: a tenth of the ÷√d_k median)")
+        style_figure(fig)
+        return fig
+
+    def draw(self, s: Setting) -> tuple[str, str]:
         curves, draw = self.shared.draw_curves(s)
-        return gradient_html(s.d_k, s.temperature, s.keys, s.align, curves, draw,
-                             core.CURVE_DRAWS)
+        spread = core.gradient_spread(s.d_k, s.temperature, s.keys, s.align)
+        rules = core.RULES
+        self.spread_source.data.update(
+            **{c: [float(spread[f"{c}_{r}"]) for r in rules]
+               for c in ("q05", "q25", "median", "q75", "q95")},
+            this_draw=[_log10(draw[r].query_gradient) for r in rules],
+            tenth=[float(spread["median_sqrt"]) - 1.0] * len(rules))
+        lo = min(min(spread[f"q05_{r}"] for r in rules), *self.spread_source.data["this_draw"])
+        hi = max(max(spread[f"q95_{r}"] for r in rules), *self.spread_source.data["this_draw"])
+        rng = self.figures["gradient-spread"].x_range
+        rng.start, rng.end = math.floor(lo - 0.3), math.ceil(hi + 0.3)
+        return gradient_lead(s.d_k, curves), gradient_html(
+            s.d_k, s.temperature, s.keys, s.align, curves, draw, core.CURVE_DRAWS)
+
+
+def _log10(x: float) -> float:
+    """log10 of a gradient norm, at the floor's where it is 0 in float64."""
+    return math.log10(max(x, GRAD_FLOOR))
 
 
 class TrainingTab(TabView):
@@ -367,18 +429,20 @@ class TrainingTab(TabView):
     def body(self) -> list:
         return [[self.button, self.status], list(self.figures.values())]
 
-    def draw(self, s: Setting) -> str:
-        return self.intro
+    def draw(self, s: Setting | None) -> tuple[str, str]:
+        return TRAINING_LEAD, self.intro
 
-    def show(self, runs: dict, d_k: int, temperature: float, n_keys: int) -> str | None:
+    def show(self, runs: dict, d_k: int, temperature: float,
+             n_keys: int) -> tuple[str, str] | None:
         """The runs so far (rule -> core.TrainingRun) on the charts and the status line; once
-        every run is done, the text of what they showed (else None)."""
+        every run is done, the HTML of the lead and the "More detail" of what they showed
+        (else None)."""
         self.show_runs(runs)
         done = all(run.done for run in runs.values())
         step = min(run.steps_done for run in runs.values())
         self.status.text = training_status_html(step, TRAINING_STEPS, d_k, temperature, n_keys,
                                                 done)
-        return training_html(runs, d_k, temperature, n_keys) if done else None
+        return (TRAINING_LEAD, training_html(runs, d_k, temperature, n_keys)) if done else None
 
     def show_runs(self, run_by_rule: dict) -> None:
         """The training runs so far (one per rule, core.start_training), replacing what is
@@ -457,7 +521,8 @@ class BudgetTab(TabView):
             .tolist() for k, v in budget.items()}
         fit_log_range(self.figures["head-budget-gradient"].y_range,
                       *(v for k, v in data.items() if k.startswith("grad_q")))
-        return budget_html(budget, BUDGET_WIDTH, s.temperature, s.keys, s.align)
+        return budget_lead(budget, BUDGET_WIDTH), budget_html(
+            budget, BUDGET_WIDTH, s.temperature, s.keys, s.align)
 
 
 #: The argument's tabs, by key (each a row of state.TABS): the class that builds and draws it.
@@ -482,8 +547,9 @@ class Argument:
                         for name, fig in tab.figures.items()}
         derived_glyph_looks(self.figures.values())
 
-    def draw(self, key: str, s: Setting) -> str:
-        """Draw tab ``key`` at ``s`` with the lines of its rule highlighted; its text."""
+    def draw(self, key: str, s: Setting) -> tuple[str, str]:
+        """Draw tab ``key`` at ``s`` with the lines of its rule highlighted; the HTML of its
+        lead and of its "More detail"."""
         self.shared.highlight(s.rule)
         return self.tabs[key].draw(s)
 

@@ -189,30 +189,33 @@ def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
     a = view.argument
     blocks = _Blocks()
     text: dict[str, list] = {tab.key: [] for tab in TABS[1:]}
+    leads: dict[str, list] = {tab.key: [] for tab in TABS[1:]}
     drawn = {key: tab for key, tab in a.tabs.items() if tab.offline}
-    _drawn_tabs(view, drawn, seeds, blocks, table, text)
+    _drawn_tabs(view, drawn, seeds, blocks, table, text, leads)
     lines = [line for r in core.RULES for line in a.rule_lines[r]]
     widths = {}
     for rule in core.RULES:
         a.shared.highlight(rule)
         widths[rule] = [line.glyph.line_width for line in lines]
     return blocks, dict(
-        texts=text, widths=widths,
+        texts=text, leads=leads, widths=widths,
         sources={key: [list(store) for store in tab.stores] for key, tab in drawn.items()},
         text_index={key: tab.offline for key, tab in drawn.items()},
-        **_training(view, seeds, blocks, table, text),
+        **_training(view, seeds, blocks, table, text, leads),
         tabs=[tab.key for tab in TABS])
 
 
 def _drawn_tabs(view: View, drawn: dict, seeds: list[int], blocks: _Blocks, table: _Table,
-                text: dict) -> None:
+                text: dict, leads: dict) -> None:
     """Each tab drawn from the controls at every setting of its ``offline`` index: its text
-    (into ``text``) and, the first time each index of theirs comes up, its stores' blocks."""
+    and lead (into ``text`` and ``leads``) and, the first time each index of theirs comes
+    up, its stores' blocks."""
     stored: dict[str, int] = {}              # models' blocks so far, by name
     for key, tab in drawn.items():
         for setting in _settings(tab.offline, seeds):
             view.draw_tab(key, setting)
             text[key].append(_paragraphs(view.section_texts[key].text, table))
+            leads[key].append(table.add(view.leads[key].text))
             for name, kind in tab.stores:
                 if _index(kind, setting, seeds) == stored.get(name, 0):
                     model = view.argument.model(name)
@@ -221,7 +224,7 @@ def _drawn_tabs(view: View, drawn: dict, seeds: list[int], blocks: _Blocks, tabl
 
 
 def _training(view: View, seeds: list[int], blocks: _Blocks, table: _Table,
-              text: dict) -> dict:
+              text: dict, leads: dict) -> dict:
     """The training runs the offline copy holds (one per width, :func:`training_runs`): their
     source's blocks, texts (into ``text``), and as JSON their index, ranges and status."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
@@ -232,6 +235,7 @@ def _training(view: View, seeds: list[int], blocks: _Blocks, table: _Table,
         view.show_training(runs[d_k], d_k, TRAINING_TEMPERATURE, N)
         blocks.add(training.source)
         text["training"].append(_paragraphs(view.section_texts["training"].text, table))
+        leads["training"].append(table.add(view.leads["training"].text))
         status.append(training.status.text)
         tags.append(list(training.source.tags))      # what the downloads are named after
         ranges.append({name: {r: [getattr(fig, r).start, getattr(fig, r).end]
@@ -390,7 +394,7 @@ def build_view(payload: dict, seeds: list[int]) -> View:
         training_status=view.training_status,
         sources={name: a.model(name) for tab in a.tabs.values() for name, _by in tab.stores
                  if ":" not in name} | {"training-source": a.tabs["training"].source},
-        texts=view.section_texts, training_figs=dict(a.tabs["training"].figures),
+        texts=view.section_texts, leads=view.leads, training_figs=dict(a.tabs["training"].figures),
         argument_figs={name.split(":")[0]: a.figures[name.split(":")[0]]
                        for tab in a.tabs.values() for name, _by in tab.stores if ":" in name},
         lines=[line for r in core.RULES for line in a.rule_lines[r]],

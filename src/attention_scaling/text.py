@@ -82,19 +82,16 @@ GRAD_UNSCALED = ("more reaches the query without scaling here: the unscaled logi
 GRAD_SAME = "the same, since at d_k = 1 scaling divides by √1 = 1."
 
 
-def guide_html(resample: str = "<b>Resample</b> draws a new q and new keys: one more "
-               "sample, where the caption's medians describe all of them.") -> str:
-    """The "Try this" steps beside the controls; ``resample`` is the last step's wording."""
+def guide_html(resample: str = "Press <b>Resample</b> a few times: one draw varies, the "
+               "median in the first sentence does not.") -> str:
+    """The one draw's "Try this"; ``resample`` is its second step's wording."""
     return (
-        "<div class='guide'><h4>Try this on the One draw tab</h4><ol>"
-        "<li>Move <b>d<sub>k</sub></b>: as the head widens, the caption's unscaled median max "
-        "weight climbs, while this one draw's bars move in their own way.</li>"
-        "<li>Set <b>scaling</b> to unscaled: the heat map, the explanation and the "
-        "highlighted readout column follow the unscaled softmax; ‖∂p/∂q‖<sub>F</sub> is the "
-        "gradient that reaches the query.</li>"
-        "<li>Lower <b>T</b> below 1: it sharpens both charts; at T = 1/√d<sub>k</sub> the "
-        "scaled chart equals the unscaled one at T = 1.</li>"
-        f"<li>{resample}</li></ol></div>"
+        "<div class='try'><h4>Try this</h4><ol>"
+        "<li>Move <b>d<sub>k</sub></b> from 64 to 512: the median raw max weight in the "
+        "first sentence climbs.</li>"
+        f"<li>{resample}</li>"
+        "<li>At d<sub>k</sub> = 64, set <b>T</b> to 0.125 = 1/√64: the scaled chart becomes "
+        "what the raw one was at T = 1.</li></ol></div>"
     )
 
 

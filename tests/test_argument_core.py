@@ -223,3 +223,93 @@ def test_training_is_deterministic_and_shares_its_start_across_rules():
 def test_scaled_training_learns_the_task():
     run = core.train(64, "sqrt", 2288)
     assert run.loss[-1] < 0.1 * run.loss[0]
+
+
+# ---- the gradient's spread over draws (THE-ARGUMENT 13) -----------------------------------
+
+def _full_vector_grads(d_k, draws, seed):
+    """log10 ||dp/dq||_F per rule over ``draws`` draws of full d_k-dimensional q and 8 keys
+    at T = 1: this test's own J K / s, J = diag(p) - p p^T (no draw here saturates below
+    float64's range: the logits are at most a few hundred apart)."""
+    rng = np.random.default_rng(seed)
+    out = {r: np.empty(draws) for r in core.RULES}
+    for i in range(draws):
+        q, keys = rng.standard_normal(d_k), rng.standard_normal((8, d_k))
+        raw = keys @ q
+        for r, s in (("none", 1.0), ("sqrt", math.sqrt(d_k)), ("linear", float(d_k))):
+            e = np.exp(raw / s - (raw / s).max())
+            p = e / e.sum()
+            out[r][i] = math.log10(np.linalg.norm((np.diag(p) - np.outer(p, p)) @ keys) / s)
+    return out
+
+
+@pytest.mark.parametrize("d_k", [16, 64, 256])
+def test_frozen_shares_match_a_monte_carlo_of_full_vectors(d_k):
+    """The shares of draws below a tenth / a hundredth of the ÷√d_k median and below a tenth
+    of the rule's own median, against 3,000 draws of full vectors: within four standard
+    errors of the difference of two binomial shares."""
+    curves = core.saturation_curves(1.0, 8, 0.0)
+    i = core.D_K_VALUES.index(d_k)
+    own = _full_vector_grads(d_k, 3000, 1300 + d_k)
+    ref = np.median(own["sqrt"])
+    for r in core.RULES:
+        median = np.median(own[r])
+        for name, cut in (("frozen_share", ref - 1), ("frozen100_share", ref - 2),
+                          ("spread_share", median - 1)):
+            want = float(np.mean(own[r] < cut))
+            got = float(curves[f"{name}_{r}"][i])
+            p = max((want + got) / 2, 1 / 3000)
+            se = math.sqrt(p * (1 - p) * (1 / 3000 + 1 / core.CURVE_DRAWS))
+            # ÷d_k at 128+ sits a few per cent below the cut: a share of 0 or 1, not between
+            assert abs(got - want) <= 4 * se + 1e-9, (r, name, got, want)
+
+
+def test_the_default_s_spread_is_the_issue_s_reference():
+    """d_k = 64, 8 keys, T = 1: about a quarter of unscaled draws get under a tenth of the
+    ÷√d_k median, no ÷√d_k draw does (issue 30: about 0.27, 0, 0)."""
+    g = core.gradient_spread(64)
+    assert g["frozen_share_none"] == pytest.approx(0.26, abs=0.03)
+    assert g["frozen_share_sqrt"] == 0 and g["frozen_share_linear"] <= 0.01
+    assert g["spread_share_sqrt"] == g["spread_share_linear"] == 0
+    curves = core.saturation_curves(1.0, 8, 0.0)
+    i = core.D_K_VALUES.index(64)
+    for r in core.RULES:
+        counts = g[f"counts_{r}"]
+        assert counts.shape == (core.GRAD_BINS,) and counts.sum() == core.CURVE_DRAWS
+        assert g[f"median_{r}"] == pytest.approx(curves[f"log10_grad_q_median_{r}"][i])
+        assert 10 ** g[f"median_{r}"] == pytest.approx(curves[f"grad_q_median_{r}"][i])
+        qs = [g[f"{q}_{r}"] for q in ("q05", "q25", "median", "q75", "q95")]
+        assert qs == sorted(qs) and g["edges"][0] <= qs[0] and qs[-1] <= g["edges"][-1]
+        for name in ("frozen_share", "frozen100_share", "spread_share"):
+            assert g[f"{name}_{r}"] == curves[f"{name}_{r}"][i]
+    assert g["edges"].shape == (core.GRAD_BINS + 1,) and not g["edges"].flags.writeable
+    assert core.gradient_spread(64)["counts_none"] is g["counts_none"]     # cached
+    with pytest.raises(ValueError):
+        core.gradient_spread(65)
+
+
+def test_the_median_s_standard_error_is_a_bootstrap_of_the_draws():
+    """The bootstrap standard error of the log10 median against this test's own bootstrap
+    of core's own per-draw values (another seed, 400 resamples): within 25%."""
+    j = core.D_K_VALUES.index(4096)
+    res = core._curve_batch(range(j, j + 1), slice(0, core.CURVE_DRAWS), 1.0, 8, 0.0)
+    lg = res["grad_q"].reshape(3, -1).astype(float)
+    curves = core.saturation_curves(1.0, 8, 0.0)
+    rng = np.random.default_rng(7)
+    for k, r in enumerate(core.RULES):
+        boots = [np.median(lg[k][rng.integers(0, lg.shape[1], lg.shape[1])]) for _ in range(400)]
+        assert curves[f"log10_grad_q_median_se_{r}"][-1] == pytest.approx(np.std(boots), rel=0.25)
+    assert 0.1 < curves["log10_grad_q_median_se_none"][-1] < 1     # "about 10^10 times"
+
+
+def test_log10_columns_draw_what_underflows():
+    """Where the unscaled median is below float64's range (T = 0.1, 2 keys, rho = 1) the
+    power-of-ten column is 0 and the log10 column is the true value."""
+    c = core.saturation_curves(0.1, 2, 1.0)
+    assert c["grad_q_median_none"][-1] == 0 and c["log10_grad_q_median_none"][-1] < -1000
+    ok = c["log10_grad_q_median_none"] > -300
+    np.testing.assert_allclose(10 ** c["log10_grad_q_median_none"][ok],
+                               c["grad_q_median_none"][ok], rtol=1e-12)
+    b = core.head_budget(512, 0.1, 2, 1.0)
+    assert b["log10_grad_q_median_none"][0] == c["log10_grad_q_median_none"][
+        core.D_K_VALUES.index(512)]

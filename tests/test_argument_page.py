@@ -139,7 +139,7 @@ def test_training_grows_while_it_runs_and_ends_as_cores_run(page, server):
 
 def test_a_preset_is_a_link_to_its_view(page, server):
     open_app(page, server)
-    page.get_by_role("link", name="Trained keys (ρ = 0.5): √d_k is not enough").click()
+    page.get_by_role("link", name="Trained keys (ρ = 0.5): ÷√d_k sharpens as heads widen").click()
     page.wait_for_url("**align=0.5**")
     assert "tab=saturation" in page.url
     curves = core.saturation_curves(1.0, 8, 0.5)

@@ -328,7 +328,7 @@ PRESETS = (
     ("Unscaled at d_k = 64, T = 1", {"rule": "none"}),
     ("÷√d_k at T = 1/√64 = 0.125: the same bars", {"temperature": 0.125}),
     ("One head of 512 vs eight of 64", {"tab": "budget"}),
-    ("Trained keys (ρ = 0.5): √d_k is not enough", {"tab": "saturation", "align": 0.5}),
+    ("Trained keys (ρ = 0.5): ÷√d_k sharpens as heads widen", {"tab": "saturation", "align": 0.5}),
 )
 
 

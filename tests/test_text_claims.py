@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from attention_scaling import core, export
-from attention_scaling.figures import jacobian_data, readout_html
+from attention_scaling.figures import jacobian_data, readout_detail_html, readout_html
+from attention_scaling.lead import DRAW_LEAD
 from attention_scaling.state import ExplorerState
 from attention_scaling.text import (EXPLANATION, FIG3_SEED, NUMBER_WORDS, WHICH, caption_html, fill, guide_html,
                                     plain)
@@ -242,9 +243,16 @@ def _median_log_rest(c, scaled):
     return float(q[len(q) // 2]) / math.log(10)
 
 
-def _climbs(c):
-    medians = unscaled_medians(c.t, c.n)
-    return all(b >= a for a, b in zip(medians, medians[1:])) and medians[-1] > medians[0]
+def _median_rest_at(d_k, c):
+    """log(1 - the unscaled median max weight) at ``d_k`` (its weight may round to 1)."""
+    q = core.typical(d_k, c.t, c.n, c.rho).log_rest[False]
+    return float(q[len(q) // 2])
+
+
+def _raw64(c):
+    """This draw's raw logits at d_k = 64 (the nested draws: its first 64 components)."""
+    q, k = core.sample_qk(c.seed, core.MAX_D_K, c.n, c.rho)
+    return k[:, :64] @ q[:64]
 
 
 def _mild(c):
@@ -340,18 +348,23 @@ CLAIMS: list[tuple[str, callable]] = [
      lambda m, c: np.allclose(core.softmax_jacobian(c.p[c.scaled]), c.active.jacobian,
                               rtol=1e-9, atol=1e-300) and _query_gradient_is_jk(c)),
     # guide
-    (r"Move dk: as the head widens, the caption's unscaled median max weight climbs, while this "
-     r"one draw's bars move in their own way\.", lambda m, c: _climbs(c)),
-    (r"Set scaling to unscaled: the heat map, the explanation and the highlighted readout "
-     r"column follow the unscaled softmax; ‖∂p/∂q‖F is the gradient that reaches the query\.",
-     lambda m, c: ExplorerState(d_k=c.d, temperature=c.t, seed=c.seed, rule="none", keys=c.n,
-                               align=c.rho)
-     .text_fields()["grad"] == c.fields["none_grad"]),
-    (r"Lower T below 1: it sharpens both charts; at T = 1/√dk the scaled chart equals the "
-     r"unscaled one at T = 1\.", lambda m, c: _lower_t(c)),
-    (r"Resample draws a new q and new keys: one more sample, where the caption's medians "
-     r"describe all of them\.",
-     lambda m, c: not np.array_equal(core.sample_qk(c.seed + 1, c.d, c.n)[1], c.keys)),
+    (r"Move dk from 64 to 512: the median raw max weight in the first sentence climbs\.",
+     lambda m, c: _median_rest_at(512, c) < _median_rest_at(64, c)),
+    (r"Press Resample a few times: one draw varies, the median in the first sentence does "
+     r"not\.",
+     lambda m, c: not np.array_equal(core.sample_qk(c.seed + 1, c.d, c.n)[1], c.keys)
+     and core.typical(c.d, c.t, c.n, c.rho) is core.typical(c.d, c.t, c.n, c.rho)),
+    (r"At dk = 64, set T to 0\.125 = 1/√64: the scaled chart becomes what the raw one was at "
+     r"T = 1\.",
+     lambda m, c: np.allclose(own_softmax(_raw64(c) / 8, 0.125), own_softmax(_raw64(c), 1.0),
+                              rtol=1e-9, atol=1e-300)),
+    # the one draw's lead
+    (r"At dk = (?P<d>\d+), this draw's largest weight is (?P<s>\S+) with the logits divided by "
+     r"√dk and (?P<u>\S+) raw; over (?P<n>[\d,]+) draws, the median raw max weight is "
+     r"(?P<mu>\S+)\.",
+     lambda m, c: int(m["d"]) == c.d and int(m["n"].replace(",", "")) == c.typ.draws
+     and percent_shows(m["s"], *c.weight(True)) and percent_shows(m["u"], *c.weight(False))
+     and percent_shows(m["mu"], c.typ.median[False], _median_log_rest(c, False))),
 ]
 _COMPILED = [(re.compile(pattern), condition) for pattern, condition in CLAIMS]
 
@@ -386,10 +399,11 @@ def sentences(markup: str) -> list[str]:
 
 
 def texts(c: Context) -> list[str]:
-    """Every sentence of the caption, the guide, the explanation and the readout's note."""
-    readout = fill(readout_html(), c.fields)
-    return (sentences(fill(caption_html(), c.fields)) + sentences(guide_html())
-            + sentences(fill(EXPLANATION, c.fields))
+    """Every sentence of the lead, the caption, the guide, the explanation and the readout's
+    note."""
+    readout = fill(readout_detail_html(), c.fields)
+    return (sentences(fill(DRAW_LEAD, c.fields)) + sentences(fill(caption_html(), c.fields))
+            + sentences(guide_html()) + sentences(fill(EXPLANATION, c.fields))
             + sentences(readout.split("</table>")[-1]))
 
 
@@ -409,7 +423,8 @@ def _check_state(key, c, seen):
         pattern, condition = matches[0]
         assert condition(pattern.fullmatch(sentence), c), f"{key}: false here: {sentence!r}"
         seen[pattern.pattern] = seen.get(pattern.pattern, 0) + 1
-    body = fill(readout_html(), c.fields).split("<tbody>")[1].split("</tbody>")[0]
+    body = "".join(fill(html_(), c.fields).split("<tbody>")[1].split("</tbody>")[0]
+                   for html_ in (readout_html, readout_detail_html))
     rows = _ROW.findall(body)
     assert len(rows) == 5 == body.count("<tr")
     for label, u, s, lin in rows:

@@ -119,7 +119,8 @@ const argument = (P) => {
   const setting = [si, di, ti, v].join();
   if (P.shown[key] === setting) return;
   const nt = P.temperatures.length, nd = P.d_k.length;
-  const index = {width: di, temperature: ti, setting: (si * nd + di) * nt + ti};
+  const index = {width: di, temperature: ti, grid: di * nt + ti,
+                 setting: (si * nd + di) * nt + ti};
   const widths = A.widths[P.rules[v]];
   lines.forEach((line, k) => {
     if (line.glyph.line_width !== widths[k]) line.glyph.line_width = widths[k];

@@ -311,8 +311,8 @@ class GradientTab(TabView):
     where the unscaled median says "more", the spread shows how many draws get almost none."""
 
     key = "gradient"
-    stores = (*SaturationTab.stores, ("gradient-spread-source", "setting"),
-              ("gradient-spread:x_range", "setting"))
+    stores = (*SaturationTab.stores, ("gradient-spread-source", "grid"),
+              ("gradient-this-draw-source", "setting"), ("gradient-spread:x_range", "setting"))
 
     def __init__(self, shared: Shared) -> None:
         super().__init__(shared)
@@ -321,7 +321,9 @@ class GradientTab(TabView):
             "‖∂p/∂q‖_F (log)", True)
         self.figures["gradient-spread"] = self._spread_figure()
         self.tables = [*shared.curve_tables("grad_q"),
-                       (self.spread_source, _same(*self.spread_source.data))]
+                       (self.spread_source, [["y", "row"], *_same(
+                           "q05", "q25", "median", "q75", "q95", "tenth")]),
+                       (self.this_draw_source, [["this_draw", "this_draw_log10_grad_q"]])]
 
     def body(self) -> list:
         return [self.figures["gradient-spread"], self.figures["saturation-gradient"]]
@@ -334,9 +336,12 @@ class GradientTab(TabView):
         rows = [float(len(rules) - 1 - i) for i in range(len(rules))]   # unscaled on top
         self.spread_source = ColumnDataSource(dict(
             y=rows, **{c: [0.0] * len(rules) for c in ("q05", "q25", "median", "q75", "q95",
-                                                       "this_draw", "tenth")},
-            color=[RULE_COLORS[r] for r in rules], marker=[RULE_MARKER[r] for r in rules]),
-            name="gradient-spread-source")
+                                                       "tenth")},
+            color=[RULE_COLORS[r] for r in rules]), name="gradient-spread-source")
+        # this draw's values: they change with the seed, the spread does not
+        self.this_draw_source = ColumnDataSource(dict(
+            y=rows, this_draw=[0.0] * len(rules), color=[RULE_COLORS[r] for r in rules],
+            marker=[RULE_MARKER[r] for r in rules]), name="gradient-this-draw-source")
         src = self.spread_source
         fig = figure(name="gradient-spread", title="Over the draws at this width: ‖∂p/∂q‖_F",
                      height=220, sizing_mode="stretch_width", min_width=260, tools="",
@@ -348,7 +353,7 @@ class GradientTab(TabView):
                  fill_alpha=0.35, line_color="color")
         fig.rect(x="median", y="y", width=0.02, height=0.45, width_units="screen",
                  source=src, fill_color="color", line_color="color")
-        fig.scatter(x="this_draw", y="y", source=src, size=11, marker="marker",
+        fig.scatter(x="this_draw", y="y", source=self.this_draw_source, size=11, marker="marker",
                     fill_color="color", line_color="#1f2933")
         fig.yaxis.ticker = FixedTicker(ticks=rows)
         fig.yaxis.major_label_overrides = {row: RULE_LABELS[r] for row, r in zip(rows, rules)}
@@ -363,22 +368,18 @@ class GradientTab(TabView):
         curves, draw = self.shared.draw_curves(s)
         spread = core.gradient_spread(s.d_k, s.temperature, s.keys, s.align)
         rules = core.RULES
+        this = [float(draw[r].log10_query_gradient) for r in rules]
         self.spread_source.data.update(
             **{c: [float(spread[f"{c}_{r}"]) for r in rules]
                for c in ("q05", "q25", "median", "q75", "q95")},
-            this_draw=[_log10(draw[r].query_gradient) for r in rules],
             tenth=[float(spread["median_sqrt"]) - 1.0] * len(rules))
-        lo = min(min(spread[f"q05_{r}"] for r in rules), *self.spread_source.data["this_draw"])
-        hi = max(max(spread[f"q95_{r}"] for r in rules), *self.spread_source.data["this_draw"])
+        self.this_draw_source.data.update(this_draw=this)
+        lo = min(min(spread[f"q05_{r}"] for r in rules), *this)
+        hi = max(max(spread[f"q95_{r}"] for r in rules), *this)
         rng = self.figures["gradient-spread"].x_range
         rng.start, rng.end = math.floor(lo - 0.3), math.ceil(hi + 0.3)
         return gradient_lead(s.d_k, curves), gradient_html(
             s.d_k, s.temperature, s.keys, s.align, curves, draw, core.CURVE_DRAWS)
-
-
-def _log10(x: float) -> float:
-    """log10 of a gradient norm, at the floor's where it is 0 in float64."""
-    return math.log10(max(x, GRAD_FLOOR))
 
 
 class TrainingTab(TabView):

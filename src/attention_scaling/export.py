@@ -171,9 +171,11 @@ def _settings(kind: str, seeds: list[int]):
 
 
 def _index(kind: str, s: Setting, seeds: list[int]) -> int:
-    """A setting's index of ``kind`` (assets/js/offline-select.js computes the same)."""
+    """A setting's index of ``kind``: ``width``, ``temperature``, ``grid`` (width and
+    temperature) or ``setting`` (seed, width and temperature); assets/js/offline-select.js
+    computes the same."""
     di, ti = core.D_K_VALUES.index(s.d_k), core.TEMPERATURES.index(s.temperature)
-    return {"width": di, "temperature": ti,
+    return {"width": di, "temperature": ti, "grid": di * len(core.TEMPERATURES) + ti,
             "setting": (seeds.index(s.seed) * len(core.D_K_VALUES) + di)
             * len(core.TEMPERATURES) + ti}[kind]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from . import core
-from .text import _fmt, _median_weight
+from .text import _distinct, _fmt, _median_weight
 
 #: Words a lead sentence may hold.
 LEAD_WORDS = 30
@@ -54,11 +54,12 @@ def saturation_lead(d_k: int, align: float, curves: dict) -> str:
     i = core.D_K_VALUES.index(d_k)
     med = {r: curves[f"max_weight_median_{r}"] for r in ("none", "sqrt", "linear")}
     if not align:
+        lo, hi = _distinct(min(med["sqrt"]), max(med["sqrt"]))
         return (f"Median max weight at d<sub>k</sub> = {d_k}: unscaled "
                 f"{_median_weight(med['none'][i])}, ÷√d<sub>k</sub> "
-                f"{_median_weight(med['sqrt'][i])}; from d<sub>k</sub> = 1 to 4096 unscaled "
-                f"reaches {_median_weight(med['none'][-1])}, ÷√d<sub>k</sub> stays near "
-                f"{_median_weight(med['sqrt'][i])}.")
+                f"{_median_weight(med['sqrt'][i])}; up to d<sub>k</sub> = 4096 unscaled "
+                f"reaches {_median_weight(med['none'][-1])}, ÷√d<sub>k</sub> stays between "
+                f"{lo} and {hi}.")
     j = core.D_K_VALUES.index(64)
     a, b = _median_weight(med["sqrt"][j]), _median_weight(med["sqrt"][-1])
     la, lb = _median_weight(med["linear"][j]), _median_weight(med["linear"][-1])
@@ -78,8 +79,13 @@ def gradient_lead(d_k: int, curves: dict) -> str:
     if d_k == 1:
         return ("At d<sub>k</sub> = 1 every rule divides by 1: the gradient reaching the query "
                 "is the same under all of them, draw by draw.")
-    return (f"At d<sub>k</sub> = {d_k}, {share(none[i])} get less than a tenth of the "
-            f"÷√d<sub>k</sub> median gradient unscaled, and barely learn; under "
+    if none[i] <= 0:
+        return (f"At d<sub>k</sub> = {d_k}, no unscaled draw gets under a tenth of the "
+                f"÷√d<sub>k</sub> median gradient to the query; under ÷√d<sub>k</sub>, "
+                f"{share(sqrt[i])}.")
+    verb = "gets" if none[i] >= 1 else "get"
+    return (f"At d<sub>k</sub> = {d_k}, unscaled, {share(none[i])} {verb} under a tenth "
+            f"of the ÷√d<sub>k</sub> median gradient to the query and barely learn; under "
             f"÷√d<sub>k</sub>, {share(sqrt[i])}.")
 
 

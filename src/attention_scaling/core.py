@@ -930,9 +930,14 @@ def attention_loss(w_q, w_k, tokens, query_tokens, targets, rule: str,
     ||o - x_y||^2 / (2 m). The loss sits after the softmax, so its gradient to z passes
     through the Jacobian: dL/du = J dL/dp, computed as p_i sum_j p_j (g_i - g_j) (no
     cancellation where p saturates). Returns (loss, dL/dW_Q, dL/dW_K, p)."""
-    d_k = w_q.shape[0]
+    return _head_loss(w_q, w_k, tokens, query_tokens, targets,
+                      rule_divisor(rule, w_q.shape[0]), temperature, grads)
+
+
+def _head_loss(w_q, w_k, tokens, query_tokens, targets, s: float, temperature: float,
+               grads: bool = True):
+    """:func:`attention_loss` with the logits divided by ``s`` whatever the rows of W."""
     b, n, m = tokens.shape
-    s = rule_divisor(rule, d_k)
     q = query_tokens @ w_q.T                              # (b, d_k)
     k = tokens @ w_k.T                                    # (b, n, d_k)
     z = np.einsum("bd,bnd->bn", q, k) / s
@@ -955,9 +960,27 @@ class TrainingRun:
     token of the key that matches a noisy query) by plain SGD, under one scaling rule, from a
     start and batches fixed by ``seed``: the same for every rule. ``advance`` runs steps;
     ``loss``, ``grad_wq``, ``grad_wk`` hold one value per step taken, the first at the start
-    (before any update), ||dL/dW||_F for the gradients. The weights ``w_q`` and ``w_k`` are
-    let go (None) once the last step is taken: 1 MiB a rule at d_k = 4096 that a served page
-    would otherwise keep for as long as it is open."""
+    (before any update), ||dL/dW||_F for the gradients.
+
+    A step costs the same at every d_k above 2m (m = TRAIN_D_MODEL): the head is trained in
+    the span of its start. The loss depends on W_Q, W_K (d_k, m) only through
+    W_Q^T W_K, and its gradients are dL/dW_Q = W_K G and dL/dW_K = W_Q G^T for an (m, m)
+    matrix G (the sum over the batch of g_z x_j x_q^T), so every step keeps the columns of
+    both matrices in the span of the columns of [W_Q0 W_K0], the start (d_k, 2m). With its
+    thin QR factorization [W_Q0 W_K0] = U R (U (d_k, r) with orthonormal columns,
+    r = min(d_k, 2m)), W_Q = U A and W_K = U B at every step, where (A, B) are (r, m) and
+    start at R's two halves; then W_Q^T W_K = A^T B (the same logits, loss and G),
+    dL/dW_Q = U (B G) and dL/dW_K = U (A G^T), and ||U X||_F = ||X||_F. So SGD on (A, B)
+    with the head's divisor at d_k takes exactly the steps of SGD on (W_Q, W_K), with the
+    same losses and gradient norms: equal up to floating-point rounding (the QR's and that
+    of sums taken in another basis), which a chaotic run (the unscaled one at large d_k)
+    amplifies as it would any rounding. Up to d_k = 2m, A and B are W_Q and W_K (U = I).
+    Only the start is d_k-dimensional: the draw of W_Q0 and W_K0 from ``seed`` and its QR,
+    O(d_k m^2) once.
+
+    ``w_q`` and ``w_k`` are the current weights U A and U B (computed when read); they and U
+    are let go (None) once the last step is taken: U is 1 MiB at d_k = 4096 that a served
+    page would otherwise keep for as long as it is open."""
 
     def __init__(self, d_k: int, rule: str, seed: int, temperature: float = 1.0,
                  steps: int = 300, n_keys: int = N_KEYS) -> None:
@@ -967,12 +990,24 @@ class TrainingRun:
         self.n_keys = int(n_keys)
         rng = np.random.default_rng([self.seed, self.d_k, 7])
         m = TRAIN_D_MODEL
-        self.w_q = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
-        self.w_k = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
+        w_q = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
+        w_k = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
+        self._basis, self._a, self._b = _span_of(w_q, w_k)
+        self._divisor = rule_divisor(rule, self.d_k)
         self._rng = np.random.default_rng([self.seed, self.d_k, 11])
         self.loss: list[float] = []
         self.grad_wq: list[float] = []
         self.grad_wk: list[float] = []
+
+    @property
+    def w_q(self) -> np.ndarray | None:
+        """W_Q (d_k, m) now; None once the run is done."""
+        return _in_basis(self._basis, self._a)
+
+    @property
+    def w_k(self) -> np.ndarray | None:
+        """W_K (d_k, m) now; None once the run is done."""
+        return _in_basis(self._basis, self._b)
 
     @property
     def steps_done(self) -> int:
@@ -995,16 +1030,33 @@ class TrainingRun:
             if len(self.loss) > self.steps:
                 return
             tokens, query, targets = self._batch()
-            loss, g_q, g_k, _ = attention_loss(self.w_q, self.w_k, tokens, query, targets,
-                                               self.rule, self.temperature)
+            loss, g_a, g_b, _ = _head_loss(self._a, self._b, tokens, query, targets,
+                                           self._divisor, self.temperature)
             self.loss.append(loss)
-            self.grad_wq.append(frobenius(g_q))
-            self.grad_wk.append(frobenius(g_k))
+            self.grad_wq.append(frobenius(g_a))
+            self.grad_wk.append(frobenius(g_b))
             if len(self.loss) <= self.steps:
-                self.w_q -= TRAIN_LR * g_q
-                self.w_k -= TRAIN_LR * g_k
+                self._a -= TRAIN_LR * g_a
+                self._b -= TRAIN_LR * g_b
             else:
-                self.w_q = self.w_k = None
+                self._basis = self._a = self._b = None
+
+
+def _span_of(w_q: np.ndarray, w_k: np.ndarray):
+    """(U, A, B) with W_Q = U A and W_K = U B, U's columns orthonormal and as few as
+    2m: U None (the identity) where d_k <= 2m, else the thin QR factorization of [W_Q W_K]."""
+    d_k, m = w_q.shape
+    if d_k <= 2 * m:
+        return None, w_q, w_k
+    u, r = np.linalg.qr(np.hstack([w_q, w_k]))
+    return u, r[:, :m].copy(), r[:, m:].copy()
+
+
+def _in_basis(basis, coords):
+    """U X (X itself where U is the identity, None for None)."""
+    if coords is None or basis is None:
+        return coords
+    return basis @ coords
 
 
 def start_training(d_k: int, rule: str, seed: int, temperature: float = 1.0,

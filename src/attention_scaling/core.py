@@ -913,11 +913,25 @@ def draw_metrics(d_k: int, temperature: float, seed: int, n_keys: int = N_KEYS,
 
 # ---- training: one attention head, plain NumPy --------------------------------------------
 
-#: The toy task: width of the tokens, batch size, noise on the query, and plain SGD's step.
+#: The toy task: width of the tokens, batch size, noise on the query, and plain SGD's base
+#: rate (the rate of ÷√d_k; each rule trains at rule_learning_rate of it).
 TRAIN_D_MODEL = 16
 TRAIN_BATCH = 32
 TRAIN_NOISE = 0.5
 TRAIN_LR = 1.0
+#: A run's result: the mean loss of its last TRAIN_TAIL steps (one batch's loss is noise),
+#: over TRAIN_SEEDS seeds (seed, seed + 1, ...).
+TRAIN_TAIL = 50
+TRAIN_SEEDS = 3
+
+
+def rule_learning_rate(rule: str, d_k: int, base: float = TRAIN_LR) -> float:
+    """base · s²/d_k (s the rule's divisor at ``d_k``): the rate that gives every rule the same
+    logit step. One SGD step on W_Q moves a logit q·k/s by about lr·|x|²(k·k)/s², in
+    proportion to lr·d_k/s², so at this rate every rule's step is base's (THE-ARGUMENT.md,
+    point 14): unscaled base/d_k, ÷√d_k base, ÷d_k base·d_k."""
+    exponent = RULE[as_rule(rule)].exponent        # s = d_k ** exponent, s²/d_k exactly:
+    return float(base) * float(int(d_k)) ** (2 * exponent - 1)
 
 
 def attention_loss(w_q, w_k, tokens, query_tokens, targets, rule: str,
@@ -980,12 +994,16 @@ class TrainingRun:
 
     ``w_q`` and ``w_k`` are the current weights U A and U B (computed when read); they and U
     are let go (None) once the last step is taken: U is 1 MiB at d_k = 4096 that a served
-    page would otherwise keep for as long as it is open."""
+    page would otherwise keep for as long as it is open.
+
+    ``lr``: SGD's learning rate, by default :func:`rule_learning_rate` (the same logit step
+    under every rule)."""
 
     def __init__(self, d_k: int, rule: str, seed: int, temperature: float = 1.0,
-                 steps: int = 300, n_keys: int = N_KEYS) -> None:
+                 steps: int = 300, n_keys: int = N_KEYS, lr: float | None = None) -> None:
         rule_divisor(rule, 1)
         self.d_k, self.rule, self.seed, self.steps = int(d_k), rule, int(seed), int(steps)
+        self.lr = rule_learning_rate(rule, self.d_k) if lr is None else float(lr)
         self.temperature = _check_temperature(temperature)
         self.n_keys = int(n_keys)
         rng = np.random.default_rng([self.seed, self.d_k, 7])
@@ -1017,6 +1035,14 @@ class TrainingRun:
     def done(self) -> bool:
         return self.steps_done >= self.steps
 
+    @property
+    def final_loss(self) -> float:
+        """The mean loss of the last TRAIN_TAIL of the planned steps (of them all, if fewer);
+        NaN until the run is done."""
+        if not self.done:
+            return math.nan
+        return float(np.mean(self.loss[-TRAIN_TAIL:]))
+
     def _batch(self):
         rng, b, n, m = self._rng, TRAIN_BATCH, self.n_keys, TRAIN_D_MODEL
         tokens = rng.standard_normal((b, n, m))
@@ -1036,8 +1062,8 @@ class TrainingRun:
             self.grad_wq.append(frobenius(g_a))
             self.grad_wk.append(frobenius(g_b))
             if len(self.loss) <= self.steps:
-                self._a -= TRAIN_LR * g_a
-                self._b -= TRAIN_LR * g_b
+                self._a -= self.lr * g_a
+                self._b -= self.lr * g_b
             else:
                 self._basis = self._a = self._b = None
 
@@ -1060,14 +1086,80 @@ def _in_basis(basis, coords):
 
 
 def start_training(d_k: int, rule: str, seed: int, temperature: float = 1.0,
-                   steps: int = 300, n_keys: int = N_KEYS) -> TrainingRun:
+                   steps: int = 300, n_keys: int = N_KEYS,
+                   lr: float | None = None) -> TrainingRun:
     """A :class:`TrainingRun` not yet advanced."""
-    return TrainingRun(d_k, rule, seed, temperature, steps, n_keys)
+    return TrainingRun(d_k, rule, seed, temperature, steps, n_keys, lr)
 
 
 def train(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps: int = 300,
-          n_keys: int = N_KEYS) -> TrainingRun:
+          n_keys: int = N_KEYS, lr: float | None = None) -> TrainingRun:
     """A :class:`TrainingRun` taken to its end: ``steps + 1`` losses and gradient norms."""
-    run = TrainingRun(d_k, rule, seed, temperature, steps, n_keys)
+    run = TrainingRun(d_k, rule, seed, temperature, steps, n_keys, lr)
     run.advance(steps + 1)
     return run
+
+
+class SeededTraining:
+    """One rule's runs from ``seeds`` seeds (seed, seed + 1, ...), otherwise alike: what a
+    Train shows of a rule. ``advance`` steps each run; per step, :meth:`curve` is the median
+    over the seeds and its range, and :attr:`final` the median, min and max of the runs'
+    ``final_loss``."""
+
+    def __init__(self, d_k: int, rule: str, seed: int, temperature: float = 1.0,
+                 steps: int = 300, n_keys: int = N_KEYS, lr: float | None = None,
+                 seeds: int = TRAIN_SEEDS) -> None:
+        self.runs = [TrainingRun(d_k, rule, seed + i, temperature, steps, n_keys, lr)
+                     for i in range(int(seeds))]
+        first = self.runs[0]
+        self.d_k, self.rule, self.seed, self.steps = first.d_k, rule, first.seed, first.steps
+        self.temperature, self.n_keys, self.lr = first.temperature, first.n_keys, first.lr
+
+    @property
+    def seeds(self) -> list[int]:
+        return [run.seed for run in self.runs]
+
+    @property
+    def steps_done(self) -> int:
+        return min(run.steps_done for run in self.runs)
+
+    @property
+    def done(self) -> bool:
+        return all(run.done for run in self.runs)
+
+    def advance(self, count: int) -> None:
+        """Up to ``count`` more steps of each run."""
+        for run in self.runs:
+            run.advance(count)
+
+    def curve(self, metric: str) -> dict:
+        """``metric`` ("loss", "grad_wq" or "grad_wk") per step over the steps every run has
+        recorded: {"median", "min", "max"} over the seeds, each an array."""
+        n = min(len(run.loss) for run in self.runs)
+        values = np.array([getattr(run, metric)[:n] for run in self.runs], float).reshape(
+            len(self.runs), n)
+        return {"median": np.median(values, axis=0), "min": values.min(axis=0),
+                "max": values.max(axis=0)}
+
+    @property
+    def final(self) -> dict:
+        """The runs' final_loss: {"median", "min", "max"} over the seeds (NaN until done)."""
+        values = np.array([run.final_loss for run in self.runs])
+        return {"median": float(np.median(values)), "min": float(values.min()),
+                "max": float(values.max())}
+
+
+def start_seeds(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps: int = 300,
+                n_keys: int = N_KEYS, lr: float | None = None,
+                seeds: int = TRAIN_SEEDS) -> SeededTraining:
+    """A :class:`SeededTraining` not yet advanced."""
+    return SeededTraining(d_k, rule, seed, temperature, steps, n_keys, lr, seeds)
+
+
+def train_seeds(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps: int = 300,
+                n_keys: int = N_KEYS, lr: float | None = None,
+                seeds: int = TRAIN_SEEDS) -> SeededTraining:
+    """A :class:`SeededTraining` taken to its end."""
+    runs = SeededTraining(d_k, rule, seed, temperature, steps, n_keys, lr, seeds)
+    runs.advance(steps + 1)
+    return runs

@@ -992,9 +992,9 @@ class TrainingRun:
     Only the start is d_k-dimensional: the draw of W_Q0 and W_K0 from ``seed`` and its QR,
     O(d_k m^2) once.
 
-    ``w_q`` and ``w_k`` are the current weights U A and U B (computed when read); they and U
-    are let go (None) once the last step is taken: U is 1 MiB at d_k = 4096 that a served
-    page would otherwise keep for as long as it is open.
+    ``w_q`` and ``w_k`` are the current weights U A and U B, computed when read (U drawn and
+    factorized again: a run keeps only A and B, not U's 1 MiB at d_k = 4096); None once the
+    last step is taken.
 
     ``lr``: SGD's learning rate, by default :func:`rule_learning_rate` (the same logit step
     under every rule)."""
@@ -1006,26 +1006,33 @@ class TrainingRun:
         self.lr = rule_learning_rate(rule, self.d_k) if lr is None else float(lr)
         self.temperature = _check_temperature(temperature)
         self.n_keys = int(n_keys)
-        rng = np.random.default_rng([self.seed, self.d_k, 7])
-        m = TRAIN_D_MODEL
-        w_q = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
-        w_k = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
-        self._basis, self._a, self._b = _span_of(w_q, w_k)
+        _, self._a, self._b = _span_of(*self._start())
         self._divisor = rule_divisor(rule, self.d_k)
         self._rng = np.random.default_rng([self.seed, self.d_k, 11])
         self.loss: list[float] = []
         self.grad_wq: list[float] = []
         self.grad_wk: list[float] = []
 
+    def _start(self) -> tuple[np.ndarray, np.ndarray]:
+        """W_Q0 and W_K0 (d_k, m), drawn from the seed."""
+        rng = np.random.default_rng([self.seed, self.d_k, 7])
+        m = TRAIN_D_MODEL
+        w_q = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
+        return w_q, rng.standard_normal((self.d_k, m)) / math.sqrt(m)
+
+    def _basis(self):
+        """U, drawn and factorized again (the same bits): a run keeps no d_k-sized array."""
+        return None if self._a is None else _span_of(*self._start())[0]
+
     @property
     def w_q(self) -> np.ndarray | None:
         """W_Q (d_k, m) now; None once the run is done."""
-        return _in_basis(self._basis, self._a)
+        return _in_basis(self._basis(), self._a)
 
     @property
     def w_k(self) -> np.ndarray | None:
         """W_K (d_k, m) now; None once the run is done."""
-        return _in_basis(self._basis, self._b)
+        return _in_basis(self._basis(), self._b)
 
     @property
     def steps_done(self) -> int:
@@ -1065,7 +1072,7 @@ class TrainingRun:
                 self._a -= self.lr * g_a
                 self._b -= self.lr * g_b
             else:
-                self._basis = self._a = self._b = None
+                self._a = self._b = None
 
 
 def _span_of(w_q: np.ndarray, w_k: np.ndarray):

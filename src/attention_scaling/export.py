@@ -68,8 +68,8 @@ OFFLINE_NOTE = ("This offline copy holds every setting of its controls, precompu
 
 #: The line beside the Train button offline: before a run, and at a setting it has none of.
 OFFLINE_TRAINING = ("<span class='status' role='status'>Offline, Train shows a run "
-                    "precomputed by the same code: one for every d<sub>k</sub> at T = 1 with "
-                    "seed {seed}.</span>")
+                    "precomputed by the same code: one for every d<sub>k</sub> at T = 1 from "
+                    f"{core.TRAIN_SEEDS} seeds, the first {{seed}}.</span>")
 OFFLINE_NO_RUN = ("<span class='status' role='status'>No run at this setting: this offline "
                   "copy holds training runs at T = 1 with seed {seed} only (every "
                   "d<sub>k</sub>). The served explorer trains at any setting.</span>")
@@ -152,9 +152,10 @@ def _paragraphs(markup: str, table: _Table) -> list[int]:
 
 def training_runs(seed: int) -> dict[int, dict]:
     """The runs the offline copy holds, as the served page's Train button runs them:
-    d_k -> rule -> core.TrainingRun taken to its end, at TRAINING_TEMPERATURE from ``seed``."""
-    return {d_k: {rule: core.train(d_k, rule, seed, temperature=TRAINING_TEMPERATURE,
-                                   steps=TRAINING_STEPS) for rule in core.RULES}
+    d_k -> rule -> core.SeededTraining taken to its end (core.TRAIN_SEEDS seeds from
+    ``seed``, each rule at its own learning rate), at TRAINING_TEMPERATURE."""
+    return {d_k: {rule: core.train_seeds(d_k, rule, seed, temperature=TRAINING_TEMPERATURE,
+                                         steps=TRAINING_STEPS) for rule in core.RULES}
             for d_k in core.D_K_VALUES}
 
 

@@ -383,15 +383,16 @@ def _log10(x: float) -> float:
 
 
 #: The training source's columns per rule: the median over the seeds of each metric per step,
-#: and the seeds' min and max (the bands) of the loss and of the gradient reaching W_Q.
-TRAINING_COLUMNS = (("loss", ("median", "min", "max")), ("grad_wq", ("median", "min", "max")),
+#: and the seeds' min and max of the loss (its band). The gradients draw the median only: the
+#: offline copy holds every width's run (bands there would add ~0.2 MB).
+TRAINING_COLUMNS = (("loss", ("median", "min", "max")), ("grad_wq", ("median",)),
                     ("grad_wk", ("median",)))
 
 
 class TrainingTab(TabView):
     """4 Training: one head trained under each rule from core.TRAIN_SEEDS seeds, each rule at
     its own learning rate (core.rule_learning_rate); per step the median loss and gradients
-    over the seeds, with the seeds' range as a band. Run by its Train button (:meth:`show`),
+    over the seeds, the loss with the seeds' range as a band. Run by its Train button (:meth:`show`),
     not drawn from the controls."""
 
     key, offline = "training", None
@@ -407,7 +408,7 @@ class TrainingTab(TabView):
                             for m, qs in TRAINING_COLUMNS for q in qs}},
             name="training-source")
         fig = figure(name="training-loss",
-                     title=f"Training loss (median of {core.TRAIN_SEEDS} seeds, band: their range)",
+                     title=f"Loss: median of {core.TRAIN_SEEDS} seeds, range",
                      height=260, sizing_mode="stretch_width", min_width=260, tools="")
         for r in core.RULES:
             fig.varea(x="step", y1=f"loss_min_{r}", y2=f"loss_max_{r}", source=self.source,
@@ -418,12 +419,11 @@ class TrainingTab(TabView):
         fig.xaxis.axis_label = "step"
         fig.yaxis.axis_label = "loss"
         self.figures["training-loss"] = fig
-        fig = figure(name="training-gradients", title="Gradient reaching W_Q (W_K: thin)",
+        fig = figure(name="training-gradients",
+                     title="Median gradient to W_Q (W_K: thin)",
                      height=260, sizing_mode="stretch_width", min_width=260, tools="",
                      y_axis_type="log")
         for r in core.RULES:
-            fig.varea(x="step", y1=f"grad_wq_min_{r}", y2=f"grad_wq_max_{r}",
-                      source=self.source, fill_color=RULE_COLORS[r], fill_alpha=0.15)
             shared.rule_line(fig, "step", f"grad_wq_median_{r}", self.source, r,
                              highlighted=False)
             fig.line(x="step", y=f"grad_wk_median_{r}", source=self.source, line_width=1,
@@ -473,24 +473,30 @@ class TrainingTab(TabView):
         steps = max(run.steps for run in runs)
         if loss_fig.x_range.end != steps:
             loss_fig.x_range.end = steps
-        curves = {r: {m: run.curve(m) for m, _ in TRAINING_COLUMNS}
-                  for r, run in run_by_rule.items()}
-        n = min(len(c["loss"]["median"]) for c in curves.values())
-        data = {"step": list(range(n))}
-        for r, curve in curves.items():
-            for m, qs in TRAINING_COLUMNS:
-                for q in qs:
-                    v = curve[m][q][:n]
-                    data[f"{m}_{q}_{r}"] = (v if m == "loss" else np.maximum(v, GRAD_FLOOR)
-                                            ).tolist()
-        losses = [x for r in curves for x in data[f"loss_max_{r}"]]
-        grads = [x for r in curves for x in (*data[f"grad_wq_min_{r}"], *data[f"grad_wq_max_{r}"],
-                                             *data[f"grad_wk_median_{r}"]) if x > GRAD_FLOOR]
+        data = training_data(run_by_rule)
+        losses = [x for r in run_by_rule for x in data[f"loss_max_{r}"]]
+        grads = [x for r in run_by_rule for m in ("grad_wq", "grad_wk")
+                 for x in data[f"{m}_median_{r}"] if x > GRAD_FLOOR]
         if losses:
             loss_fig.y_range.end = 1.05 * max(losses)
         if grads:
             grad_fig.y_range.start, grad_fig.y_range.end = min(grads) / 2, max(grads) * 2
         self.source.data = data
+
+
+def training_data(run_by_rule: dict) -> dict:
+    """The training source's columns (TRAINING_COLUMNS) for runs (rule -> core.SeededTraining)
+    over the steps every run has taken; gradients at the log charts' floor where 0."""
+    curves = {r: {m: run.curve(m) for m, _ in TRAINING_COLUMNS}
+              for r, run in run_by_rule.items()}
+    n = min(len(c["loss"]["median"]) for c in curves.values())
+    data = {"step": list(range(n))}
+    for r, curve in curves.items():
+        for m, qs in TRAINING_COLUMNS:
+            for q in qs:
+                v = curve[m][q][:n]
+                data[f"{m}_{q}_{r}"] = (v if m == "loss" else np.maximum(v, GRAD_FLOOR)).tolist()
+    return data
 
 
 class BudgetTab(TabView):

@@ -539,7 +539,7 @@ def _training_results(runs: dict, d_k: int, temperature: float, n_keys: int) -> 
         f"batches under each rule. One batch's loss is noise, so a run's result is the mean "
         f"loss of its last {core.TRAIN_TAIL} steps, and a rule's the median over its "
         f"{len(seeds)} seeds (their range in brackets): {results}. The charts draw each "
-        "rule's median per step, the band its seeds' range. At the start the median gradient "
+        "rule's median per step, the loss's band its seeds' range. At the start the median gradient "
         f"reaching <i>W</i><sub><i>Q</i></sub> is {_fmt(g0['none'])} unscaled, "
         f"{_factor(ratio)} the ÷√d<sub>k</sub> runs' {_fmt(g0['sqrt'])} (÷d<sub>k</sub>: "
         f"{_fmt(g0['linear'])}).</p>")

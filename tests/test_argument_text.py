@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from attention_scaling import core
-from attention_scaling.text import (_fmt, budget_html, gradient_html, plain, saturation_html,
-                                    training_html, variance_html)
+from attention_scaling.lead import training_lead
+from attention_scaling.text import (TRAINING_SWEEP_64, _fmt, _training_lean, budget_html,
+                                    gradient_html, plain, saturation_html, training_html,
+                                    variance_html)
 
 SETTINGS = list(itertools.product([1, 8, 64, 512, 4096], [0.1, 1.0, 10.0], [2, 8, 64],
                                   [0.0, 0.5, 1.0]))
@@ -232,3 +234,73 @@ def test_percentages_print_digits_that_differ():
     text = _rendered(saturation_html, 4096, 10.0, 64, 0.0)[2]
     assert "stays between 1.8% and 2.0%" in text
     assert "its median goes from 1.8% to 1.6%" in text
+
+
+def _own(runs):
+    """Median, min and max over ``runs`` of the mean of their last 50 losses, and the median
+    first loss: this test's own."""
+    tails = sorted(float(np.mean(run.loss[-50:])) for run in runs)
+    return tails[1], tails[0], tails[2], float(np.median([run.loss[0] for run in runs]))
+
+
+@pytest.mark.parametrize("d_k,seed", [(64, 2288), (1024, 7)])
+def test_training_sentences_are_the_runs_own_numbers(d_k, seed):
+    seeded = {r: core.train_seeds(d_k, r, seed) for r in core.RULES}   # its runs: one a seed
+    own = {r: _own(s.runs) for r, s in seeded.items()}          # (test_argument_core.py)
+    text = plain(training_html(seeded, d_k, 1.0, 8))
+    lead = plain(training_lead(seeded))
+    rates = {"none": f"1/{d_k}", "sqrt": "1", "linear": str(d_k)}
+    assert ("s²/dk for its divisor s: unscaled {none}, ÷√dk {sqrt}, ÷dk {linear}."
+            .format(**rates)) in text
+    assert (f"the unscaled run's step would be {d_k} times ÷√dk's and the ÷dk run's 1/{d_k} "
+            f"of it: the runs would compare steps dk² = {d_k * d_k:,} times apart") in text
+    assert f"from seeds {seed}, {seed + 1} and {seed + 2}" in text
+    assert "mean loss of its last 50 steps" in text
+    for r, label in (("none", "unscaled"), ("sqrt", "÷√dk"), ("linear", "÷dk")):
+        med, lo, hi, start = own[r]
+        assert (f"{label} {_fmt(med)} ({_fmt(lo)} to {_fmt(hi)}), from a first loss of "
+                f"{_fmt(start)}") in text
+        assert f"{label} {_fmt(med)}" in lead
+    sq, lin = own["sqrt"][0], own["linear"][0]
+    assert lin < sq and f"Here ÷dk ends below ÷√dk ({_fmt(lin)} against {_fmt(sq)})" in text
+    assert len(lead.split()) <= 30
+    if d_k == 1024:      # THE-ARGUMENT.md point 14: unscaled does not learn at this width
+        assert own["none"][0] > own["none"][3]
+        assert lead.endswith("; unscaled ends above its start: it does not learn.")
+    else:
+        assert own["none"][0] < 0.5 * own["none"][3] and lead.endswith("÷dk 0.0115.")
+
+
+def test_the_training_lead_says_which_rules_do_not_or_barely_learn():
+    class Run:
+        def __init__(self, start, final):
+            self.runs = [type("R", (), {"loss": [start]})()] * 3
+            self.final = {"median": final}
+    runs = {"none": Run(0.8, 0.85), "sqrt": Run(0.5, 0.3), "linear": Run(0.4, 0.01)}
+    assert plain(training_lead(runs)).endswith(
+        "unscaled 0.85, ÷√dk 0.3, ÷dk 0.01; unscaled ends above its start: it does not learn; "
+        "÷√dk barely learns.")
+    runs["sqrt"] = Run(0.5, 0.6)
+    assert plain(training_lead(runs)).endswith(
+        "; unscaled and ÷√dk end above their starts: they do not learn.")
+
+
+def test_the_tuned_rates_the_training_text_quotes_are_a_sweep_s():
+    """text.TRAINING_SWEEP_64: at d_k = 64, T = 1, 8 keys, seeds 7 to 9, each rule's median
+    final loss is lowest at the quoted rate among it and the powers of 4 beside it, and is
+    the quoted number; the equal step is ÷d_k's best and a quarter of ÷√d_k's."""
+    for r, (rate, loss) in TRAINING_SWEEP_64.items():
+        medians = {lr: core.train_seeds(64, r, 7, lr=lr).final["median"]
+                   for lr in (rate / 4, rate, rate * 4)}
+        assert min(medians, key=medians.get) == rate, (r, medians)
+        assert _fmt(medians[rate]) == _fmt(loss) or _fmt(medians[rate], 2) == _fmt(loss, 2)
+    assert TRAINING_SWEEP_64["linear"][0] == core.rule_learning_rate("linear", 64)
+    assert TRAINING_SWEEP_64["sqrt"][0] == 4 * core.rule_learning_rate("sqrt", 64)
+    assert TRAINING_SWEEP_64["sqrt"][1] < TRAINING_SWEEP_64["linear"][1] < \
+        TRAINING_SWEEP_64["none"][1]
+    text = plain(_training_lean({r: type("S", (), {"final": {"median": 0.01}})()
+                                 for r in core.RULES}))
+    assert ("unscaled at 1/4, 16 times its equal-step rate (0.0119); ÷√dk at 4, 4 times its "
+            "equal-step rate (0.00856); ÷dk at its equal-step rate, 64 (0.009). Tuned, ÷√dk "
+            "ends ahead of ÷dk, and unscaled learns, less well than both.") in text
+    assert "Here ÷dk and ÷√dk end level (0.01 against 0.01)" in text

@@ -17,7 +17,8 @@ from . import core
 from .state import Setting
 from .style import (FONT, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNSCALED_COLOR,
                     derived_glyph_looks, script, style_figure)
-from .lead import TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead, variance_lead
+from .lead import (TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead,
+                   training_lead, variance_lead)
 from .text import (RULE_LABELS, TRAINING_INTRO, budget_html, gradient_html, saturation_html,
                    scaled_score_example, softmax_example, training_html,
                    training_status_html, variance_html)
@@ -382,9 +383,18 @@ class GradientTab(TabView):
             s.d_k, s.temperature, s.keys, s.align, curves, draw, core.CURVE_DRAWS)
 
 
+#: The training source's columns per rule: the median over the seeds of each metric per step,
+#: and the seeds' min and max of the loss (its band). The gradients draw the median only: the
+#: offline copy holds every width's run (bands there would add ~0.2 MB).
+TRAINING_COLUMNS = (("loss", ("median", "min", "max")), ("grad_wq", ("median",)),
+                    ("grad_wk", ("median",)))
+
+
 class TrainingTab(TabView):
-    """4 Training: one head trained under each rule, its loss and gradients per step, run by
-    its Train button (:meth:`show`), not drawn from the controls."""
+    """4 Training: one head trained under each rule from core.TRAIN_SEEDS seeds, each rule at
+    its own learning rate (core.rule_learning_rate); per step the median loss and gradients
+    over the seeds, the loss with the seeds' range as a band. Run by its Train button (:meth:`show`),
+    not drawn from the controls."""
 
     key, offline = "training", None
 
@@ -395,24 +405,29 @@ class TrainingTab(TabView):
         self.status = Div(text="", name="training-status", stylesheets=list(css),
                           disable_math=True, margin=(10, 10))
         self.source = ColumnDataSource(
-            {"step": [], **{f"{m}_{r}": [] for r in core.RULES
-                            for m in ("loss", "grad_wq", "grad_wk")}},
+            {"step": [], **{f"{m}_{q}_{r}": [] for r in core.RULES
+                            for m, qs in TRAINING_COLUMNS for q in qs}},
             name="training-source")
-        fig = figure(name="training-loss", title="Training loss", height=260,
-                     sizing_mode="stretch_width", min_width=260, tools="")
+        fig = figure(name="training-loss",
+                     title=f"Loss: median of {core.TRAIN_SEEDS} seeds, range",
+                     height=260, sizing_mode="stretch_width", min_width=260, tools="")
         for r in core.RULES:
-            shared.rule_line(fig, "step", f"loss_{r}", self.source, r, highlighted=False)
+            fig.varea(x="step", y1=f"loss_min_{r}", y2=f"loss_max_{r}", source=self.source,
+                      fill_color=RULE_COLORS[r], fill_alpha=0.15)
+            shared.rule_line(fig, "step", f"loss_median_{r}", self.source, r, highlighted=False)
         fig.x_range = Range1d(0, 1)
         fig.y_range = Range1d(0, 1)
         fig.xaxis.axis_label = "step"
         fig.yaxis.axis_label = "loss"
         self.figures["training-loss"] = fig
-        fig = figure(name="training-gradients", title="Gradient reaching W_Q (W_K: thin)",
+        fig = figure(name="training-gradients",
+                     title="Median gradient to W_Q (W_K: thin)",
                      height=260, sizing_mode="stretch_width", min_width=260, tools="",
                      y_axis_type="log")
         for r in core.RULES:
-            shared.rule_line(fig, "step", f"grad_wq_{r}", self.source, r, highlighted=False)
-            fig.line(x="step", y=f"grad_wk_{r}", source=self.source, line_width=1,
+            shared.rule_line(fig, "step", f"grad_wq_median_{r}", self.source, r,
+                             highlighted=False)
+            fig.line(x="step", y=f"grad_wk_median_{r}", source=self.source, line_width=1,
                      line_color=RULE_COLORS[r], line_dash=RULE_DASH[r])
         fig.x_range = self.figures["training-loss"].x_range
         fig.y_range = Range1d(1e-3, 10)
@@ -435,43 +450,54 @@ class TrainingTab(TabView):
 
     def show(self, runs: dict, d_k: int, temperature: float,
              n_keys: int) -> tuple[str, str] | None:
-        """The runs so far (rule -> core.TrainingRun) on the charts and the status line; once
-        every run is done, the HTML of the lead and the "More detail" of what they showed
-        (else None)."""
+        """The runs so far (rule -> core.SeededTraining) on the charts and the status line;
+        once every run is done, the HTML of the lead and the "More detail" of what they
+        showed (else None)."""
         self.show_runs(runs)
         done = all(run.done for run in runs.values())
         step = min(run.steps_done for run in runs.values())
         self.status.text = training_status_html(step, TRAINING_STEPS, d_k, temperature, n_keys,
                                                 done)
-        return (TRAINING_LEAD, training_html(runs, d_k, temperature, n_keys)) if done else None
+        return ((training_lead(runs), training_html(runs, d_k, temperature, n_keys)) if done
+                else None)
 
     def show_runs(self, run_by_rule: dict) -> None:
-        """The training runs so far (one per rule, core.start_training), replacing what is
-        shown; the axes span the planned steps and the values so far."""
-        n = min(len(run.loss) for run in run_by_rule.values())
+        """The training runs so far (rule -> core.SeededTraining), replacing what is shown:
+        per rule and step the median over the seeds and their range; the axes span the
+        planned steps and the values so far."""
         runs = run_by_rule.values()
         first = next(iter(runs))
         setting = [str(first.d_k), f"{first.temperature:g}", str(first.seed), str(first.n_keys)]
         if self.source.tags != setting:     # what the downloads are named after
             self.source.tags = setting
-        steps = max(run.steps for run in runs)
         loss_fig, grad_fig = self.figures["training-loss"], self.figures["training-gradients"]
+        steps = max(run.steps for run in runs)
         if loss_fig.x_range.end != steps:
             loss_fig.x_range.end = steps
-        losses = [x for run in runs for x in run.loss[:n]]
-        grads = [x for run in runs for m in ("grad_wq", "grad_wk") for x in getattr(run, m)[:n]
-                 if x > 0]
+        data = training_data(run_by_rule)
+        losses = [x for r in run_by_rule for x in data[f"loss_max_{r}"]]
+        grads = [x for r in run_by_rule for m in ("grad_wq", "grad_wk")
+                 for x in data[f"{m}_median_{r}"] if x > GRAD_FLOOR]
         if losses:
             loss_fig.y_range.end = 1.05 * max(losses)
         if grads:
             grad_fig.y_range.start, grad_fig.y_range.end = min(grads) / 2, max(grads) * 2
-        data = {"step": list(range(n))}
-        for r, run in run_by_rule.items():
-            data[f"loss_{r}"] = np.asarray(run.loss[:n]).tolist()
-            for m in ("grad_wq", "grad_wk"):
-                g = np.asarray(getattr(run, m)[:n], float)
-                data[f"{m}_{r}"] = np.maximum(g, GRAD_FLOOR).tolist()
         self.source.data = data
+
+
+def training_data(run_by_rule: dict) -> dict:
+    """The training source's columns (TRAINING_COLUMNS) for runs (rule -> core.SeededTraining)
+    over the steps every run has taken; gradients at the log charts' floor where 0."""
+    curves = {r: {m: run.curve(m) for m, _ in TRAINING_COLUMNS}
+              for r, run in run_by_rule.items()}
+    n = min(len(c["loss"]["median"]) for c in curves.values())
+    data = {"step": list(range(n))}
+    for r, curve in curves.items():
+        for m, qs in TRAINING_COLUMNS:
+            for q in qs:
+                v = curve[m][q][:n]
+                data[f"{m}_{q}_{r}"] = (v if m == "loss" else np.maximum(v, GRAD_FLOOR)).tolist()
+    return data
 
 
 class BudgetTab(TabView):

@@ -1069,11 +1069,25 @@ def draw_metrics(d_k: int, temperature: float, seed: int, n_keys: int = N_KEYS,
 
 # ---- training: one attention head, plain NumPy --------------------------------------------
 
-#: The toy task: width of the tokens, batch size, noise on the query, and plain SGD's step.
+#: The toy task: width of the tokens, batch size, noise on the query, and plain SGD's base
+#: rate (the rate of ÷√d_k; each rule trains at rule_learning_rate of it).
 TRAIN_D_MODEL = 16
 TRAIN_BATCH = 32
 TRAIN_NOISE = 0.5
 TRAIN_LR = 1.0
+#: A run's result: the mean loss of its last TRAIN_TAIL steps (one batch's loss is noise),
+#: over TRAIN_SEEDS seeds (seed, seed + 1, ...).
+TRAIN_TAIL = 50
+TRAIN_SEEDS = 3
+
+
+def rule_learning_rate(rule: str, d_k: int, base: float = TRAIN_LR) -> float:
+    """base · s²/d_k (s the rule's divisor at ``d_k``): the rate that gives every rule the same
+    logit step. One SGD step on W_Q moves a logit q·k/s by about lr·|x|²(k·k)/s², in
+    proportion to lr·d_k/s², so at this rate every rule's step is base's (THE-ARGUMENT.md,
+    point 14): unscaled base/d_k, ÷√d_k base, ÷d_k base·d_k."""
+    exponent = RULE[as_rule(rule)].exponent        # s = d_k ** exponent, s²/d_k exactly:
+    return float(base) * float(int(d_k)) ** (2 * exponent - 1)
 
 
 def attention_loss(w_q, w_k, tokens, query_tokens, targets, rule: str,
@@ -1086,9 +1100,14 @@ def attention_loss(w_q, w_k, tokens, query_tokens, targets, rule: str,
     ||o - x_y||^2 / (2 m). The loss sits after the softmax, so its gradient to z passes
     through the Jacobian: dL/du = J dL/dp, computed as p_i sum_j p_j (g_i - g_j) (no
     cancellation where p saturates). Returns (loss, dL/dW_Q, dL/dW_K, p)."""
-    d_k = w_q.shape[0]
+    return _head_loss(w_q, w_k, tokens, query_tokens, targets,
+                      rule_divisor(rule, w_q.shape[0]), temperature, grads)
+
+
+def _head_loss(w_q, w_k, tokens, query_tokens, targets, s: float, temperature: float,
+               grads: bool = True):
+    """:func:`attention_loss` with the logits divided by ``s`` whatever the rows of W."""
     b, n, m = tokens.shape
-    s = rule_divisor(rule, d_k)
     q = query_tokens @ w_q.T                              # (b, d_k)
     k = tokens @ w_k.T                                    # (b, n, d_k)
     z = np.einsum("bd,bnd->bn", q, k) / s
@@ -1111,24 +1130,65 @@ class TrainingRun:
     token of the key that matches a noisy query) by plain SGD, under one scaling rule, from a
     start and batches fixed by ``seed``: the same for every rule. ``advance`` runs steps;
     ``loss``, ``grad_wq``, ``grad_wk`` hold one value per step taken, the first at the start
-    (before any update), ||dL/dW||_F for the gradients. The weights ``w_q`` and ``w_k`` are
-    let go (None) once the last step is taken: 1 MiB a rule at d_k = 4096 that a served page
-    would otherwise keep for as long as it is open."""
+    (before any update), ||dL/dW||_F for the gradients.
+
+    A step costs the same at every d_k above 2m (m = TRAIN_D_MODEL): the head is trained in
+    the span of its start. The loss depends on W_Q, W_K (d_k, m) only through
+    W_Q^T W_K, and its gradients are dL/dW_Q = W_K G and dL/dW_K = W_Q G^T for an (m, m)
+    matrix G (the sum over the batch of g_z x_j x_q^T), so every step keeps the columns of
+    both matrices in the span of the columns of [W_Q0 W_K0], the start (d_k, 2m). With its
+    thin QR factorization [W_Q0 W_K0] = U R (U (d_k, r) with orthonormal columns,
+    r = min(d_k, 2m)), W_Q = U A and W_K = U B at every step, where (A, B) are (r, m) and
+    start at R's two halves; then W_Q^T W_K = A^T B (the same logits, loss and G),
+    dL/dW_Q = U (B G) and dL/dW_K = U (A G^T), and ||U X||_F = ||X||_F. So SGD on (A, B)
+    with the head's divisor at d_k takes exactly the steps of SGD on (W_Q, W_K), with the
+    same losses and gradient norms: equal up to floating-point rounding (the QR's and that
+    of sums taken in another basis), which a chaotic run (the unscaled one at large d_k)
+    amplifies as it would any rounding. Up to d_k = 2m, A and B are W_Q and W_K (U = I).
+    Only the start is d_k-dimensional: the draw of W_Q0 and W_K0 from ``seed`` and its QR,
+    O(d_k m^2) once.
+
+    ``w_q`` and ``w_k`` are the current weights U A and U B, computed when read (U drawn and
+    factorized again: a run keeps only A and B, not U's 1 MiB at d_k = 4096); None once the
+    last step is taken.
+
+    ``lr``: SGD's learning rate, by default :func:`rule_learning_rate` (the same logit step
+    under every rule)."""
 
     def __init__(self, d_k: int, rule: str, seed: int, temperature: float = 1.0,
-                 steps: int = 300, n_keys: int = N_KEYS) -> None:
+                 steps: int = 300, n_keys: int = N_KEYS, lr: float | None = None) -> None:
         rule_divisor(rule, 1)
         self.d_k, self.rule, self.seed, self.steps = int(d_k), rule, int(seed), int(steps)
+        self.lr = rule_learning_rate(rule, self.d_k) if lr is None else float(lr)
         self.temperature = _check_temperature(temperature)
         self.n_keys = int(n_keys)
-        rng = np.random.default_rng([self.seed, self.d_k, 7])
-        m = TRAIN_D_MODEL
-        self.w_q = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
-        self.w_k = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
+        _, self._a, self._b = _span_of(*self._start())
+        self._divisor = rule_divisor(rule, self.d_k)
         self._rng = np.random.default_rng([self.seed, self.d_k, 11])
         self.loss: list[float] = []
         self.grad_wq: list[float] = []
         self.grad_wk: list[float] = []
+
+    def _start(self) -> tuple[np.ndarray, np.ndarray]:
+        """W_Q0 and W_K0 (d_k, m), drawn from the seed."""
+        rng = np.random.default_rng([self.seed, self.d_k, 7])
+        m = TRAIN_D_MODEL
+        w_q = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
+        return w_q, rng.standard_normal((self.d_k, m)) / math.sqrt(m)
+
+    def _basis(self):
+        """U, drawn and factorized again (the same bits): a run keeps no d_k-sized array."""
+        return None if self._a is None else _span_of(*self._start())[0]
+
+    @property
+    def w_q(self) -> np.ndarray | None:
+        """W_Q (d_k, m) now; None once the run is done."""
+        return _in_basis(self._basis(), self._a)
+
+    @property
+    def w_k(self) -> np.ndarray | None:
+        """W_K (d_k, m) now; None once the run is done."""
+        return _in_basis(self._basis(), self._b)
 
     @property
     def steps_done(self) -> int:
@@ -1137,6 +1197,14 @@ class TrainingRun:
     @property
     def done(self) -> bool:
         return self.steps_done >= self.steps
+
+    @property
+    def final_loss(self) -> float:
+        """The mean loss of the last TRAIN_TAIL of the planned steps (of them all, if fewer);
+        NaN until the run is done."""
+        if not self.done:
+            return math.nan
+        return float(np.mean(self.loss[-TRAIN_TAIL:]))
 
     def _batch(self):
         rng, b, n, m = self._rng, TRAIN_BATCH, self.n_keys, TRAIN_D_MODEL
@@ -1151,27 +1219,110 @@ class TrainingRun:
             if len(self.loss) > self.steps:
                 return
             tokens, query, targets = self._batch()
-            loss, g_q, g_k, _ = attention_loss(self.w_q, self.w_k, tokens, query, targets,
-                                               self.rule, self.temperature)
+            loss, g_a, g_b, _ = _head_loss(self._a, self._b, tokens, query, targets,
+                                           self._divisor, self.temperature)
             self.loss.append(loss)
-            self.grad_wq.append(frobenius(g_q))
-            self.grad_wk.append(frobenius(g_k))
+            self.grad_wq.append(frobenius(g_a))
+            self.grad_wk.append(frobenius(g_b))
             if len(self.loss) <= self.steps:
-                self.w_q -= TRAIN_LR * g_q
-                self.w_k -= TRAIN_LR * g_k
+                self._a -= self.lr * g_a
+                self._b -= self.lr * g_b
             else:
-                self.w_q = self.w_k = None
+                self._a = self._b = None
+
+
+def _span_of(w_q: np.ndarray, w_k: np.ndarray):
+    """(U, A, B) with W_Q = U A and W_K = U B, U's columns orthonormal and as few as
+    2m: U None (the identity) where d_k <= 2m, else the thin QR factorization of [W_Q W_K]."""
+    d_k, m = w_q.shape
+    if d_k <= 2 * m:
+        return None, w_q, w_k
+    u, r = np.linalg.qr(np.hstack([w_q, w_k]))
+    return u, r[:, :m].copy(), r[:, m:].copy()
+
+
+def _in_basis(basis, coords):
+    """U X (X itself where U is the identity, None for None)."""
+    if coords is None or basis is None:
+        return coords
+    return basis @ coords
 
 
 def start_training(d_k: int, rule: str, seed: int, temperature: float = 1.0,
-                   steps: int = 300, n_keys: int = N_KEYS) -> TrainingRun:
+                   steps: int = 300, n_keys: int = N_KEYS,
+                   lr: float | None = None) -> TrainingRun:
     """A :class:`TrainingRun` not yet advanced."""
-    return TrainingRun(d_k, rule, seed, temperature, steps, n_keys)
+    return TrainingRun(d_k, rule, seed, temperature, steps, n_keys, lr)
 
 
 def train(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps: int = 300,
-          n_keys: int = N_KEYS) -> TrainingRun:
+          n_keys: int = N_KEYS, lr: float | None = None) -> TrainingRun:
     """A :class:`TrainingRun` taken to its end: ``steps + 1`` losses and gradient norms."""
-    run = TrainingRun(d_k, rule, seed, temperature, steps, n_keys)
+    run = TrainingRun(d_k, rule, seed, temperature, steps, n_keys, lr)
     run.advance(steps + 1)
     return run
+
+
+class SeededTraining:
+    """One rule's runs from ``seeds`` seeds (seed, seed + 1, ...), otherwise alike: what a
+    Train shows of a rule. ``advance`` steps each run; per step, :meth:`curve` is the median
+    over the seeds and its range, and :attr:`final` the median, min and max of the runs'
+    ``final_loss``."""
+
+    def __init__(self, d_k: int, rule: str, seed: int, temperature: float = 1.0,
+                 steps: int = 300, n_keys: int = N_KEYS, lr: float | None = None,
+                 seeds: int = TRAIN_SEEDS) -> None:
+        self.runs = [TrainingRun(d_k, rule, seed + i, temperature, steps, n_keys, lr)
+                     for i in range(int(seeds))]
+        first = self.runs[0]
+        self.d_k, self.rule, self.seed, self.steps = first.d_k, rule, first.seed, first.steps
+        self.temperature, self.n_keys, self.lr = first.temperature, first.n_keys, first.lr
+
+    @property
+    def seeds(self) -> list[int]:
+        return [run.seed for run in self.runs]
+
+    @property
+    def steps_done(self) -> int:
+        return min(run.steps_done for run in self.runs)
+
+    @property
+    def done(self) -> bool:
+        return all(run.done for run in self.runs)
+
+    def advance(self, count: int) -> None:
+        """Up to ``count`` more steps of each run."""
+        for run in self.runs:
+            run.advance(count)
+
+    def curve(self, metric: str) -> dict:
+        """``metric`` ("loss", "grad_wq" or "grad_wk") per step over the steps every run has
+        recorded: {"median", "min", "max"} over the seeds, each an array."""
+        n = min(len(run.loss) for run in self.runs)
+        values = np.array([getattr(run, metric)[:n] for run in self.runs], float).reshape(
+            len(self.runs), n)
+        return {"median": np.median(values, axis=0), "min": values.min(axis=0),
+                "max": values.max(axis=0)}
+
+    @property
+    def final(self) -> dict:
+        """The runs' final_loss: {"median", "min", "max"} over the seeds (NaN until done)."""
+        values = np.array([run.final_loss for run in self.runs])
+        return {"median": float(np.median(values)), "min": float(values.min()),
+                "max": float(values.max())}
+
+
+def start_seeds(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps: int = 300,
+                n_keys: int = N_KEYS, lr: float | None = None,
+                seeds: int = TRAIN_SEEDS) -> SeededTraining:
+    """A :class:`SeededTraining` not yet advanced."""
+    return SeededTraining(d_k, rule, seed, temperature, steps, n_keys, lr, seeds)
+
+
+def train_seeds(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps: int = 300,
+                n_keys: int = N_KEYS, lr: float | None = None,
+                seeds: int = TRAIN_SEEDS) -> SeededTraining:
+    """A :class:`SeededTraining` taken to its end."""
+    runs = SeededTraining(d_k, rule, seed, temperature, steps, n_keys, lr, seeds)
+    runs.advance(steps + 1)
+    return runs

@@ -409,7 +409,7 @@ class View:
         self._show_texts(key, self.argument.draw(key, setting))
 
     def show_training(self, runs: dict, d_k: int, temperature: float, n_keys: int) -> bool:
-        """The training runs so far (rule -> core.TrainingRun) on their tab: the charts, the
+        """The training runs so far (rule -> core.SeededTraining) on their tab: the charts, the
         status beside the Train button and, once every run is done, what they showed. True
         when they are done."""
         texts = self.argument.tabs["training"].show(runs, d_k, temperature, n_keys)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from . import core
-from .text import _distinct, _fmt, _median_weight
+from .text import RULE_LABELS_HTML, _distinct, _fmt, _median_weight
 
 #: Words a lead sentence may hold.
 LEAD_WORDS = 30
@@ -32,9 +34,34 @@ def share(x: float) -> str:
     return f"{round(100 * x)}% of draws"
 
 
-#: The training tab's lead.
-TRAINING_LEAD = ("<b>Train</b> runs one attention head per rule for 300 steps of plain SGD, "
-                 "from the same start and batches, and plots each loss as it falls.")
+#: The training tab's lead before a run (core.rule_learning_rate: base · s²/d_k).
+TRAINING_LEAD = (f"<b>Train</b> runs each rule for 300 steps from {core.TRAIN_SEEDS} seeds, at "
+                 "the learning rate giving its logits the same step: unscaled "
+                 "1/d<sub>k</sub>, ÷√d<sub>k</sub> 1, ÷d<sub>k</sub> d<sub>k</sub>.")
+
+
+def training_lead(runs: dict) -> str:
+    """What finished training runs (rule -> core.SeededTraining) reached: each rule's result
+    (the median over the seeds of the mean loss of the last core.TRAIN_TAIL steps) and, for
+    the rules whose result is not below their median first loss, that they do not learn, or
+    not below half of it, that they barely learn."""
+    final = {r: run.final["median"] for r, run in runs.items()}
+    start = {r: float(np.median([one.loss[0] for one in run.runs])) for r, run in runs.items()}
+    shown = ", ".join(f"{RULE_LABELS_HTML[r]} {_fmt(final[r])}" for r in runs)
+    stuck = [r for r in runs if not final[r] < start[r]]
+    slow = [r for r in runs if r not in stuck and not final[r] < 0.5 * start[r]]
+    tail = "".join(f"; {_names(rs)} {verb}" for rs, verb in (
+        (stuck, "ends above its start: it does not learn" if len(stuck) == 1
+         else "end above their starts: they do not learn"),
+        (slow, "barely learns" if len(slow) == 1 else "barely learn")) if rs)
+    return (f"Mean loss of the last {core.TRAIN_TAIL} steps, median of {len(runs['sqrt'].runs)} "
+            f"seeds: {shown}{tail}.")
+
+
+def _names(rules: list[str]) -> str:
+    """Rules' names as a list in words: "unscaled", "unscaled and ÷d_k", "a, b and c"."""
+    names = [RULE_LABELS_HTML[r] for r in rules]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def variance_lead(d_k: int, dist: dict) -> str:
@@ -118,9 +145,10 @@ TRY = {
                  "the lower chart spread out to the left.</li>"
                  "<li>Set <b>T</b> to 0.125: the ÷√d<sub>k</sub> row spreads like the "
                  "unscaled one at T = 1.</li>"),
-    "training": ("<li>Press <b>Train</b> at d<sub>k</sub> = 64, then at 1024.</li>"
-                 "<li>Compare where each loss ends: see More detail for the learning rate "
-                 "each rule gets.</li>"),
+    "training": ("<li>Press <b>Train</b> at d<sub>k</sub> = 64: every rule learns, unscaled "
+                 "least.</li>"
+                 "<li>Set <b>d<sub>k</sub></b> to 1024 and press <b>Train</b> again: the "
+                 "unscaled loss stays near its start, the others fall as at 64.</li>"),
     "budget": ("<li>Read the unscaled line from 1 head to 64: narrower heads saturate "
                "less.</li>"
                "<li>Set <b>T</b> to 0.5, then <b>ρ</b> to 0.5.</li>"),

@@ -497,10 +497,20 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
 #: The training tab before its first run.
 TRAINING_INTRO = (
     "<p><b>Train</b> runs one attention head under each rule at the current d<sub>k</sub>, T "
-    "and number of keys, from the same start and the same batches: it learns by plain SGD to "
-    "copy the token of the key that matches a noisy query. The loss sits after the softmax, "
-    "so every gradient reaching <i>W</i><sub><i>Q</i></sub> and <i>W</i><sub><i>K</i></sub> "
-    "passes through its Jacobian.</p>")
+    f"and number of keys, from {core.TRAIN_SEEDS} seeds (the seed shown and the next ones), "
+    "with the same starts and batches under each rule: it learns by plain SGD to copy the "
+    "token of the key that matches a noisy query. The loss sits after the softmax, so every "
+    "gradient reaching <i>W</i><sub><i>Q</i></sub> and <i>W</i><sub><i>K</i></sub> passes "
+    "through its Jacobian.</p>"
+    "<p>Each rule trains at the learning rate s²/d<sub>k</sub> for its divisor s. One SGD "
+    "step on <i>W</i><sub><i>Q</i></sub> moves a logit by about lr·d<sub>k</sub>/s², so at "
+    "these rates every rule's logits move by the same step; one shared rate would compare "
+    "step sizes d<sub>k</sub>² apart, not saturation.</p>")
+
+#: A sweep of learning rates in powers of 4 (core.train_seeds at d_k = 64, T = 1, 8 keys,
+#: seeds 7, 8, 9): rule -> (its best rate, the median final loss there); checked by
+#: tests/test_argument_text.py.
+TRAINING_SWEEP_64 = {"none": (0.25, 0.0119), "sqrt": (4.0, 0.00856), "linear": (64.0, 0.009)}
 
 
 def _change(before: float, after: float) -> str:
@@ -520,24 +530,76 @@ def training_status_html(step: int, steps: int, d_k: int, temperature: float, n_
     return f"<span class='status' role='status'>Training… step {step} of {steps}</span>"
 
 
+def _rate(x: float) -> str:
+    """A learning rate as the page prints it: "1/1024", "1", "64", else 3 digits."""
+    if x >= 1 and x == int(x):
+        return str(int(x))
+    if x < 1 and 1 / x == int(1 / x):
+        return f"1/{int(1 / x)}"
+    return _fmt(x)
+
+
 def training_html(runs: dict, d_k: int, temperature: float, n_keys: int) -> str:
-    """What the finished training runs (rule -> core.TrainingRun, the same start and batches)
-    showed, in their own numbers."""
-    g0 = {r: float(run.grad_wq[0]) for r, run in runs.items()}
-    steps = runs["sqrt"].steps
-    parts = [f"{RULE_LABELS_HTML[r]} from {_fmt(float(run.loss[0]))} to "
-             f"{_fmt(float(run.loss[-1]))} ({_change(float(run.loss[0]), float(run.loss[-1]))})"
-             for r, run in runs.items()]
+    """What finished training runs (rule -> core.SeededTraining, each rule at its own
+    learning rate) showed, in their own numbers: the rates and why, each rule's result
+    (median and range over the seeds of the mean loss of the last core.TRAIN_TAIL steps), and
+    how the equal step leans between ÷√d_k and ÷d_k."""
+    return (_training_rates(runs, d_k) + _training_results(runs, d_k, temperature, n_keys)
+            + _training_lean(runs))
+
+
+def _training_rates(runs: dict, d_k: int) -> str:
+    rates = ", ".join(f"{RULE_LABELS_HTML[r]} {_rate(run.lr)}" for r, run in runs.items())
+    if d_k == 1:
+        return (f"<p>At {_dk(1)} every rule divides by 1 and trains at rate 1: the three "
+                "runs are the same.</p>")
+    return (f"<p>Each rule trains at its own learning rate, s²/d<sub>k</sub> for its divisor "
+            f"s: {rates}. One SGD step on <i>W</i><sub><i>Q</i></sub> moves a logit by about "
+            f"lr·d<sub>k</sub>/s². At one shared rate the unscaled run's step would be "
+            f"{d_k} times ÷√d<sub>k</sub>'s and the ÷d<sub>k</sub> run's 1/{d_k} of it: the "
+            f"runs would compare steps d<sub>k</sub>² = {d_k * d_k:,} times apart, not "
+            "saturation. At these "
+            "rates every rule's logits move by the same step.</p>")
+
+
+def _training_results(runs: dict, d_k: int, temperature: float, n_keys: int) -> str:
+    first = runs["sqrt"]
+    seeds = first.seeds
+    starts = {r: float(np.median([one.loss[0] for one in run.runs])) for r, run in runs.items()}
+    g0 = {r: float(np.median([one.grad_wq[0] for one in run.runs])) for r, run in runs.items()}
+    results = "; ".join(
+        f"{RULE_LABELS_HTML[r]} {_fmt(run.final['median'])} ({_fmt(run.final['min'])} to "
+        f"{_fmt(run.final['max'])}), from a first loss of {_fmt(starts[r])}"
+        for r, run in runs.items())
     ratio = g0["none"] / g0["sqrt"] if g0["sqrt"] else math.inf
     return (
-        f"<p>{steps} steps of plain SGD (learning rate {_fmt(core.TRAIN_LR)}) for one attention head "
-        f"at {_dk(d_k)}, T = {_fmt(temperature)}, "
-        f"{n_keys} keys, from the same start and batches under each rule. At the start the "
-        f"gradient reaching <i>W</i><sub><i>Q</i></sub> is {_fmt(g0['none'])} unscaled, "
-        f"{_factor(ratio)} the ÷√d<sub>k</sub> run's {_fmt(g0['sqrt'])} (÷d<sub>k</sub>: "
-        f"{_fmt(g0['linear'])}). The loss went " + "; ".join(parts) + "."
-        + f" A batch's gradient averages its {core.TRAIN_BATCH} examples; the Gradient tab "
-          "shows the median over single draws.</p>")
+        f"<p>{first.steps} steps of plain SGD on batches of {core.TRAIN_BATCH} at "
+        f"{_dk(d_k)}, T = {_fmt(temperature)}, {n_keys} keys, from seeds "
+        f"{', '.join(str(x) for x in seeds[:-1])} and {seeds[-1]}, with the same starts and "
+        f"batches under each rule. One batch's loss is noise, so a run's result is the mean "
+        f"loss of its last {core.TRAIN_TAIL} steps, and a rule's the median over its "
+        f"{len(seeds)} seeds (their range in brackets): {results}. The charts draw each "
+        "rule's median per step, the loss's band its seeds' range. At the start the median gradient "
+        f"reaching <i>W</i><sub><i>Q</i></sub> is {_fmt(g0['none'])} unscaled, "
+        f"{_factor(ratio)} the ÷√d<sub>k</sub> runs' {_fmt(g0['sqrt'])} (÷d<sub>k</sub>: "
+        f"{_fmt(g0['linear'])}).</p>")
+
+
+def _training_lean(runs: dict) -> str:
+    sq, lin = runs["sqrt"].final["median"], runs["linear"].final["median"]
+    here = ("÷d<sub>k</sub> and ÷√d<sub>k</sub> end level" if _fmt(sq) == _fmt(lin) else
+            f"÷d<sub>k</sub> ends {'below' if lin < sq else 'above'} ÷√d<sub>k</sub>")
+    tuned = []
+    for r, (rate, loss) in TRAINING_SWEEP_64.items():
+        times = rate / core.rule_learning_rate(r, 64)
+        at = (f"its equal-step rate, {_rate(rate)}" if times == 1 else
+              f"{_rate(rate)}, {_rate(times)} times its equal-step rate")
+        tuned.append(f"{RULE_LABELS_HTML[r]} at {at} ({_fmt(loss)})")
+    return (
+        f"<p>Here {here} ({_fmt(lin)} against {_fmt(sq)}). The equal step leans slightly "
+        f"toward ÷d<sub>k</sub>. Over rates in powers of 4 at {_dk(64)}, T = 1, 8 keys "
+        f"(seeds 7 to 9), each rule does best: {'; '.join(tuned)}. Tuned, ÷√d<sub>k</sub> "
+        "ends ahead of ÷d<sub>k</sub>, and unscaled learns, less well than both.</p>")
 
 
 def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align: float) -> str:

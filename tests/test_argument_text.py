@@ -180,17 +180,10 @@ def test_budget_sentence_compares_one_head_with_eight(width, t, n, rho):
             in text)
 
 
-def test_training_sentence_is_the_runs_own_numbers():
-    runs = {r: core.train(64, r, 2288, temperature=1.0, steps=300) for r in core.RULES}
+def test_the_training_text_reports_on_the_idea_not_on_the_software():
+    runs = {r: core.train_seeds(64, r, 2288, temperature=1.0, steps=300) for r in core.RULES}
     text = plain(training_html(runs, 64, 1.0, 8))
-    for r, run in runs.items():
-        start, end = float(run.loss[0]), float(run.loss[-1])
-        assert f"from {_fmt(start)} to {_fmt(end)}" in text
-        word = "down" if end < start else "up"
-        assert f"({word} {_fmt(abs(100 * (end - start) / start), 2)}%)" in text
-    ratio = float(runs["none"].grad_wq[0]) / float(runs["sqrt"].grad_wq[0])
-    assert f"{_fmt(ratio, 2)} times the ÷√dk run's {_fmt(runs['sqrt'].grad_wq[0])}" in text
-    assert "nothing raised an error" not in text
+    assert "nothing raised an error" not in text and "finite number" not in text
 
 
 OVERCLAIM = re.compile(r"not enough|That is why μP|why μP uses")

@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from attention_scaling.lead import LEAD_WORDS
 from attention_scaling.state import TABS
 from conftest import open_app
 
@@ -74,7 +75,7 @@ def test_each_tab_shows_one_idea_in_at_most_120_words(page, server, tab):
                            "return false; }", arg=lead_name, timeout=30_000)
     page.wait_for_timeout(300)
     lead = _model_text(page, lead_name)
-    assert 5 <= words(lead) <= 30, lead
+    assert 5 <= words(lead) <= LEAD_WORDS, lead
     shown = page.evaluate(MAIN_WORDS)
     assert words(shown) <= 120, (words(shown), shown)
     assert "Try this" in shown and lead.strip() in " ".join(shown.split())

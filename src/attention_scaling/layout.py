@@ -376,22 +376,11 @@ class View:
         self.leads = {key: Div(text="", name=f"{key}-lead", stylesheets=css, disable_math=True,
                                sizing_mode="stretch_width", margin=(5, 10))
                       for key in keys}
-        self.section_texts = t = {
+        self.section_texts = {
             key: Div(text="", name=f"{key}-text", stylesheets=css, disable_math=True,
                      sizing_mode="stretch_width", margin=(5, 10), css_classes=["section-text"])
             for key in keys}
-        children = {}
-        for key, tab in a.tabs.items():
-            body = [wrapping_row(*part) if isinstance(part, list) else part
-                    for part in tab.body()]
-            self.downloads[key] = self._download_row(
-                key, list(tab.figures.values()), tab.tables,
-                run=tab.source if key == "training" else None)
-            words = [] if self._hide_text else [
-                Div(text=try_html(key), name=f"{key}-try", stylesheets=css, disable_math=True,
-                    sizing_mode="stretch_width", margin=(5, 10)), self._more(key, t[key])]
-            children[key] = column(*([] if self._hide_text else [self.leads[key]]), *body,
-                                   *words, self.downloads[key], sizing_mode="stretch_width")
+        children = {key: self._argument_tab(key, tab) for key, tab in a.tabs.items()}
         if training is not None:
             self._show_texts("training", training.draw(None))
         if wire is not None:
@@ -401,6 +390,20 @@ class View:
         self.tabs.tabs = [panel if tab.key not in children else TabPanel(
             title=tab.title, child=children[tab.key]) for tab, panel in zip(TABS, self.tabs.tabs)]
         return True
+
+    def _argument_tab(self, key: str, tab):
+        """An argument tab's panel: its lead, charts, "Try this", "More detail" and
+        downloads."""
+        body = [wrapping_row(*part) if isinstance(part, list) else part for part in tab.body()]
+        self.downloads[key] = self._download_row(
+            key, list(tab.figures.values()), tab.tables,
+            run=tab.source if key == "training" else None)
+        words = [] if self._hide_text else [
+            Div(text=try_html(key), name=f"{key}-try", stylesheets=self._css,
+                disable_math=True, sizing_mode="stretch_width", margin=(5, 10)),
+            self._more(key, self.section_texts[key])]
+        return column(*([] if self._hide_text else [self.leads[key]]), *body, *words,
+                      self.downloads[key], sizing_mode="stretch_width")
 
     def draw_tab(self, key: str, setting: Setting) -> None:
         """Draw the argument's tab ``key`` (any but the one draw and the training run) at

@@ -264,13 +264,15 @@ def bench_core(n: int) -> dict:
             times.append((time.perf_counter() - t) * 1e3)
         out[CURVES_ROW.format(n_keys=n_keys)] = \
             summary(times, "ms")
-    train = []
-    for i in range(max(3, n // 50)):
-        t = time.perf_counter()
-        for rule in core.RULES:
-            core.train(64, rule, 2288 + i, steps=300)
-        train.append((time.perf_counter() - t) * 1e3)
-    out["training run: 300 steps x 3 rules at d_k = 64"] = summary(train, "ms")
+    for d_k in (64, 1024):
+        train = []
+        for i in range(max(3, n // 50)):
+            t = time.perf_counter()
+            for rule in core.RULES:
+                core.train_seeds(d_k, rule, 2288 + i, steps=300)
+            train.append((time.perf_counter() - t) * 1e3)
+        out[f"a Train: 300 steps x 3 rules x {core.TRAIN_SEEDS} seeds at d_k = {d_k}"] = \
+            summary(train, "ms")
     return out
 
 

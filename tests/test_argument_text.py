@@ -5,11 +5,14 @@ import itertools
 import math
 import re
 
+import numpy as np
 import pytest
 
 from attention_scaling import core
-from attention_scaling.text import (_fmt, budget_html, gradient_html, plain, saturation_html,
-                                    training_html, variance_html)
+from attention_scaling.lead import training_lead
+from attention_scaling.text import (TRAINING_SWEEP_64, _fmt, _training_lean, budget_html,
+                                    gradient_html, plain, saturation_html, training_html,
+                                    variance_html)
 
 SETTINGS = list(itertools.product([1, 8, 64, 512, 4096], [0.1, 1.0, 10.0], [2, 8, 64],
                                   [0.0, 0.5, 1.0]))
@@ -27,6 +30,38 @@ def test_variance_sentence_prints_the_measured_spreads(d_k):
     assert abs(dist["std_sqrt"] - 1) < 0.03          # "unit variance, at every width"
 
 
+def percent_shows(printed: str, x: float) -> bool:
+    """``printed`` is an honest percentage of the weight ``x`` (< 1) to the digits it shows."""
+    if printed == ">99.9%":
+        return x > 0.999
+    if printed == "<0.1%":
+        return 0 < x < 1e-3
+    digits = printed.rstrip("%").partition(".")[2]
+    shown = float(printed.rstrip("%"))
+    return 0 < shown < 100 and abs(shown - 100 * x) <= 0.5 * 10.0 ** -len(digits) + 1e-9
+
+
+def pair_shows(a: str, b: str, x: float, y: float) -> bool:
+    """Two printed weights: each honest, and different where the weights differ to three
+    significant digits (both above 99.9% excepted)."""
+    return (percent_shows(a, x) and percent_shows(b, y)
+            and (a != b or f"{100 * x:.3g}" == f"{100 * y:.3g}" or a == ">99.9%"))
+
+
+def tiny_value(printed: str) -> float:
+    """log10 of a number printed as "0.454", "1.94e-4" or "3.98 × 10-621" (the plain text of
+    3.98 × 10<sup>-621</sup>)."""
+    if " × 10" in printed:
+        mantissa, exponent = printed.split(" × 10")
+        return math.log10(float(mantissa)) + int(exponent)
+    return math.log10(float(printed))
+
+
+def tiny_shows(printed: str, log10x: float) -> bool:
+    """``printed`` is 10 ** ``log10x`` to its three significant digits."""
+    return abs(tiny_value(printed) - log10x) <= math.log10(1 + 5.01e-3)
+
+
 def _rendered(html, d_k, t, n, rho):
     """The curves and the draw at a setting, and ``html``'s text of them, as plain text."""
     curves = core.saturation_curves(t, n, rho)
@@ -38,22 +73,29 @@ def _rendered(html, d_k, t, n, rho):
 def test_saturation_sentences_hold_in_every_setting(d_k, t, n, rho):
     curves, draw, text = _rendered(saturation_html, d_k, t, n, rho)
     i = core.D_K_VALUES.index(d_k)
-    med = [core.percent(curves[f"max_weight_median_{r}"][i], below_one=True) for r in core.RULES]
-    assert (f"the median max weight is {med[0]} unscaled, {med[1]} ÷√dk and {med[2]} ÷dk."
-            in text)
-    this = [core.percent(draw[r].max_weight, below_one=draw[r].rest > 0) for r in core.RULES]
-    assert f"This draw (the dots): {this[0]} unscaled, {this[1]} ÷√dk and {this[2]} ÷dk." in text
+    m = re.search(r"the median max weight is (\S+) unscaled, (\S+) ÷√dk and (\S+) ÷dk\.", text)
+    assert all(percent_shows(m[k + 1], curves[f"max_weight_median_{r}"][i])
+               for k, r in enumerate(core.RULES))
+    m = re.search(r"This draw \(the dots\): (\S+) unscaled, (\S+) ÷√dk and (\S+) ÷dk\.", text)
+    assert all(percent_shows(m[k + 1], draw[r].max_weight) for k, r in enumerate(core.RULES))
     assert (f", {n} keys" in text) and ((f"ρ = {rho:g}" in text) == bool(rho))
     if rho:
         # the aligned logit rho |q|^2 has mean rho d_k exactly (E|q|^2 = d_k)
         j = core.D_K_VALUES.index(64)
-        pc = lambda x: core.percent(x, below_one=True)          # noqa: E731
-        assert (f"is {pc(curves['max_weight_median_sqrt'][j])} at dk = 64 and "
-                f"{pc(curves['max_weight_median_sqrt'][-1])} at 4096" in text)
+        s, lin = curves["max_weight_median_sqrt"], curves["max_weight_median_linear"]
+        m = re.search(r"is (\S+) at dk = 64 and (\S+) at 4096; ÷dk keeps it of order ρ, (\S+) "
+                      r"and (\S+)\. μP \(Tensor Programs V\) divides by dk for this reason", text)
+        assert pair_shows(m[1], m[2], s[j], s[-1]) and pair_shows(m[3], m[4], lin[j], lin[-1])
     else:
         s = curves["max_weight_median_sqrt"]
-        pc = lambda x: core.percent(x, below_one=True)          # noqa: E731
-        assert f"stays between {pc(min(s))} and {pc(max(s))}" in text
+        m = re.search(r"stays between (\S+) and (\S+)\.", text)
+        assert pair_shows(m[1], m[2], min(s), max(s))
+        m = re.search(r"the unscaled median goes from (\S+) to (\S+), while", text)
+        none = curves["max_weight_median_none"]
+        assert pair_shows(m[1], m[2], none[0], none[-1])
+        m = re.search(r"its median goes from (\S+) to (\S+)\.", text)
+        assert pair_shows(m[1], m[2], curves["max_weight_median_linear"][0],
+                          curves["max_weight_median_linear"][-1])
         lin = curves["max_weight_median_linear"]
         assert f"flattens toward the even {_fmt(100 / n)}%" in text
         # "flattens toward uniform as the head widens": it ends nearer 1/n than it starts
@@ -64,11 +106,12 @@ def test_saturation_sentences_hold_in_every_setting(d_k, t, n, rho):
 def test_gradient_sentences_hold_in_every_setting(d_k, t, n, rho):
     curves, draw, text = _rendered(gradient_html, d_k, t, n, rho)
     i = core.D_K_VALUES.index(d_k)
-    shown = lambda x: "<1e-300" if x < 1e-300 else _fmt(x)   # noqa: E731
-    for r in core.RULES:
-        assert shown(float(curves[f"grad_q_median_{r}"][i])) in text
-        assert shown(draw[r].query_gradient) in text
-    none, sqrt = curves["grad_q_median_none"], curves["grad_q_median_sqrt"]
+    m = re.search(r"its median is (.+) unscaled, (.+) ÷√dk and (.+) ÷dk \(this draw: (.+) "
+                  r"unscaled, (.+) ÷√dk and (.+) ÷dk\)\.", text)
+    for k, r in enumerate(core.RULES):
+        assert tiny_shows(m[k + 1], curves[f"log10_grad_q_median_{r}"][i])
+        assert tiny_shows(m[k + 4], draw[r].log10_query_gradient)
+    none, sqrt = curves["log10_grad_q_median_none"], curves["log10_grad_q_median_sqrt"]
     assert none[0] == pytest.approx(sqrt[0], rel=1e-12)        # d_k = 1: the same rule
     after = re.search(r"from dk = (\d+) on the unscaled median is below", text) or \
         re.search(r"Below dk = (\d+) the two medians cross; from there on the unscaled median "
@@ -85,6 +128,32 @@ def test_gradient_sentences_hold_in_every_setting(d_k, t, n, rho):
     else:
         assert "is not below the ÷√dk one at the widest heads" in text and none[-1] >= sqrt[-1]
     assert "Up to dk = 1 " not in text
+    if ratio := re.search(r"at 4096 it is (.+) times smaller", text):
+        _ratio_shows(ratio[1], sqrt[-1] - none[-1], math.hypot(
+            curves["log10_grad_q_median_se_none"][-1], curves["log10_grad_q_median_se_sqrt"][-1]))
+
+
+def _ratio_shows(printed: str, log10_ratio: float, se: float) -> None:
+    """The ratio carries the digits its standard error allows, and no more."""
+    if se <= 0.1:
+        assert re.fullmatch(r"[\d.]+( × 10\d+)?", printed), printed
+        value = tiny_value(printed) if "×" in printed else math.log10(float(printed))
+        assert abs(value - log10_ratio) <= math.log10(1.051)
+    elif se <= 1:
+        assert printed == f"about 10{round(log10_ratio)}", printed
+    else:
+        lo, hi = map(int, re.fullmatch(r"10(\d+) to 10(\d+)", printed).groups())
+        assert lo <= log10_ratio - 2 * se and hi >= log10_ratio + 2 * se and lo % 5 == hi % 5 == 0
+
+
+def test_the_ratio_at_the_widest_heads_has_the_digits_its_sample_supports():
+    """Issue 30: "9.1 × 10^257 times" from draws whose log10 ratio has a standard error of
+    about 7 decades prints as a range; the default's (about 0.3 decades) as an order."""
+    text = _rendered(gradient_html, 64, 1.0, 8, 0.0)[2]
+    assert "at 4096 it is about 1010 times smaller" in text
+    text = _rendered(gradient_html, 64, 0.1, 2, 0.0)[2]
+    lo, hi = map(int, re.search(r"at 4096 it is 10(\d+) to 10(\d+) times", text).groups())
+    assert lo < 258 < hi and hi - lo >= 20
 
 
 @pytest.mark.parametrize("width,t,n,rho", [(512, 1.0, 8, 0.0), (64, 0.1, 2, 0.5),
@@ -93,12 +162,13 @@ def test_budget_sentence_compares_one_head_with_eight(width, t, n, rho):
     budget = core.head_budget(width, t, n, rho)
     text = plain(budget_html(budget, width, t, n, rho))
     pc = lambda x: core.percent(x, below_one=True)              # noqa: E731
-    grad = lambda x: "<1e-300" if x < 1e-300 else _fmt(float(x))   # noqa: E731
     j = list(budget["heads"]).index(8)
-    assert (f"one head of {width} has a median max weight of "
-            f"{pc(budget['max_weight_median_none'][0])}") in text
-    assert (f"8 heads of {width // 8} have {pc(budget['max_weight_median_none'][j])} "
-            f"and {grad(budget['grad_q_median_none'][j])} each") in text
+    m = re.search(r"one head of \d+ has a median max weight of (\S+) and a median gradient to "
+                  r"the query of (.+?); 8 heads of \d+ have (\S+) and (.+?) each", text)
+    assert percent_shows(m[1], budget["max_weight_median_none"][0])
+    assert percent_shows(m[3], budget["max_weight_median_none"][j])
+    assert tiny_shows(m[2], budget["log10_grad_q_median_none"][0])
+    assert tiny_shows(m[4], budget["log10_grad_q_median_none"][j])
     assert "100%" not in text
     if rho:
         assert (f"the unaligned logits have variance {width // 8} instead of {width}, the "
@@ -110,14 +180,120 @@ def test_budget_sentence_compares_one_head_with_eight(width, t, n, rho):
             in text)
 
 
-def test_training_sentence_is_the_runs_own_numbers():
-    runs = {r: core.train(64, r, 2288, temperature=1.0, steps=300) for r in core.RULES}
+def test_the_training_text_reports_on_the_idea_not_on_the_software():
+    runs = {r: core.train_seeds(64, r, 2288, temperature=1.0, steps=300) for r in core.RULES}
     text = plain(training_html(runs, 64, 1.0, 8))
-    for r, run in runs.items():
-        start, end = float(run.loss[0]), float(run.loss[-1])
-        assert f"from {_fmt(start)} to {_fmt(end)}" in text
-        word = "down" if end < start else "up"
-        assert f"({word} {_fmt(abs(100 * (end - start) / start), 2)}%)" in text
-    ratio = float(runs["none"].grad_wq[0]) / float(runs["sqrt"].grad_wq[0])
-    assert f"{_fmt(ratio, 2)} times the ÷√dk run's {_fmt(runs['sqrt'].grad_wq[0])}" in text
-    assert "nothing raised an error" in text
+    assert "nothing raised an error" not in text and "finite number" not in text
+
+
+OVERCLAIM = re.compile(r"not enough|That is why μP|why μP uses")
+
+
+def test_no_text_preset_or_doc_overclaims_about_mu_p():
+    """THE-ARGUMENT 15: say what the curves show (÷√d_k sharpens a trained peak as heads
+    widen; μP gives that as its reason for 1/d_k), never that √d_k "is not enough"."""
+    from pathlib import Path
+
+    from attention_scaling.state import PRESETS
+
+    root = Path(__file__).resolve().parents[1]
+    files = [*sorted((root / "src" / "attention_scaling").glob("*.py")),
+             *sorted((root / "docs").glob("*.md")), root / "README.md"]
+    for f in files:
+        assert not OVERCLAIM.search(" ".join(f.read_text(encoding="utf-8").split())), f
+    assert not any(OVERCLAIM.search(label) for label, _ in PRESETS)
+    for rho in (0.5, 1.0):
+        text = _rendered(saturation_html, 64, 1.0, 8, rho)[2]
+        assert not OVERCLAIM.search(text) and "μP (Tensor Programs V) divides by dk" in text
+
+
+def test_the_trained_keys_preset_says_what_its_curves_show():
+    """"÷√d_k sharpens as heads widen" at the preset's setting (ρ = 0.5, T = 1, 8 keys):
+    the ÷√d_k median max weight climbs from 64 to 4096, the ÷d_k one does not."""
+    from attention_scaling.state import PRESETS
+
+    label, values = next((k, v) for k, v in PRESETS if k.startswith("Trained keys"))
+    assert label == "Trained keys (ρ = 0.5): ÷√d_k sharpens as heads widen"
+    c = core.saturation_curves(1.0, 8, values["align"])
+    j = core.D_K_VALUES.index(64)
+    sq = c["max_weight_median_sqrt"][j:]
+    assert np.all(np.diff(sq) >= 0) and sq[-1] - sq[0] > 0.15
+    assert c["max_weight_median_linear"][-1] - c["max_weight_median_linear"][j] < 0.01
+
+
+def test_percentages_print_digits_that_differ():
+    """Issue 30 (e): at d_k = 4096, T = 10, 64 keys the ÷√d_k medians (1.82%–1.96%) read
+    "between 1.8% and 2.0%", not "between 2% and 2%"."""
+    text = _rendered(saturation_html, 4096, 10.0, 64, 0.0)[2]
+    assert "stays between 1.8% and 2.0%" in text
+    assert "its median goes from 1.8% to 1.6%" in text
+
+
+def _own(runs):
+    """Median, min and max over ``runs`` of the mean of their last 50 losses, and the median
+    first loss: this test's own."""
+    tails = sorted(float(np.mean(run.loss[-50:])) for run in runs)
+    return tails[1], tails[0], tails[2], float(np.median([run.loss[0] for run in runs]))
+
+
+@pytest.mark.parametrize("d_k,seed", [(64, 2288), (1024, 7)])
+def test_training_sentences_are_the_runs_own_numbers(d_k, seed):
+    seeded = {r: core.train_seeds(d_k, r, seed) for r in core.RULES}   # its runs: one a seed
+    own = {r: _own(s.runs) for r, s in seeded.items()}          # (test_argument_core.py)
+    text = plain(training_html(seeded, d_k, 1.0, 8))
+    lead = plain(training_lead(seeded))
+    rates = {"none": f"1/{d_k}", "sqrt": "1", "linear": str(d_k)}
+    assert ("s²/dk for its divisor s: unscaled {none}, ÷√dk {sqrt}, ÷dk {linear}."
+            .format(**rates)) in text
+    assert (f"the unscaled run's step would be {d_k} times ÷√dk's and the ÷dk run's 1/{d_k} "
+            f"of it: the runs would compare steps dk² = {d_k * d_k:,} times apart") in text
+    assert f"from seeds {seed}, {seed + 1} and {seed + 2}" in text
+    assert "mean loss of its last 50 steps" in text
+    for r, label in (("none", "unscaled"), ("sqrt", "÷√dk"), ("linear", "÷dk")):
+        med, lo, hi, start = own[r]
+        assert (f"{label} {_fmt(med)} ({_fmt(lo)} to {_fmt(hi)}), from a first loss of "
+                f"{_fmt(start)}") in text
+        assert f"{label} {_fmt(med)}" in lead
+    sq, lin = own["sqrt"][0], own["linear"][0]
+    assert lin < sq and f"Here ÷dk ends below ÷√dk ({_fmt(lin)} against {_fmt(sq)})" in text
+    assert len(lead.split()) <= 30
+    if d_k == 1024:      # THE-ARGUMENT.md point 14: unscaled does not learn at this width
+        assert own["none"][0] > own["none"][3]
+        assert lead.endswith("; unscaled ends above its start: it does not learn.")
+    else:
+        assert own["none"][0] < 0.5 * own["none"][3] and lead.endswith("÷dk 0.0115.")
+
+
+def test_the_training_lead_says_which_rules_do_not_or_barely_learn():
+    class Run:
+        def __init__(self, start, final):
+            self.runs = [type("R", (), {"loss": [start]})()] * 3
+            self.final = {"median": final}
+    runs = {"none": Run(0.8, 0.85), "sqrt": Run(0.5, 0.3), "linear": Run(0.4, 0.01)}
+    assert plain(training_lead(runs)).endswith(
+        "unscaled 0.85, ÷√dk 0.3, ÷dk 0.01; unscaled ends above its start: it does not learn; "
+        "÷√dk barely learns.")
+    runs["sqrt"] = Run(0.5, 0.6)
+    assert plain(training_lead(runs)).endswith(
+        "; unscaled and ÷√dk end above their starts: they do not learn.")
+
+
+def test_the_tuned_rates_the_training_text_quotes_are_a_sweep_s():
+    """text.TRAINING_SWEEP_64: at d_k = 64, T = 1, 8 keys, seeds 7 to 9, each rule's median
+    final loss is lowest at the quoted rate among it and the powers of 4 beside it, and is
+    the quoted number; the equal step is ÷d_k's best and a quarter of ÷√d_k's."""
+    for r, (rate, loss) in TRAINING_SWEEP_64.items():
+        medians = {lr: core.train_seeds(64, r, 7, lr=lr).final["median"]
+                   for lr in (rate / 4, rate, rate * 4)}
+        assert min(medians, key=medians.get) == rate, (r, medians)
+        assert _fmt(medians[rate]) == _fmt(loss) or _fmt(medians[rate], 2) == _fmt(loss, 2)
+    assert TRAINING_SWEEP_64["linear"][0] == core.rule_learning_rate("linear", 64)
+    assert TRAINING_SWEEP_64["sqrt"][0] == 4 * core.rule_learning_rate("sqrt", 64)
+    assert TRAINING_SWEEP_64["sqrt"][1] < TRAINING_SWEEP_64["linear"][1] < \
+        TRAINING_SWEEP_64["none"][1]
+    text = plain(_training_lean({r: type("S", (), {"final": {"median": 0.01}})()
+                                 for r in core.RULES}))
+    assert ("unscaled at 1/4, 16 times its equal-step rate (0.0119); ÷√dk at 4, 4 times its "
+            "equal-step rate (0.00856); ÷dk at its equal-step rate, 64 (0.009). Tuned, ÷√dk "
+            "ends ahead of ÷dk, and unscaled learns, less well than both.") in text
+    assert "Here ÷dk and ÷√dk end level (0.01 against 0.01)" in text

@@ -401,7 +401,7 @@ def test_typical_draw_agrees_with_an_independent_monte_carlo_of_full_vectors(d_k
         assert abs(below - 0.5) < 5 * se, (scaled, below)
         # and the draw's percentile: the share of the independent draws below a weight
         x = float(np.quantile(weights, 0.3))
-        assert abs(typ.percentile(scaled, 1 - x) - 30) < 100 * 5 * math.sqrt(0.21 / n) + 0.2
+        assert abs(typ.percentile(scaled, math.log10(1 - x)) - 30) < 100 * 5 * math.sqrt(0.21 / n) + 0.2
 
 
 def test_typical_reference_numbers_and_is_seeded_and_cached():
@@ -411,8 +411,8 @@ def test_typical_reference_numbers_and_is_seeded_and_cached():
     assert typ.median[True] == pytest.approx(0.334, abs=0.01)
     assert typ.median[False] == pytest.approx(0.966, abs=0.005)
     st = core.compute_state(64, 1.0, 2288)
-    assert typ.percentile(True, st.scaled.rest) == pytest.approx(24, abs=2)
-    assert typ.percentile(False, st.unscaled.rest) == pytest.approx(26, abs=2)
+    assert typ.percentile(True, st.scaled.log10_rest) == pytest.approx(24, abs=2)
+    assert typ.percentile(False, st.unscaled.log10_rest) == pytest.approx(26, abs=2)
     assert core.typical(64, 1.0) is typ
     core._typical.cache_clear()
     again = core.typical(64, 1.0)
@@ -484,3 +484,77 @@ def test_linear_rule_variant_divides_by_d_k_and_its_gradient_matches_finite_diff
     np.testing.assert_allclose(analytic, numeric, atol=1e-9, rtol=1e-6)
     np.testing.assert_allclose(v.query_rows, np.linalg.norm(
         core.query_gradient(v.probs, keys, d_k, t), axis=1), rtol=1e-10)
+
+
+# ---- log-domain values (issue 30: underflow must not print certainties) -------------------
+
+def _mp_logs(logits, t, keys, scale):
+    """log10 of 1 - max weight, the largest p (1 - p), ||J||_F and ||J K||_F / (s T), at 60
+    digits plus as many as 1 - p can lose to cancellation."""
+    mpmath = pytest.importorskip("mpmath")
+    spread = (max(logits) - min(logits)) / t
+    with mpmath.workdps(60 + int(spread / math.log(10))):
+        mp = mpmath.mp
+        z = [mp.mpf(float(x)) / mp.mpf(float(t)) for x in logits]
+        top = max(z)
+        e = [mp.exp(x - top) for x in z]
+        total = mp.fsum(e)
+        p = [x / total for x in e]
+        a = max(range(len(p)), key=lambda i: p[i])
+        rest = mp.fsum(p[i] for i in range(len(p)) if i != a)
+        n = len(p)
+        jac = [[p[i] * ((1 if i == j else 0) - p[j]) for j in range(n)] for i in range(n)]
+        kl = [[mp.mpf(float(x)) for x in row] for row in keys]
+        gram = [[mpmath.fdot(kl[i], kl[j]) for j in range(n)] for i in range(n)]
+        jg = [[mp.fsum(jac[i][l] * gram[l][c] for l in range(n)) for c in range(n)]
+              for i in range(n)]                  # ||J K||_F^2 = tr(J G J), G = K K^T
+        log10 = lambda x: float(mpmath.log10(x))              # noqa: E731
+        return dict(
+            log10_rest=log10(rest),
+            log10_max_diagonal=log10(max(p[i] * (1 - p[i]) for i in range(n))),
+            log10_frobenius=log10(mp.sqrt(mp.fsum(x * x for row in jac for x in row))),
+            log10_query_gradient=log10(mp.sqrt(mp.fsum(jg[i][l] * jac[l][i] for i in range(n)
+                                                       for l in range(n)))
+                                       / (mp.mpf(float(scale)) * mp.mpf(float(t)))))
+
+
+@pytest.mark.parametrize("d_k,t,seed,n,rho", [(4096, 0.1, 99, 2, 0.0), (2048, 1.0, 31337, 8, 1.0),
+                                              (4096, 0.1, 2288, 8, 0.0), (64, 1.0, 2288, 8, 0.0)])
+def test_log_domain_values_match_mpmath_where_float64_gives_0(d_k, t, seed, n, rho):
+    """The issue's states: p (1 - p) near 10^-621 and 10^-828 unscaled (0 in float64) has its
+    true exponent, within 1e-9 decades of mpmath from the same logits and keys."""
+    st = core.compute_state(d_k, t, seed, n, rho)
+    _, keys = core.sample_qk(seed, d_k, n, rho)
+    for rule, v in st.variants.items():
+        want = _mp_logs(v.logits, t, keys, core.rule_divisor(rule, d_k))
+        for name, value in want.items():
+            assert getattr(v, name) == pytest.approx(value, abs=1e-9), (rule, name)
+    if (d_k, seed) == (4096, 99):
+        assert st.unscaled.rest == 0 and st.unscaled.log10_rest == pytest.approx(-620.39, abs=0.01)
+    if (d_k, seed) == (2048, 31337):
+        assert st.unscaled.log10_rest == pytest.approx(-827.94, abs=0.01)
+
+
+def test_percentiles_rank_by_the_log_domain_rest():
+    """Issue 30 (a), (b): with 2 keys both rules' draws rank alike (88th), and the aligned
+    unscaled draw at 2048 is at the 12th percentile, not "above the 99th"."""
+    from attention_scaling.text import percentile_phrase
+
+    st = core.compute_state(4096, 0.1, 99, 2)
+    typ = core.typical(4096, 0.1, 2)
+    pcts = [typ.percentile(s, st.active(s).log10_rest) for s in (True, False)]
+    assert [percentile_phrase(p) for p in pcts] == ["88th percentile"] * 2
+    st = core.compute_state(2048, 1.0, 31337, 8, 1.0)
+    typ = core.typical(2048, 1.0, 8, 1.0)
+    assert percentile_phrase(typ.percentile(False, st.unscaled.log10_rest)) == "12th percentile"
+
+
+def test_weights_print_one_decimal_below_20_percent_and_an_even_eighth_as_12_5():
+    from attention_scaling.figures import max_label
+    from attention_scaling.text import weight_label
+
+    assert weight_label(core.variant(np.zeros(8))) == "12.5%"
+    assert max_label(core.compute_state(1, 10.0, 2288).scaled)[0] == "max weight 12.6%"
+    v = core.compute_state(4096, 0.1, 99, 2).unscaled
+    assert v.max_weight == 1.0 and weight_label(v) == ">99.9%"
+    assert core.percent(0.1996) == "20%" and core.percent(0.0182) == "1.8%"

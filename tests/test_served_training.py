@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import numpy as np
 import pytest
 from bokeh.application import Application
 from bokeh.application.handlers.function import FunctionHandler
@@ -120,11 +121,16 @@ def test_a_served_run_ends_as_cores_run_with_nothing_left_scheduled():
 
     data, disabled, callbacks = run_in_thread(scenario, timeout=120)
     seed = ExplorerState().seed
-    for rule in core.RULES:
-        run = core.train(64, rule, seed, temperature=1.0, steps=TRAINING_STEPS, n_keys=8)
-        assert data[f"loss_{rule}"] == run.loss
-        assert data[f"grad_wq_{rule}"] == run.grad_wq
-        assert data[f"grad_wk_{rule}"] == run.grad_wk
+    for rule in core.RULES:     # core's runs from the seed and the next two, at its rates
+        runs = [core.train(64, rule, seed + i, temperature=1.0, steps=TRAINING_STEPS, n_keys=8,
+                           lr=core.rule_learning_rate(rule, 64)) for i in range(3)]
+        for metric in ("loss", "grad_wq", "grad_wk"):
+            by_step = np.array([getattr(run, metric) for run in runs])
+            assert data[f"{metric}_median_{rule}"] == np.median(by_step, axis=0).tolist()
+        for metric in ("loss",):
+            by_step = np.array([getattr(run, metric) for run in runs])
+            assert data[f"{metric}_min_{rule}"] == by_step.min(axis=0).tolist()
+            assert data[f"{metric}_max_{rule}"] == by_step.max(axis=0).tolist()
     assert not disabled
     assert callbacks == []
 

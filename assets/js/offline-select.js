@@ -3,7 +3,7 @@
 // states once (gzip, the browser's DecompressionStream; noted for the payload-holding model),
 // then assigns the data of the sources of the one draw and of the tab shown, in place.
 /* global AS, holder, seed, dk, temp, rule, src, figs, text_source, seed_div, tabs, panels, train,
-   training_status, sources, texts, training_figs, argument_figs, lines, shown, action, cb_obj */
+   training_status, sources, texts, leads, training_figs, argument_figs, lines, shown, action, cb_obj */
 if (AS.noted(holder, 'attn') == null) {
   const inflate = (b64) => {
     const s = atob(b64), a = new Uint8Array(s.length);
@@ -119,7 +119,8 @@ const argument = (P) => {
   const setting = [si, di, ti, v].join();
   if (P.shown[key] === setting) return;
   const nt = P.temperatures.length, nd = P.d_k.length;
-  const index = {width: di, temperature: ti, setting: (si * nd + di) * nt + ti};
+  const index = {width: di, temperature: ti, grid: di * nt + ti,
+                 setting: (si * nd + di) * nt + ti};
   const widths = A.widths[P.rules[v]];
   lines.forEach((line, k) => {
     if (line.glyph.line_width !== widths[k]) line.glyph.line_width = widths[k];
@@ -135,6 +136,7 @@ const argument = (P) => {
     }
   }
   texts[key].text = paragraphs(P, key, index[A.text_index[key]]);
+  leads[key].text = P.paragraphs[A.leads[key][index[A.text_index[key]]]];
   P.shown[key] = setting;
 };
 
@@ -156,6 +158,7 @@ const training = (P) => {
     }
   }
   texts.training.text = paragraphs(P, 'training', rec);
+  leads.training.text = P.paragraphs[A.leads.training[rec]];
   training_status.text = A.training_status[rec];
 };
 

@@ -6,15 +6,19 @@ the layout, the downloads and the offline copy derive the rest. Sources are name
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from bokeh.models import (BasicTickFormatter, Button, ColumnDataSource, Div, FixedTicker, Legend,
-                          Range1d)
+from bokeh.models import (BasicTickFormatter, Button, ColumnDataSource, CustomJSTickFormatter, Div,
+                          FixedTicker, Legend, Range1d, SingleIntervalTicker)
 from bokeh.plotting import figure
 
 from . import core
 from .state import Setting
-from .style import FONT, RULE_COLORS, RULE_DASH, RULE_MARKER, UNSCALED_COLOR, SCALED_COLOR, \
-    derived_glyph_looks, style_figure
+from .style import (FONT, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNSCALED_COLOR,
+                    derived_glyph_looks, script, style_figure)
+from .lead import (TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead,
+                   training_lead, variance_lead)
 from .text import (RULE_LABELS, TRAINING_INTRO, budget_html, gradient_html, saturation_html,
                    scaled_score_example, softmax_example, training_html,
                    training_status_html, variance_html)
@@ -182,9 +186,9 @@ class Shared:
 
 class TabView:
     """An argument tab: ``figures`` (name -> figure, in page order), ``tables`` (its CSV:
-    [(source, [[column, header], ...])]), ``body()`` (its charts and rows, under its text),
-    ``draw(setting)`` (its charts at a :class:`state.Setting`, from core; returns its text's
-    HTML). The offline copy stores its text by ``offline`` (``width``, ``temperature`` or
+    [(source, [[column, header], ...])]), ``body()`` (its charts and rows, under its lead),
+    ``draw(setting)`` (its charts at a :class:`state.Setting`, from core; returns the HTML of
+    its lead sentence and of its "More detail"). The offline copy stores its text by ``offline`` (``width``, ``temperature`` or
     ``setting``: one per seed, width and temperature) and, by the index each names, the
     models of ``stores``: (source name or ``<figure>:y_range``, index)."""
 
@@ -200,7 +204,7 @@ class TabView:
     def body(self) -> list:
         return list(self.figures.values())
 
-    def draw(self, s: Setting) -> str:
+    def draw(self, s: Setting) -> tuple[str, str]:
         raise NotImplementedError
 
 
@@ -266,12 +270,13 @@ class VarianceTab(TabView):
                                     std_raw=np.asarray(curve["std_raw"]).tolist(),
                                     sqrt_d_k=np.sqrt(np.asarray(curve["d_k"], float)).tolist())
 
-    def draw(self, s: Setting) -> str:
+    def draw(self, s: Setting) -> tuple[str, str]:
         dist = core.logit_distribution(s.d_k)
         self.update_logits(dist)
         self.width_source.data = dict(d_k=[float(s.d_k)])
-        return (variance_html(s.d_k, dist, core.logit_std_curve(), core.LOGIT_DRAWS)
-                + scaled_score_example())
+        return variance_lead(s.d_k, dist), (
+            variance_html(s.d_k, dist, core.logit_std_curve(), core.LOGIT_DRAWS)
+            + scaled_score_example())
 
 
 class SaturationTab(TabView):
@@ -294,34 +299,102 @@ class SaturationTab(TabView):
     def body(self) -> list:
         return [list(self.figures.values())]
 
-    def draw(self, s: Setting) -> str:
+    def draw(self, s: Setting) -> tuple[str, str]:
         curves, draw = self.shared.draw_curves(s)
-        return (saturation_html(s.d_k, s.temperature, s.keys, s.align, curves, draw,
-                                core.CURVE_DRAWS) + softmax_example())
+        return saturation_lead(s.d_k, s.align, curves), (
+            saturation_html(s.d_k, s.temperature, s.keys, s.align, curves, draw,
+                            core.CURVE_DRAWS) + softmax_example())
 
 
 class GradientTab(TabView):
-    """3 Gradient: the gradient that reaches the query against d_k, per rule."""
+    """3 Gradient: the gradient that reaches the query against d_k, per rule (its median and
+    middle half), and its spread over the draws at the current width (core.gradient_spread):
+    where the unscaled median says "more", the spread shows how many draws get almost none."""
 
     key = "gradient"
-    stores = SaturationTab.stores
+    stores = (*SaturationTab.stores, ("gradient-spread-source", "grid"),
+              ("gradient-this-draw-source", "setting"), ("gradient-spread:x_range", "setting"))
 
     def __init__(self, shared: Shared) -> None:
         super().__init__(shared)
         self.figures["saturation-gradient"] = shared.curve_figure(
             "saturation-gradient", "grad_q", "Gradient to the query ‖∂p/∂q‖_F",
             "‖∂p/∂q‖_F (log)", True)
-        self.tables = shared.curve_tables("grad_q")
+        self.figures["gradient-spread"] = self._spread_figure()
+        self.tables = [*shared.curve_tables("grad_q"),
+                       (self.spread_source, [["y", "row"], *_same(
+                           "q05", "q25", "median", "q75", "q95", "tenth")]),
+                       (self.this_draw_source, [["this_draw", "this_draw_log10_grad_q"]])]
 
-    def draw(self, s: Setting) -> str:
+    def body(self) -> list:
+        return [self.figures["gradient-spread"], self.figures["saturation-gradient"]]
+
+    def _spread_figure(self):
+        """Per rule a row: the middle half of log10 ||dp/dq||_F over the draws (box), the
+        middle 90% (whiskers), the median (bar), this draw (dot), and the line of a tenth of
+        the ÷√d_k median."""
+        rules = core.RULES
+        rows = [float(len(rules) - 1 - i) for i in range(len(rules))]   # unscaled on top
+        self.spread_source = ColumnDataSource(dict(
+            y=rows, **{c: [0.0] * len(rules) for c in ("q05", "q25", "median", "q75", "q95",
+                                                       "tenth")},
+            color=[RULE_COLORS[r] for r in rules]), name="gradient-spread-source")
+        # this draw's values: they change with the seed, the spread does not
+        self.this_draw_source = ColumnDataSource(dict(
+            y=rows, this_draw=[0.0] * len(rules), color=[RULE_COLORS[r] for r in rules],
+            marker=[RULE_MARKER[r] for r in rules]), name="gradient-this-draw-source")
+        src = self.spread_source
+        fig = figure(name="gradient-spread", title="Over the draws at this width: ‖∂p/∂q‖_F",
+                     height=220, sizing_mode="stretch_width", min_width=260, tools="",
+                     x_range=Range1d(-3, 1), y_range=Range1d(-0.6, len(rules) - 0.4))
+        fig.vspan(x="tenth", source=src, line_color="#52606d", line_dash=DASHED, line_width=1.5)
+        fig.segment(x0="q05", x1="q95", y0="y", y1="y", source=src, line_color="color",
+                    line_width=2)
+        fig.hbar(y="y", left="q25", right="q75", height=0.45, source=src, fill_color="color",
+                 fill_alpha=0.35, line_color="color")
+        fig.rect(x="median", y="y", width=0.02, height=0.45, width_units="screen",
+                 source=src, fill_color="color", line_color="color")
+        fig.scatter(x="this_draw", y="y", source=self.this_draw_source, size=11, marker="marker",
+                    fill_color="color", line_color="#1f2933")
+        fig.yaxis.ticker = FixedTicker(ticks=rows)
+        fig.yaxis.major_label_overrides = {row: RULE_LABELS[r] for row, r in zip(rows, rules)}
+        fig.xaxis.ticker = SingleIntervalTicker(interval=1, num_minor_ticks=0)
+        fig.xaxis.formatter = CustomJSTickFormatter(code=script("power-ticks"))
+        fig.xaxis.axis_label = ("‖∂p/∂q‖_F (log; box: middle half of the draws, whiskers: "
+                                "90%; dashed: a tenth of the ÷√d_k median)")
+        style_figure(fig)
+        return fig
+
+    def draw(self, s: Setting) -> tuple[str, str]:
         curves, draw = self.shared.draw_curves(s)
-        return gradient_html(s.d_k, s.temperature, s.keys, s.align, curves, draw,
-                             core.CURVE_DRAWS)
+        spread = core.gradient_spread(s.d_k, s.temperature, s.keys, s.align)
+        rules = core.RULES
+        this = [float(draw[r].log10_query_gradient) for r in rules]
+        self.spread_source.data.update(
+            **{c: [float(spread[f"{c}_{r}"]) for r in rules]
+               for c in ("q05", "q25", "median", "q75", "q95")},
+            tenth=[float(spread["median_sqrt"]) - 1.0] * len(rules))
+        self.this_draw_source.data.update(this_draw=this)
+        lo = min(min(spread[f"q05_{r}"] for r in rules), *this)
+        hi = max(max(spread[f"q95_{r}"] for r in rules), *this)
+        rng = self.figures["gradient-spread"].x_range
+        rng.start, rng.end = math.floor(lo - 0.3), math.ceil(hi + 0.3)
+        return gradient_lead(s.d_k, curves), gradient_html(
+            s.d_k, s.temperature, s.keys, s.align, curves, draw, core.CURVE_DRAWS)
+
+
+#: The training source's columns per rule: the median over the seeds of each metric per step,
+#: and the seeds' min and max of the loss (its band). The gradients draw the median only: the
+#: offline copy holds every width's run (bands there would add ~0.2 MB).
+TRAINING_COLUMNS = (("loss", ("median", "min", "max")), ("grad_wq", ("median",)),
+                    ("grad_wk", ("median",)))
 
 
 class TrainingTab(TabView):
-    """4 Training: one head trained under each rule, its loss and gradients per step, run by
-    its Train button (:meth:`show`), not drawn from the controls."""
+    """4 Training: one head trained under each rule from core.TRAIN_SEEDS seeds, each rule at
+    its own learning rate (core.rule_learning_rate); per step the median loss and gradients
+    over the seeds, the loss with the seeds' range as a band. Run by its Train button (:meth:`show`),
+    not drawn from the controls."""
 
     key, offline = "training", None
 
@@ -332,24 +405,29 @@ class TrainingTab(TabView):
         self.status = Div(text="", name="training-status", stylesheets=list(css),
                           disable_math=True, margin=(10, 10))
         self.source = ColumnDataSource(
-            {"step": [], **{f"{m}_{r}": [] for r in core.RULES
-                            for m in ("loss", "grad_wq", "grad_wk")}},
+            {"step": [], **{f"{m}_{q}_{r}": [] for r in core.RULES
+                            for m, qs in TRAINING_COLUMNS for q in qs}},
             name="training-source")
-        fig = figure(name="training-loss", title="Training loss", height=260,
-                     sizing_mode="stretch_width", min_width=260, tools="")
+        fig = figure(name="training-loss",
+                     title=f"Loss: median of {core.TRAIN_SEEDS} seeds, range",
+                     height=260, sizing_mode="stretch_width", min_width=260, tools="")
         for r in core.RULES:
-            shared.rule_line(fig, "step", f"loss_{r}", self.source, r, highlighted=False)
+            fig.varea(x="step", y1=f"loss_min_{r}", y2=f"loss_max_{r}", source=self.source,
+                      fill_color=RULE_COLORS[r], fill_alpha=0.15)
+            shared.rule_line(fig, "step", f"loss_median_{r}", self.source, r, highlighted=False)
         fig.x_range = Range1d(0, 1)
         fig.y_range = Range1d(0, 1)
         fig.xaxis.axis_label = "step"
         fig.yaxis.axis_label = "loss"
         self.figures["training-loss"] = fig
-        fig = figure(name="training-gradients", title="Gradient reaching W_Q (W_K: thin)",
+        fig = figure(name="training-gradients",
+                     title="Median gradient to W_Q (W_K: thin)",
                      height=260, sizing_mode="stretch_width", min_width=260, tools="",
                      y_axis_type="log")
         for r in core.RULES:
-            shared.rule_line(fig, "step", f"grad_wq_{r}", self.source, r, highlighted=False)
-            fig.line(x="step", y=f"grad_wk_{r}", source=self.source, line_width=1,
+            shared.rule_line(fig, "step", f"grad_wq_median_{r}", self.source, r,
+                             highlighted=False)
+            fig.line(x="step", y=f"grad_wk_median_{r}", source=self.source, line_width=1,
                      line_color=RULE_COLORS[r], line_dash=RULE_DASH[r])
         fig.x_range = self.figures["training-loss"].x_range
         fig.y_range = Range1d(1e-3, 10)
@@ -367,46 +445,59 @@ class TrainingTab(TabView):
     def body(self) -> list:
         return [[self.button, self.status], list(self.figures.values())]
 
-    def draw(self, s: Setting) -> str:
-        return self.intro
+    def draw(self, s: Setting | None) -> tuple[str, str]:
+        return TRAINING_LEAD, self.intro
 
-    def show(self, runs: dict, d_k: int, temperature: float, n_keys: int) -> str | None:
-        """The runs so far (rule -> core.TrainingRun) on the charts and the status line; once
-        every run is done, the text of what they showed (else None)."""
+    def show(self, runs: dict, d_k: int, temperature: float,
+             n_keys: int) -> tuple[str, str] | None:
+        """The runs so far (rule -> core.SeededTraining) on the charts and the status line;
+        once every run is done, the HTML of the lead and the "More detail" of what they
+        showed (else None)."""
         self.show_runs(runs)
         done = all(run.done for run in runs.values())
         step = min(run.steps_done for run in runs.values())
         self.status.text = training_status_html(step, TRAINING_STEPS, d_k, temperature, n_keys,
                                                 done)
-        return training_html(runs, d_k, temperature, n_keys) if done else None
+        return ((training_lead(runs), training_html(runs, d_k, temperature, n_keys)) if done
+                else None)
 
     def show_runs(self, run_by_rule: dict) -> None:
-        """The training runs so far (one per rule, core.start_training), replacing what is
-        shown; the axes span the planned steps and the values so far."""
-        n = min(len(run.loss) for run in run_by_rule.values())
+        """The training runs so far (rule -> core.SeededTraining), replacing what is shown:
+        per rule and step the median over the seeds and their range; the axes span the
+        planned steps and the values so far."""
         runs = run_by_rule.values()
         first = next(iter(runs))
         setting = [str(first.d_k), f"{first.temperature:g}", str(first.seed), str(first.n_keys)]
         if self.source.tags != setting:     # what the downloads are named after
             self.source.tags = setting
-        steps = max(run.steps for run in runs)
         loss_fig, grad_fig = self.figures["training-loss"], self.figures["training-gradients"]
+        steps = max(run.steps for run in runs)
         if loss_fig.x_range.end != steps:
             loss_fig.x_range.end = steps
-        losses = [x for run in runs for x in run.loss[:n]]
-        grads = [x for run in runs for m in ("grad_wq", "grad_wk") for x in getattr(run, m)[:n]
-                 if x > 0]
+        data = training_data(run_by_rule)
+        losses = [x for r in run_by_rule for x in data[f"loss_max_{r}"]]
+        grads = [x for r in run_by_rule for m in ("grad_wq", "grad_wk")
+                 for x in data[f"{m}_median_{r}"] if x > GRAD_FLOOR]
         if losses:
             loss_fig.y_range.end = 1.05 * max(losses)
         if grads:
             grad_fig.y_range.start, grad_fig.y_range.end = min(grads) / 2, max(grads) * 2
-        data = {"step": list(range(n))}
-        for r, run in run_by_rule.items():
-            data[f"loss_{r}"] = np.asarray(run.loss[:n]).tolist()
-            for m in ("grad_wq", "grad_wk"):
-                g = np.asarray(getattr(run, m)[:n], float)
-                data[f"{m}_{r}"] = np.maximum(g, GRAD_FLOOR).tolist()
         self.source.data = data
+
+
+def training_data(run_by_rule: dict) -> dict:
+    """The training source's columns (TRAINING_COLUMNS) for runs (rule -> core.SeededTraining)
+    over the steps every run has taken; gradients at the log charts' floor where 0."""
+    curves = {r: {m: run.curve(m) for m, _ in TRAINING_COLUMNS}
+              for r, run in run_by_rule.items()}
+    n = min(len(c["loss"]["median"]) for c in curves.values())
+    data = {"step": list(range(n))}
+    for r, curve in curves.items():
+        for m, qs in TRAINING_COLUMNS:
+            for q in qs:
+                v = curve[m][q][:n]
+                data[f"{m}_{q}_{r}"] = (v if m == "loss" else np.maximum(v, GRAD_FLOOR)).tolist()
+    return data
 
 
 class BudgetTab(TabView):
@@ -457,7 +548,8 @@ class BudgetTab(TabView):
             .tolist() for k, v in budget.items()}
         fit_log_range(self.figures["head-budget-gradient"].y_range,
                       *(v for k, v in data.items() if k.startswith("grad_q")))
-        return budget_html(budget, BUDGET_WIDTH, s.temperature, s.keys, s.align)
+        return budget_lead(budget, BUDGET_WIDTH), budget_html(
+            budget, BUDGET_WIDTH, s.temperature, s.keys, s.align)
 
 
 #: The argument's tabs, by key (each a row of state.TABS): the class that builds and draws it.
@@ -482,8 +574,9 @@ class Argument:
                         for name, fig in tab.figures.items()}
         derived_glyph_looks(self.figures.values())
 
-    def draw(self, key: str, s: Setting) -> str:
-        """Draw tab ``key`` at ``s`` with the lines of its rule highlighted; its text."""
+    def draw(self, key: str, s: Setting) -> tuple[str, str]:
+        """Draw tab ``key`` at ``s`` with the lines of its rule highlighted; the HTML of its
+        lead and of its "More detail"."""
         self.shared.highlight(s.rule)
         return self.tabs[key].draw(s)
 

@@ -313,6 +313,12 @@ class Variant:
     rest: float                 # 1 - max weight (the sum of the other weights)
     query_rows: np.ndarray      # ||dp_i/dq|| per key
     query_gradient: float       # ||dp/dq||_F
+    # the same in log10, computed from the logits (never from p), exact far below float64's
+    # range (a saturated softmax's p (1 - p) of 1e-621): see :func:`log10_metrics`
+    log10_rest: float = math.nan            # log10(1 - max weight); -inf with one key
+    log10_max_diagonal: float = math.nan    # log10 of the largest p (1 - p)
+    log10_frobenius: float = math.nan       # log10 ||J||_F
+    log10_query_gradient: float = math.nan  # log10 ||dp/dq||_F (NaN without keys)
 
 
 def variant(logits, temperature: float = 1.0, keys=None, divisor: float = 1.0) -> Variant:
@@ -347,7 +353,42 @@ def variant(logits, temperature: float = 1.0, keys=None, divisor: float = 1.0) -
         rest=float(c[top]),
         query_rows=rows,
         query_gradient=frobenius(rows),
+        **log10_metrics(z, temperature, keys, divisor),
     )
+
+
+def log10_metrics(logits, temperature: float = 1.0, keys=None, divisor: float = 1.0) -> dict:
+    """log10 of 1 - max weight, of the largest p (1 - p), of ||J||_F and of ||dp/dq||_F
+    for p = softmax(``logits`` / T), from the logits relative to eps, the second-largest
+    weight (as :func:`saturation_metrics`): 1 - p_top = eps sum_j w_j; p_j (1 - p_j) =
+    eps w_j (1 - eps w_j) off the top; and J = eps M with M = diag(w) - eps w w^T off the
+    top, M_top,j = -p_top w_j and M_top,top = p_top sum_j w_j, every entry finite, so that
+    ||J||_F = eps ||M||_F and ||J K||_F = eps ||M K||_F (M K's entries are of order |K| at
+    the second-largest weight's row, so their squares neither overflow nor lose it). Keys (n, d_k) as for
+    :func:`variant` (the gradient is NaN without them)."""
+    u = np.asarray(logits, dtype=np.float64)[None, :] / _check_temperature(temperature)
+    ln10 = math.log(10)
+    if u.shape[-1] == 1:
+        return dict(log10_rest=-math.inf, log10_max_diagonal=-math.inf,
+                    log10_frobenius=-math.inf,
+                    log10_query_gradient=-math.inf if keys is not None else math.nan)
+    t = _RelativeToEps(u)
+    log_eps, top, eps, p_top = float(t.log_eps[0]), int(t.top[0]), float(t.eps[0, 0]), float(t.p_top[0])
+    w = t.w[0]
+    log_rest = log_eps + math.log(float(w.sum()))
+    others = log_eps + t.log_w[0] + np.log1p(-eps * w)               # p_j (1 - p_j), j != top
+    log_diag = max(float(others.max()), log_rest - float(t.log_total[0]))
+    m = np.diag(w) - eps * np.outer(w, w)
+    m[top, :] = m[:, top] = -p_top * w
+    m[top, top] = p_top * float(w.sum())
+    grad = math.nan
+    if keys is not None:
+        mk = m @ np.asarray(keys, dtype=np.float64)
+        grad = (log_eps + 0.5 * math.log(float(np.vdot(mk, mk)))
+                - math.log(float(divisor) * _check_temperature(temperature))) / ln10
+    return dict(log10_rest=log_rest / ln10, log10_max_diagonal=log_diag / ln10,
+                log10_frobenius=(log_eps + math.log(frobenius(m))) / ln10,
+                log10_query_gradient=grad)
 
 
 @dataclass(frozen=True)
@@ -471,22 +512,25 @@ def compute_state(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int
 
 
 def percent(x: float, below_one: bool = False) -> str:
-    """A weight as the percentage printed on screen: whole numbers ("27%") except where
-    rounding would print an extreme the weight does not reach: 99.5% to 99.95% gets one
-    decimal ("99.9%"), above that ">99.9%"; "100%" only for exactly 1 and not
-    ``below_one`` (a weight within 1e-16 of 1 is 1.0 in float64: pass ``below_one`` when it
-    is known to be less, e.g. ``Variant.rest > 0``). Likewise a positive weight under 0.5% is
-    "0.3%" or "<0.1%", never "0%"."""
+    """A weight as the percentage printed on screen: one decimal below 20% ("12.6%", and an
+    even 1/8 is "12.5%"), whole numbers from there ("27%") except where rounding would print
+    an extreme the weight does not reach: 99.5% to 99.95% gets one decimal ("99.9%"), above
+    that ">99.9%"; "100%" only for exactly 1 and not ``below_one`` (a weight within 1e-16 of
+    1 is 1.0 in float64: pass ``below_one`` when it is known to be less, e.g. from
+    :attr:`Variant.log10_rest` > -inf). Likewise a positive weight under 0.05% is "<0.1%",
+    never "0%" or "0.0%"."""
     x = float(x)
     v = 100 * x
-    whole = round(v)
     if x >= 1.0 and below_one:
         return ">99.9%"
-    if x >= 1.0 or x <= 0.0 or 0 < whole < 100:
+    if x >= 1.0 or x <= 0.0:
+        return f"{round(v)}%"
+    if v < 19.95:                       # one decimal while it stays below "20.0%"
+        return "<0.1%" if v < 0.05 else f"{v:.1f}%"
+    whole = round(v)
+    if whole < 100:
         return f"{whole}%"
-    if whole >= 100:
-        return ">99.9%" if v >= 99.95 else f"{v:.1f}%"
-    return "<0.1%" if v < 0.05 else f"{v:.1f}%"
+    return ">99.9%" if v >= 99.95 else f"{v:.1f}%"
 
 
 # ---- the distribution of draws ---------------------------------------------------------
@@ -535,12 +579,13 @@ class Typical:
     log_rest: dict              # scaled (bool) -> quantiles of log(1 - max weight), increasing
     median: dict                # scaled (bool) -> median max weight
 
-    def percentile(self, scaled: bool, rest: float) -> float:
+    def percentile(self, scaled: bool, log10_rest: float) -> float:
         """Share of the draws (in %) whose max weight is below that of a draw whose other
-        weights sum to ``rest`` (1 - its max weight); ties count half. To the quantiles'
-        0.1% resolution."""
+        weights sum to 10 ** ``log10_rest`` (:attr:`Variant.log10_rest`: exact where 1 - its
+        max weight is below float64's range); ties count half. To the quantiles' 0.1%
+        resolution."""
         q = self.log_rest[bool(scaled)]
-        x = np.float32(math.log(rest)) if rest > 0 else np.float32(-np.inf)
+        x = np.float32(float(log10_rest) * math.log(10))
         left, right = np.searchsorted(q, x, side="left"), np.searchsorted(q, x, side="right")
         return float(100 * (2 * len(q) - left - right) / 2 / len(q))
 
@@ -660,6 +705,46 @@ def _curve_draws(n_keys: int) -> tuple[np.ndarray, ...]:
     return out
 
 
+class _RelativeToEps:
+    """A softmax p = softmax(u) along the last axis, seen relative to eps, its second-largest
+    weight, so that nothing underflows where it saturates: p_top, log eps (exact from the
+    inputs), w_j = p_j / eps off the top (0 at the top), w_top = -(sum of the others) in
+    ``w_hat``, omega = w^2 and c = sum omega; also the entropy."""
+
+    def __init__(self, u: np.ndarray) -> None:
+        n = u.shape[-1]
+        self.top = top = u.argmax(axis=-1)
+        self.is_top = is_top = np.arange(n) == top[..., None]
+        u_top = np.take_along_axis(u, top[..., None], -1)
+        shifted = u - u_top                                    # <= 0, 0 at the top
+        e = np.exp(shifted)
+        total = e.sum(axis=-1)
+        self.log_total = np.log(total)
+        self.p_top = 1.0 / total
+        self.entropy = self.log_total - (e * shifted).sum(axis=-1) / total
+        masked = np.where(is_top, -np.inf, u)
+        u_second = masked.max(axis=-1, keepdims=True)
+        self.log_eps = (u_second - u_top)[..., 0] - self.log_total
+        self.log_w = masked - u_second                         # log(p_j / eps), -inf at the top
+        self.w = w = np.exp(self.log_w)
+        self.w_hat = np.where(is_top, -w.sum(axis=-1, keepdims=True), w)
+        self.eps = np.exp(self.log_eps)[..., None]
+        self.omega = w * w
+        self.c = self.omega.sum(axis=-1, keepdims=True)
+
+    def along_sq(self, x: np.ndarray) -> np.ndarray:
+        """||J x||^2 / eps^2 for vectors x along the last axis (J = diag(p) - p p^T, kept
+        dimension): (J x)_top = eps p_top y and (J x)_j = eps w_j (x_j - b), with
+        y = -w_hat . x and b = x_top - eps y."""
+        omega = self.omega
+        y = -(self.w_hat * x).sum(-1, keepdims=True)
+        b = np.take_along_axis(x, self.top[..., None], -1) - self.eps * y
+        return self.p_top[..., None] ** 2 * y * y + np.maximum(
+            (omega * x * x).sum(-1, keepdims=True) - 2 * b * (omega * x).sum(-1, keepdims=True)
+            + b * b * self.c, 0.0)
+
+
+
 def saturation_metrics(u: np.ndarray, along: np.ndarray, divisor: np.ndarray,
                        upper: np.ndarray | None = None, diag: np.ndarray | None = None,
                        rows: np.ndarray | None = None, col_sq: np.ndarray | None = None,
@@ -680,36 +765,14 @@ def saturation_metrics(u: np.ndarray, along: np.ndarray, divisor: np.ndarray,
     over R's rows x = r_k this needs only R w, R w^2, R's column at the top and R's column
     sums of squares: sum_k ||J r_k||^2 / eps^2 = p_top^2 |R w|^2 + sum_j w_j^2 |R_j|^2
     - 2 (R v) . (R w^2) + (sum_j w_j^2) |R v|^2, with v = e_top + eps w."""
-    n = u.shape[-1]
-    top = u.argmax(axis=-1)
-    is_top = np.arange(n) == top[..., None]
-    u_top = np.take_along_axis(u, top[..., None], -1)
-    shifted = u - u_top                                    # <= 0, 0 at the top
-    e = np.exp(shifted)
-    total = e.sum(axis=-1)
-    p_top = 1.0 / total
-    entropy = np.log(total) - (e * shifted).sum(axis=-1) / total
-    masked = np.where(is_top, -np.inf, u)
-    u_second = masked.max(axis=-1, keepdims=True)
-    log_eps = (u_second - u_top)[..., 0] - np.log(total)
-    w = np.exp(masked - u_second)                          # p_j / eps, 0 at the top
-    w_hat = np.where(is_top, -w.sum(axis=-1, keepdims=True), w)
-    eps = np.exp(log_eps)[..., None]
-    omega = w * w
-    c = omega.sum(axis=-1, keepdims=True)
-
-    # along the query, x = along: ||J x||^2 / eps^2 = p_top^2 y^2 + sum_j omega_j (x_j - b)^2
-    x = along
-    y = -(w_hat * x).sum(-1, keepdims=True)
-    b = np.take_along_axis(x, top[..., None], -1) - eps * y
-    total_sq = (p_top[..., None] ** 2 * y * y + np.maximum(
-        (omega * x * x).sum(-1, keepdims=True) - 2 * b * (omega * x).sum(-1, keepdims=True)
-        + b * b * c, 0.0))[..., 0]
+    t = _RelativeToEps(u)
+    total_sq = t.along_sq(along)[..., 0]
     if rows is not None and rows.any():
-        total_sq = total_sq + _across_query(u, top, is_top, w_hat, omega, eps, p_top, c, upper,
-                                            diag, rows, col_sq, upper_t)
-    log_grad = log_eps + 0.5 * np.log(total_sq) - np.log(np.asarray(divisor))[:, None]
-    return dict(max_weight=p_top, eff_keys=np.exp(entropy), log10_grad_q=log_grad / math.log(10))
+        total_sq = total_sq + _across_query(u, t.top, t.is_top, t.w_hat, t.omega, t.eps,
+                                            t.p_top, t.c, upper, diag, rows, col_sq, upper_t)
+    log_grad = t.log_eps + 0.5 * np.log(total_sq) - np.log(np.asarray(divisor))[:, None]
+    return dict(max_weight=t.p_top, eff_keys=np.exp(t.entropy),
+                log10_grad_q=log_grad / math.log(10))
 
 
 def _across_query(u, top, is_top, w_hat, omega, eps, p_top, c, upper, diag, rows, col_sq,
@@ -779,23 +842,93 @@ def _curve_batch(batch: range, draws: slice, temperature: float, n_keys: int,
             "grad_q": m["log10_grad_q"]}
 
 
-def _quartiles(parts: list[dict], batch: range, stats: dict) -> None:
+#: Resamples of the bootstrap behind the standard error of the gradient's median, its seed,
+#: and the log10 bins of :func:`gradient_spread`'s histograms.
+BOOTSTRAP_RESAMPLES = 200
+BOOTSTRAP_SEED = 20_000_020
+GRAD_BINS = 48
+#: The quantiles :func:`gradient_spread` reports, by name.
+SPREAD_QUANTILES = {"q05": 0.05, "q25": 0.25, "median": 0.5, "q75": 0.75, "q95": 0.95}
+
+
+@cache
+def _bootstrap_ranks() -> np.ndarray:
+    """For each bootstrap resample of the :data:`CURVE_DRAWS` draws, the ranks (in the sorted
+    draws) of the two middle values of the resample, whose mean is its median: the same for
+    every width and rule, since a resample's order statistics are those of the sorted draws
+    at its sorted indices."""
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    picks = np.sort(rng.integers(0, CURVE_DRAWS, (BOOTSTRAP_RESAMPLES, CURVE_DRAWS)), axis=1)
+    ranks = picks[:, [(CURVE_DRAWS - 1) // 2, CURVE_DRAWS // 2]]
+    ranks.setflags(write=False)
+    return ranks
+
+
+def _spread(grad: np.ndarray) -> dict:
+    """From log10 ||dp/dq||_F (rules, draws) at one width: per rule the quantiles of
+    :data:`SPREAD_QUANTILES`, the bootstrap standard error of the median, the shares of the
+    draws below a tenth and a hundredth of the ÷√d_k median and below a tenth of the rule's
+    own median, and histograms over shared edges."""
+    values = np.sort(grad, axis=1)
+    q = np.quantile(values, list(SPREAD_QUANTILES.values()), axis=1)     # (quantiles, rules)
+    ranks = _bootstrap_ranks()
+    boot = values[:, ranks].mean(axis=2)                                   # (rules, resamples)
+    ref = q[2, RULES.index("sqrt")]
+    lo, hi = float(values[:, 0].min()), float(values[:, -1].max())
+    if hi - lo < 1e-9:
+        lo, hi = lo - 0.5, hi + 0.5
+    edges = np.linspace(lo, hi, GRAD_BINS + 1)
+    out = {"edges": edges}
+    for k, r in enumerate(RULES):
+        for i, name in enumerate(SPREAD_QUANTILES):
+            out[f"{name}_{r}"] = float(q[i, k])
+        out[f"median_se_{r}"] = float(boot[k].std())
+        out[f"frozen_share_{r}"] = float(np.mean(values[k] < ref - 1))
+        out[f"frozen100_share_{r}"] = float(np.mean(values[k] < ref - 2))
+        out[f"spread_share_{r}"] = float(np.mean(values[k] < q[2, k] - 1))
+        out[f"counts_{r}"] = np.histogram(values[k], bins=edges)[0].astype(float)
+    for v in out.values():
+        if isinstance(v, np.ndarray):
+            v.setflags(write=False)
+    return out
+
+
+def _quartiles(parts: list[dict], batch: range, stats: dict, spreads: dict) -> None:
     """Into ``stats``: per group (width of ``batch`` x rule) the quartiles over all the draws
-    of the jobs ``parts`` (:func:`_curve_batch`), in float64."""
+    of the jobs ``parts`` (:func:`_curve_batch`), in float64, the gradient's also in log10;
+    into ``spreads``, per width of ``batch``, the gradient's :func:`_spread`."""
     for metric in parts[0]:
         values = np.concatenate([p[metric] for p in parts], axis=1).astype(np.float64)
         q = np.quantile(values, [0.25, 0.5, 0.75], axis=1)
+        names = [metric]
         if metric == "grad_q":
-            q = 10.0 ** q
-        for g, (w, r) in enumerate((w, r) for w in batch for r in RULES):
-            stats[f"{metric}_q25_{r}"][w], stats[f"{metric}_median_{r}"][w], \
-                stats[f"{metric}_q75_{r}"][w] = q[:, g]
+            names.append("log10_grad_q")
+            for i, w in enumerate(batch):
+                spreads[w] = _spread(values[i * len(RULES):(i + 1) * len(RULES)])
+        for name in names:
+            shown = 10.0 ** q if name == "grad_q" else q
+            for g, (w, r) in enumerate((w, r) for w in batch for r in RULES):
+                stats[f"{name}_q25_{r}"][w], stats[f"{name}_median_{r}"][w], \
+                    stats[f"{name}_q75_{r}"][w] = shown[:, g]
 
 
-@lru_cache(maxsize=256)      # per (T, keys, alignment): ~30 KB each
-def _saturation_curves(temperature: float, n_keys: int, align: float) -> dict:
+#: The per-width columns :func:`saturation_curves` takes from :func:`_spread`.
+_SPREAD_COLUMNS = ("frozen_share", "frozen100_share", "spread_share")
+
+
+def _spread_columns(spreads: dict) -> dict:
+    """Per width (``spreads``: width index -> :func:`_spread`), the columns of
+    :func:`saturation_curves` taken from the gradient's spread."""
+    names = {f"log10_grad_q_median_se_{r}": f"median_se_{r}" for r in RULES}
+    names.update({f"{name}_{r}": f"{name}_{r}" for name in _SPREAD_COLUMNS for r in RULES})
+    return {col: np.array([spreads[w][key] for w in range(len(D_K_VALUES))])
+            for col, key in names.items()}
+
+
+@lru_cache(maxsize=256)      # per (T, keys, alignment): ~60 KB each
+def _saturation_curves(temperature: float, n_keys: int, align: float) -> tuple[dict, tuple]:
     stats = {f"{m}_{q}_{r}": np.empty(len(D_K_VALUES)) for m in ("max_weight", "eff_keys",
-             "grad_q") for q in ("median", "q25", "q75") for r in RULES}
+             "grad_q", "log10_grad_q") for q in ("median", "q25", "q75") for r in RULES}
     batches = [range(int(b[0]), int(b[-1]) + 1)
                for b in np.array_split(np.arange(len(D_K_VALUES)), _WIDTH_BATCHES)]
     per_draw = max(len(b) for b in batches) * len(RULES) * n_keys
@@ -804,12 +937,14 @@ def _saturation_curves(temperature: float, n_keys: int, align: float) -> dict:
     jobs = [(b, c) for b in batches for c in chunks]
     with ThreadPoolExecutor(_CURVE_THREADS) as pool:
         results = list(pool.map(lambda j: _curve_batch(*j, temperature, n_keys, align), jobs))
+    spreads: dict = {}
     for i, batch in enumerate(batches):
-        _quartiles(results[i * len(chunks):(i + 1) * len(chunks)], batch, stats)
+        _quartiles(results[i * len(chunks):(i + 1) * len(chunks)], batch, stats, spreads)
+    stats.update(_spread_columns(spreads))
     cols = {"d_k": np.array(D_K_VALUES, dtype=float), **stats}
     for v in cols.values():
         v.setflags(write=False)
-    return cols
+    return cols, tuple(spreads[w] for w in range(len(D_K_VALUES)))
 
 
 def _check_choice(name: str, value, options) -> None:
@@ -822,20 +957,41 @@ def saturation_curves(temperature: float = 1.0, n_keys: int = N_KEYS, align: flo
     :data:`D_K_VALUES`, of the max weight, the effective number of keys and the gradient
     reaching the query ||dp/dq||_F, under each scaling rule of :data:`RULES`: columns ``d_k``
     and ``<metric>_<median|q25|q75>_<rule>`` for metric ``max_weight``, ``eff_keys``,
-    ``grad_q``. The first key is correlated with the query by ``align`` (rho: k_1 = rho q +
+    ``grad_q`` and ``log10_grad_q`` (the gradient in log10: exact where ``grad_q``, a power
+    of ten, underflows to 0); per width the gradient median's bootstrap standard error in
+    decades (``log10_grad_q_median_se_<rule>``) and the shares of the draws below a tenth
+    (``frozen_share_<rule>``) and a hundredth (``frozen100_share_<rule>``) of the ÷√d_k
+    median and below a tenth of the rule's own median (``spread_share_<rule>``), see
+    :func:`gradient_spread`. The first key is correlated with the query by ``align`` (rho: k_1 = rho q +
     sqrt(1 - rho^2) eps), the others are independent. Seeded and cached per setting; the
-    gradient is exact without d_k-dimensional vectors (see ``_curve_draws``) and may be
-    below float64's range only where it is printed as such (10 ** log10 underflows to 0)."""
+    gradient is exact without d_k-dimensional vectors (see ``_curve_draws``)."""
     _check_choice("n_keys", int(n_keys), KEY_COUNTS)
     _check_choice("align", float(align), ALIGNMENTS)
-    return _saturation_curves(_check_temperature(temperature), int(n_keys), float(align))
+    return _saturation_curves(_check_temperature(temperature), int(n_keys), float(align))[0]
+
+
+def gradient_spread(d_k: int, temperature: float = 1.0, n_keys: int = N_KEYS,
+                    align: float = 0.0) -> dict:
+    """The distribution of log10 ||dp/dq||_F over the :data:`CURVE_DRAWS` draws of
+    :func:`saturation_curves` at one width of :data:`D_K_VALUES`, per rule: ``edges``
+    (:data:`GRAD_BINS` + 1, log10, shared by the rules) and ``counts_<rule>`` (a histogram
+    of every draw); ``q05|q25|median|q75|q95_<rule>`` (log10) and ``median_se_<rule>`` (the
+    median's bootstrap standard error, in decades); the shares of the draws below a tenth
+    (``frozen_share_<rule>``) and a hundredth (``frozen100_share_<rule>``) of the ÷√d_k
+    median, and below a tenth of the rule's own median (``spread_share_<rule>``). Cached
+    with the curves; arrays read-only."""
+    _check_choice("d_k", int(d_k), D_K_VALUES)
+    saturation_curves(temperature, n_keys, align)
+    spreads = _saturation_curves(_check_temperature(temperature), int(n_keys), float(align))[1]
+    return dict(spreads[D_K_VALUES.index(int(d_k))])
 
 
 def head_budget(width: int = 512, temperature: float = 1.0, n_keys: int = N_KEYS,
                 align: float = 0.0) -> dict:
     """One model width split into h = 1, 2, 4, ... heads of d_k = width / h: per rule, the
     median max weight and gradient to the query of one head (from :func:`saturation_curves`).
-    Columns ``heads``, ``d_k``, ``max_weight_median_<rule>``, ``grad_q_median_<rule>``."""
+    Columns ``heads``, ``d_k``, ``max_weight_median_<rule>``, ``grad_q_median_<rule>`` and
+    ``log10_grad_q_median_<rule>`` (the same in log10, where the other underflows to 0)."""
     width = int(width)
     curves = saturation_curves(temperature, n_keys, align)
     heads = [h for h in (2 ** i for i in range(13)) if width % h == 0
@@ -846,7 +1002,7 @@ def head_budget(width: int = 512, temperature: float = 1.0, n_keys: int = N_KEYS
     out = {"heads": np.array(heads, dtype=float),
            "d_k": np.array([width // h for h in heads], dtype=float)}
     for r in RULES:
-        for m in ("max_weight", "grad_q"):
+        for m in ("max_weight", "grad_q", "log10_grad_q"):
             out[f"{m}_median_{r}"] = curves[f"{m}_median_{r}"][idx]
     return out
 
@@ -913,11 +1069,25 @@ def draw_metrics(d_k: int, temperature: float, seed: int, n_keys: int = N_KEYS,
 
 # ---- training: one attention head, plain NumPy --------------------------------------------
 
-#: The toy task: width of the tokens, batch size, noise on the query, and plain SGD's step.
+#: The toy task: width of the tokens, batch size, noise on the query, and plain SGD's base
+#: rate (the rate of ÷√d_k; each rule trains at rule_learning_rate of it).
 TRAIN_D_MODEL = 16
 TRAIN_BATCH = 32
 TRAIN_NOISE = 0.5
 TRAIN_LR = 1.0
+#: A run's result: the mean loss of its last TRAIN_TAIL steps (one batch's loss is noise),
+#: over TRAIN_SEEDS seeds (seed, seed + 1, ...).
+TRAIN_TAIL = 50
+TRAIN_SEEDS = 3
+
+
+def rule_learning_rate(rule: str, d_k: int, base: float = TRAIN_LR) -> float:
+    """base · s²/d_k (s the rule's divisor at ``d_k``): the rate that gives every rule the same
+    logit step. One SGD step on W_Q moves a logit q·k/s by about lr·|x|²(k·k)/s², in
+    proportion to lr·d_k/s², so at this rate every rule's step is base's (THE-ARGUMENT.md,
+    point 14): unscaled base/d_k, ÷√d_k base, ÷d_k base·d_k."""
+    exponent = RULE[as_rule(rule)].exponent        # s = d_k ** exponent, s²/d_k exactly:
+    return float(base) * float(int(d_k)) ** (2 * exponent - 1)
 
 
 def attention_loss(w_q, w_k, tokens, query_tokens, targets, rule: str,
@@ -930,9 +1100,14 @@ def attention_loss(w_q, w_k, tokens, query_tokens, targets, rule: str,
     ||o - x_y||^2 / (2 m). The loss sits after the softmax, so its gradient to z passes
     through the Jacobian: dL/du = J dL/dp, computed as p_i sum_j p_j (g_i - g_j) (no
     cancellation where p saturates). Returns (loss, dL/dW_Q, dL/dW_K, p)."""
-    d_k = w_q.shape[0]
+    return _head_loss(w_q, w_k, tokens, query_tokens, targets,
+                      rule_divisor(rule, w_q.shape[0]), temperature, grads)
+
+
+def _head_loss(w_q, w_k, tokens, query_tokens, targets, s: float, temperature: float,
+               grads: bool = True):
+    """:func:`attention_loss` with the logits divided by ``s`` whatever the rows of W."""
     b, n, m = tokens.shape
-    s = rule_divisor(rule, d_k)
     q = query_tokens @ w_q.T                              # (b, d_k)
     k = tokens @ w_k.T                                    # (b, n, d_k)
     z = np.einsum("bd,bnd->bn", q, k) / s
@@ -955,24 +1130,65 @@ class TrainingRun:
     token of the key that matches a noisy query) by plain SGD, under one scaling rule, from a
     start and batches fixed by ``seed``: the same for every rule. ``advance`` runs steps;
     ``loss``, ``grad_wq``, ``grad_wk`` hold one value per step taken, the first at the start
-    (before any update), ||dL/dW||_F for the gradients. The weights ``w_q`` and ``w_k`` are
-    let go (None) once the last step is taken: 1 MiB a rule at d_k = 4096 that a served page
-    would otherwise keep for as long as it is open."""
+    (before any update), ||dL/dW||_F for the gradients.
+
+    A step costs the same at every d_k above 2m (m = TRAIN_D_MODEL): the head is trained in
+    the span of its start. The loss depends on W_Q, W_K (d_k, m) only through
+    W_Q^T W_K, and its gradients are dL/dW_Q = W_K G and dL/dW_K = W_Q G^T for an (m, m)
+    matrix G (the sum over the batch of g_z x_j x_q^T), so every step keeps the columns of
+    both matrices in the span of the columns of [W_Q0 W_K0], the start (d_k, 2m). With its
+    thin QR factorization [W_Q0 W_K0] = U R (U (d_k, r) with orthonormal columns,
+    r = min(d_k, 2m)), W_Q = U A and W_K = U B at every step, where (A, B) are (r, m) and
+    start at R's two halves; then W_Q^T W_K = A^T B (the same logits, loss and G),
+    dL/dW_Q = U (B G) and dL/dW_K = U (A G^T), and ||U X||_F = ||X||_F. So SGD on (A, B)
+    with the head's divisor at d_k takes exactly the steps of SGD on (W_Q, W_K), with the
+    same losses and gradient norms: equal up to floating-point rounding (the QR's and that
+    of sums taken in another basis), which a chaotic run (the unscaled one at large d_k)
+    amplifies as it would any rounding. Up to d_k = 2m, A and B are W_Q and W_K (U = I).
+    Only the start is d_k-dimensional: the draw of W_Q0 and W_K0 from ``seed`` and its QR,
+    O(d_k m^2) once.
+
+    ``w_q`` and ``w_k`` are the current weights U A and U B, computed when read (U drawn and
+    factorized again: a run keeps only A and B, not U's 1 MiB at d_k = 4096); None once the
+    last step is taken.
+
+    ``lr``: SGD's learning rate, by default :func:`rule_learning_rate` (the same logit step
+    under every rule)."""
 
     def __init__(self, d_k: int, rule: str, seed: int, temperature: float = 1.0,
-                 steps: int = 300, n_keys: int = N_KEYS) -> None:
+                 steps: int = 300, n_keys: int = N_KEYS, lr: float | None = None) -> None:
         rule_divisor(rule, 1)
         self.d_k, self.rule, self.seed, self.steps = int(d_k), rule, int(seed), int(steps)
+        self.lr = rule_learning_rate(rule, self.d_k) if lr is None else float(lr)
         self.temperature = _check_temperature(temperature)
         self.n_keys = int(n_keys)
-        rng = np.random.default_rng([self.seed, self.d_k, 7])
-        m = TRAIN_D_MODEL
-        self.w_q = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
-        self.w_k = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
+        _, self._a, self._b = _span_of(*self._start())
+        self._divisor = rule_divisor(rule, self.d_k)
         self._rng = np.random.default_rng([self.seed, self.d_k, 11])
         self.loss: list[float] = []
         self.grad_wq: list[float] = []
         self.grad_wk: list[float] = []
+
+    def _start(self) -> tuple[np.ndarray, np.ndarray]:
+        """W_Q0 and W_K0 (d_k, m), drawn from the seed."""
+        rng = np.random.default_rng([self.seed, self.d_k, 7])
+        m = TRAIN_D_MODEL
+        w_q = rng.standard_normal((self.d_k, m)) / math.sqrt(m)
+        return w_q, rng.standard_normal((self.d_k, m)) / math.sqrt(m)
+
+    def _basis(self):
+        """U, drawn and factorized again (the same bits): a run keeps no d_k-sized array."""
+        return None if self._a is None else _span_of(*self._start())[0]
+
+    @property
+    def w_q(self) -> np.ndarray | None:
+        """W_Q (d_k, m) now; None once the run is done."""
+        return _in_basis(self._basis(), self._a)
+
+    @property
+    def w_k(self) -> np.ndarray | None:
+        """W_K (d_k, m) now; None once the run is done."""
+        return _in_basis(self._basis(), self._b)
 
     @property
     def steps_done(self) -> int:
@@ -981,6 +1197,14 @@ class TrainingRun:
     @property
     def done(self) -> bool:
         return self.steps_done >= self.steps
+
+    @property
+    def final_loss(self) -> float:
+        """The mean loss of the last TRAIN_TAIL of the planned steps (of them all, if fewer);
+        NaN until the run is done."""
+        if not self.done:
+            return math.nan
+        return float(np.mean(self.loss[-TRAIN_TAIL:]))
 
     def _batch(self):
         rng, b, n, m = self._rng, TRAIN_BATCH, self.n_keys, TRAIN_D_MODEL
@@ -995,27 +1219,110 @@ class TrainingRun:
             if len(self.loss) > self.steps:
                 return
             tokens, query, targets = self._batch()
-            loss, g_q, g_k, _ = attention_loss(self.w_q, self.w_k, tokens, query, targets,
-                                               self.rule, self.temperature)
+            loss, g_a, g_b, _ = _head_loss(self._a, self._b, tokens, query, targets,
+                                           self._divisor, self.temperature)
             self.loss.append(loss)
-            self.grad_wq.append(frobenius(g_q))
-            self.grad_wk.append(frobenius(g_k))
+            self.grad_wq.append(frobenius(g_a))
+            self.grad_wk.append(frobenius(g_b))
             if len(self.loss) <= self.steps:
-                self.w_q -= TRAIN_LR * g_q
-                self.w_k -= TRAIN_LR * g_k
+                self._a -= self.lr * g_a
+                self._b -= self.lr * g_b
             else:
-                self.w_q = self.w_k = None
+                self._a = self._b = None
+
+
+def _span_of(w_q: np.ndarray, w_k: np.ndarray):
+    """(U, A, B) with W_Q = U A and W_K = U B, U's columns orthonormal and as few as
+    2m: U None (the identity) where d_k <= 2m, else the thin QR factorization of [W_Q W_K]."""
+    d_k, m = w_q.shape
+    if d_k <= 2 * m:
+        return None, w_q, w_k
+    u, r = np.linalg.qr(np.hstack([w_q, w_k]))
+    return u, r[:, :m].copy(), r[:, m:].copy()
+
+
+def _in_basis(basis, coords):
+    """U X (X itself where U is the identity, None for None)."""
+    if coords is None or basis is None:
+        return coords
+    return basis @ coords
 
 
 def start_training(d_k: int, rule: str, seed: int, temperature: float = 1.0,
-                   steps: int = 300, n_keys: int = N_KEYS) -> TrainingRun:
+                   steps: int = 300, n_keys: int = N_KEYS,
+                   lr: float | None = None) -> TrainingRun:
     """A :class:`TrainingRun` not yet advanced."""
-    return TrainingRun(d_k, rule, seed, temperature, steps, n_keys)
+    return TrainingRun(d_k, rule, seed, temperature, steps, n_keys, lr)
 
 
 def train(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps: int = 300,
-          n_keys: int = N_KEYS) -> TrainingRun:
+          n_keys: int = N_KEYS, lr: float | None = None) -> TrainingRun:
     """A :class:`TrainingRun` taken to its end: ``steps + 1`` losses and gradient norms."""
-    run = TrainingRun(d_k, rule, seed, temperature, steps, n_keys)
+    run = TrainingRun(d_k, rule, seed, temperature, steps, n_keys, lr)
     run.advance(steps + 1)
     return run
+
+
+class SeededTraining:
+    """One rule's runs from ``seeds`` seeds (seed, seed + 1, ...), otherwise alike: what a
+    Train shows of a rule. ``advance`` steps each run; per step, :meth:`curve` is the median
+    over the seeds and its range, and :attr:`final` the median, min and max of the runs'
+    ``final_loss``."""
+
+    def __init__(self, d_k: int, rule: str, seed: int, temperature: float = 1.0,
+                 steps: int = 300, n_keys: int = N_KEYS, lr: float | None = None,
+                 seeds: int = TRAIN_SEEDS) -> None:
+        self.runs = [TrainingRun(d_k, rule, seed + i, temperature, steps, n_keys, lr)
+                     for i in range(int(seeds))]
+        first = self.runs[0]
+        self.d_k, self.rule, self.seed, self.steps = first.d_k, rule, first.seed, first.steps
+        self.temperature, self.n_keys, self.lr = first.temperature, first.n_keys, first.lr
+
+    @property
+    def seeds(self) -> list[int]:
+        return [run.seed for run in self.runs]
+
+    @property
+    def steps_done(self) -> int:
+        return min(run.steps_done for run in self.runs)
+
+    @property
+    def done(self) -> bool:
+        return all(run.done for run in self.runs)
+
+    def advance(self, count: int) -> None:
+        """Up to ``count`` more steps of each run."""
+        for run in self.runs:
+            run.advance(count)
+
+    def curve(self, metric: str) -> dict:
+        """``metric`` ("loss", "grad_wq" or "grad_wk") per step over the steps every run has
+        recorded: {"median", "min", "max"} over the seeds, each an array."""
+        n = min(len(run.loss) for run in self.runs)
+        values = np.array([getattr(run, metric)[:n] for run in self.runs], float).reshape(
+            len(self.runs), n)
+        return {"median": np.median(values, axis=0), "min": values.min(axis=0),
+                "max": values.max(axis=0)}
+
+    @property
+    def final(self) -> dict:
+        """The runs' final_loss: {"median", "min", "max"} over the seeds (NaN until done)."""
+        values = np.array([run.final_loss for run in self.runs])
+        return {"median": float(np.median(values)), "min": float(values.min()),
+                "max": float(values.max())}
+
+
+def start_seeds(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps: int = 300,
+                n_keys: int = N_KEYS, lr: float | None = None,
+                seeds: int = TRAIN_SEEDS) -> SeededTraining:
+    """A :class:`SeededTraining` not yet advanced."""
+    return SeededTraining(d_k, rule, seed, temperature, steps, n_keys, lr, seeds)
+
+
+def train_seeds(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps: int = 300,
+                n_keys: int = N_KEYS, lr: float | None = None,
+                seeds: int = TRAIN_SEEDS) -> SeededTraining:
+    """A :class:`SeededTraining` taken to its end."""
+    runs = SeededTraining(d_k, rule, seed, temperature, steps, n_keys, lr, seeds)
+    runs.advance(steps + 1)
+    return runs

@@ -41,11 +41,12 @@ from .style import KEY_LABELS, LABEL_ALPHA, script
 from .state import CONTROLS, TABS, ExplorerState, Setting
 from .text import FIG3_D_K, FIG3_SEED, TITLE, guide_html
 
-#: Largest file the export may write; every state of 4 seeds fits in it.
-MAX_BYTES = 5_000_000
+#: Largest file the export may write; every state of 4 seeds fits in it (issue 30 let it grow
+#: from 5 to 6 MB: the training runs hold 3 seeds' medians and the loss's range per width).
+MAX_BYTES = 6_000_000
 DEFAULT_SEEDS = 4
 #: Each seed adds ~0.5 MB of exact data and texts, gzipped, on top of ~2.7 MB: BokehJS (~1.7
-#: MB), the argument's charts and the training runs.
+#: MB), the argument's charts and the training runs (~0.5 MB of them).
 MAX_SEEDS = 4
 N = core.N_KEYS
 _RECORD_FLOATS = 3 * N                     # weights, ||dp_i/dq||, Jacobian diagonal
@@ -68,8 +69,8 @@ OFFLINE_NOTE = ("This offline copy holds every setting of its controls, precompu
 
 #: The line beside the Train button offline: before a run, and at a setting it has none of.
 OFFLINE_TRAINING = ("<span class='status' role='status'>Offline, Train shows a run "
-                    "precomputed by the same code: one for every d<sub>k</sub> at T = 1 with "
-                    "seed {seed}.</span>")
+                    "precomputed by the same code: one for every d<sub>k</sub> at T = 1 from "
+                    f"{core.TRAIN_SEEDS} seeds, the first {{seed}}.</span>")
 OFFLINE_NO_RUN = ("<span class='status' role='status'>No run at this setting: this offline "
                   "copy holds training runs at T = 1 with seed {seed} only (every "
                   "d<sub>k</sub>). The served explorer trains at any setting.</span>")
@@ -152,9 +153,10 @@ def _paragraphs(markup: str, table: _Table) -> list[int]:
 
 def training_runs(seed: int) -> dict[int, dict]:
     """The runs the offline copy holds, as the served page's Train button runs them:
-    d_k -> rule -> core.TrainingRun taken to its end, at TRAINING_TEMPERATURE from ``seed``."""
-    return {d_k: {rule: core.train(d_k, rule, seed, temperature=TRAINING_TEMPERATURE,
-                                   steps=TRAINING_STEPS) for rule in core.RULES}
+    d_k -> rule -> core.SeededTraining taken to its end (core.TRAIN_SEEDS seeds from
+    ``seed``, each rule at its own learning rate), at TRAINING_TEMPERATURE."""
+    return {d_k: {rule: core.train_seeds(d_k, rule, seed, temperature=TRAINING_TEMPERATURE,
+                                         steps=TRAINING_STEPS) for rule in core.RULES}
             for d_k in core.D_K_VALUES}
 
 
@@ -171,9 +173,11 @@ def _settings(kind: str, seeds: list[int]):
 
 
 def _index(kind: str, s: Setting, seeds: list[int]) -> int:
-    """A setting's index of ``kind`` (assets/js/offline-select.js computes the same)."""
+    """A setting's index of ``kind``: ``width``, ``temperature``, ``grid`` (width and
+    temperature) or ``setting`` (seed, width and temperature); assets/js/offline-select.js
+    computes the same."""
     di, ti = core.D_K_VALUES.index(s.d_k), core.TEMPERATURES.index(s.temperature)
-    return {"width": di, "temperature": ti,
+    return {"width": di, "temperature": ti, "grid": di * len(core.TEMPERATURES) + ti,
             "setting": (seeds.index(s.seed) * len(core.D_K_VALUES) + di)
             * len(core.TEMPERATURES) + ti}[kind]
 
@@ -189,30 +193,33 @@ def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
     a = view.argument
     blocks = _Blocks()
     text: dict[str, list] = {tab.key: [] for tab in TABS[1:]}
+    leads: dict[str, list] = {tab.key: [] for tab in TABS[1:]}
     drawn = {key: tab for key, tab in a.tabs.items() if tab.offline}
-    _drawn_tabs(view, drawn, seeds, blocks, table, text)
+    _drawn_tabs(view, drawn, seeds, blocks, table, text, leads)
     lines = [line for r in core.RULES for line in a.rule_lines[r]]
     widths = {}
     for rule in core.RULES:
         a.shared.highlight(rule)
         widths[rule] = [line.glyph.line_width for line in lines]
     return blocks, dict(
-        texts=text, widths=widths,
+        texts=text, leads=leads, widths=widths,
         sources={key: [list(store) for store in tab.stores] for key, tab in drawn.items()},
         text_index={key: tab.offline for key, tab in drawn.items()},
-        **_training(view, seeds, blocks, table, text),
+        **_training(view, seeds, blocks, table, text, leads),
         tabs=[tab.key for tab in TABS])
 
 
 def _drawn_tabs(view: View, drawn: dict, seeds: list[int], blocks: _Blocks, table: _Table,
-                text: dict) -> None:
+                text: dict, leads: dict) -> None:
     """Each tab drawn from the controls at every setting of its ``offline`` index: its text
-    (into ``text``) and, the first time each index of theirs comes up, its stores' blocks."""
+    and lead (into ``text`` and ``leads``) and, the first time each index of theirs comes
+    up, its stores' blocks."""
     stored: dict[str, int] = {}              # models' blocks so far, by name
     for key, tab in drawn.items():
         for setting in _settings(tab.offline, seeds):
             view.draw_tab(key, setting)
             text[key].append(_paragraphs(view.section_texts[key].text, table))
+            leads[key].append(table.add(view.leads[key].text))
             for name, kind in tab.stores:
                 if _index(kind, setting, seeds) == stored.get(name, 0):
                     model = view.argument.model(name)
@@ -221,7 +228,7 @@ def _drawn_tabs(view: View, drawn: dict, seeds: list[int], blocks: _Blocks, tabl
 
 
 def _training(view: View, seeds: list[int], blocks: _Blocks, table: _Table,
-              text: dict) -> dict:
+              text: dict, leads: dict) -> dict:
     """The training runs the offline copy holds (one per width, :func:`training_runs`): their
     source's blocks, texts (into ``text``), and as JSON their index, ranges and status."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
@@ -232,6 +239,7 @@ def _training(view: View, seeds: list[int], blocks: _Blocks, table: _Table,
         view.show_training(runs[d_k], d_k, TRAINING_TEMPERATURE, N)
         blocks.add(training.source)
         text["training"].append(_paragraphs(view.section_texts["training"].text, table))
+        leads["training"].append(table.add(view.leads["training"].text))
         status.append(training.status.text)
         tags.append(list(training.source.tags))      # what the downloads are named after
         ranges.append({name: {r: [getattr(fig, r).start, getattr(fig, r).end]
@@ -390,7 +398,7 @@ def build_view(payload: dict, seeds: list[int]) -> View:
         training_status=view.training_status,
         sources={name: a.model(name) for tab in a.tabs.values() for name, _by in tab.stores
                  if ":" not in name} | {"training-source": a.tabs["training"].source},
-        texts=view.section_texts, training_figs=dict(a.tabs["training"].figures),
+        texts=view.section_texts, leads=view.leads, training_figs=dict(a.tabs["training"].figures),
         argument_figs={name.split(":")[0]: a.figures[name.split(":")[0]]
                        for tab in a.tabs.values() for name, _by in tab.stores if ":" in name},
         lines=[line for r in core.RULES for line in a.rule_lines[r]],

@@ -19,6 +19,7 @@ from . import core
 from .style import (DIVERGING, FONT, KEY_LABELS, LABEL_ALPHA, MUTED_ALPHA, SCALED_COLOR,
                     SEQUENTIAL, UNSCALED_COLOR, derived_glyph_looks, script, style_figure,
                     subtitle)
+from .lead import DRAW_LEAD
 from .text import (EXPLANATION, WHICH, caption_html, divisor_html, fill, weight_label)
 
 
@@ -137,39 +138,52 @@ def sweep_data(state: core.State, rule) -> dict:
 
 
 #: The readout's rows: (header HTML, header tooltip, the cell's {field} slots, the row's
-#: class), one column per rule of core.RULE_TABLE.
+#: class, shown: False for the rows under "More detail"), one column per rule of
+#: core.RULE_TABLE.
 READOUT_ROWS = (
-    ("max weight", "", "{{{r}_max_w}} on {{{r}_top}}", ""),
-    ("effective keys e<sup>H</sup>", "", "{{{r}_eff}}", ""),
-    ("largest p(1 − p)", "", "{{{r}_diag}}", ""),
+    ("max weight", "", "{{{r}_max_w}} on {{{r}_top}}", "", True),
+    ("effective keys e<sup>H</sup>", "the exponential of the entropy H of the weights: how "
+     "many keys share them", "{{{r}_eff}}", "", True),
+    ("largest p(1 − p)", "", "{{{r}_diag}}", "", False),
     ("‖J‖<sub>F</sub> = ‖∂p/∂u‖<sub>F</sub>", "the softmax Jacobian with respect to its own "
-     "input u = z/T (the heat map)", "{{{r}_frob}}", ""),
+     "input u = z/T (the heat map)", "{{{r}_frob}}", "", False),
     ("‖∂p/∂q‖<sub>F</sub>, to the query", "∂p/∂q = J K / (s T), s the rule's divisor: the "
-     "gradient that reaches the query and W_Q", "{{{r}_grad}}", "to-query"),
+     "gradient that reaches the query and W_Q", "{{{r}_grad}}", "to-query", True),
 )
 
 
-def readout_html() -> str:
-    """The gradient readout: a table with {field} slots (see text.fill), a column per rule;
-    the rule the model uses is highlighted through the table's data-active attribute (the
+def _readout_table(shown: bool) -> str:
+    """The readout's table of the rows ``shown`` (or the others), a column per rule; the
+    rule the model uses is highlighted through the table's data-active attribute (the
     rule's key, filled in for '@active' as a plain attribute value, not a span; style:
-    :func:`rule_css`)."""
+    style.rule_css)."""
     rules = core.RULE_TABLE
     head = "".join(f"<th data-rule='{r.key}'>{r.html}</th>" for r in rules)
     body = "".join(
         f"<tr{f' class={cls!r}' if cls else ''}><th{f' title={tip!r}' if tip else ''}>{name}</th>"
         + "".join(f"<td data-rule='{r.key}'>{cell.format(r=r.key)}</td>" for r in rules)
-        + "</tr>" for name, tip, cell, cls in READOUT_ROWS)
-    *others, last = [divisor_html(r) for r in rules]
-    divisors = f"{', '.join(others)} or {last}"
+        + "</tr>" for name, tip, cell, cls, row_shown in READOUT_ROWS if row_shown == shown)
+    return ("<table data-active='@active'><thead><tr><th><span class='sr-only'>measure</span>"
+            f"</th>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def readout_html() -> str:
+    """The gradient readout: its shown rows with {field} slots (see text.fill)."""
     return ("<div class='readout'><h3>How much gradient gets through</h3>"
-            "<table data-active='@active'><thead><tr><th><span class='sr-only'>measure</span>"
-            f"</th>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"{_readout_table(True)}</div>")
+
+
+def readout_detail_html() -> str:
+    """The readout's other rows and what they mean, for "More detail"."""
+    *others, last = [divisor_html(r) for r in core.RULE_TABLE]
+    divisors = f"{', '.join(others)} or {last}"
+    return ("<div class='readout'>" + _readout_table(False) +
             "<p>p(1 − p) peaks at ¼ when a weight is ½ and tends to 0 as it nears 0 or 1; "
             "the highlighted column is the rule the model uses. "
             "J is the softmax's Jacobian with respect to its own input u = z/T, the same for "
             "any logits that give the same weights; ∂p/∂q = J K/(s T) is what reaches the "
-            f"query (s the rule's divisor: {divisors}), so it carries the 1/s and the 1/T.</p></div>")
+            f"query (s the rule's divisor: {divisors}), so it carries the 1/s and the 1/T.</p>"
+            "</div>")
 
 
 
@@ -203,9 +217,11 @@ class Charts:
         #: The caption, the live explanation and the gradient readout: Divs whose HTML is
         #: written once; later changes send only ``text_source`` (field, value) and the browser
         #: fills the spans. ``caption_extra`` ends the caption (plain text).
+        self.lead = Div(text="", sizing_mode="stretch_width", name="draw-lead")
         self.caption = Div(text="", sizing_mode="stretch_width", name="caption")
         self.explanation = Div(text="", sizing_mode="stretch_width", name="explanation")
         self.readout = Div(text="", sizing_mode="stretch_width", name="readout", min_width=320)
+        self.readout_detail = Div(text="", sizing_mode="stretch_width", name="readout-detail")
         self._caption_html = caption_html(caption_extra)
         self.text_source = ColumnDataSource(data=dict(field=[], value=[]), name="text-source")
         # so that it is part of the document with any of the Divs (an embed may hide the text)
@@ -245,8 +261,8 @@ class Charts:
 
     @property
     def texts(self) -> list[Div]:
-        """The Divs of text: caption, explanation, readout."""
-        return [self.caption, self.explanation, self.readout]
+        """The Divs of text: lead, caption, explanation, readout and its detail."""
+        return [self.lead, self.caption, self.explanation, self.readout, self.readout_detail]
 
     @property
     def figures(self) -> dict:
@@ -422,10 +438,13 @@ class Charts:
         """The texts' numbers (state.ExplorerState.text_fields), written once as HTML, then
         sent as values only."""
         if not self.explanation.text:   # first time: the whole HTML, numbers filled in
+            active = html.escape(fields["active"], quote=True)
+            self.lead.text = f"<p class='lead'>{fill(DRAW_LEAD, fields)}</p>"
             self.caption.text = fill(self._caption_html, fields)
             self.explanation.text = f"<div class='explanation'>{fill(EXPLANATION, fields)}</div>"
-            self.readout.text = fill(readout_html(), fields).replace(
-                "@active", html.escape(fields["active"], quote=True))
+            self.readout.text = fill(readout_html(), fields).replace("@active", active)
+            self.readout_detail.text = fill(readout_detail_html(), fields).replace(
+                "@active", active)
         names, values = list(fields), list(fields.values())
         if self.text_source.data["field"] == names:
             # the same fields as before (the usual case): only the values go to the browser

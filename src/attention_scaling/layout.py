@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from bokeh.layouts import column, row
 from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGroup, Slider,
-                          TabPanel, Tabs)
+                          TabPanel, Tabs, Toggle)
 
 from . import core
 from .argument import Argument
 from .figures import Charts
 from .state import CONTROLS, TABS, Setting
 from .style import page_css, position_formatter, script
+from .lead import try_html
 from .text import FORMULAS, header_html
 
 #: For a Bokeh Div whose content should span its width (Bokeh sets ``display: inline-block``
@@ -54,6 +55,11 @@ SIDEBAR_CSS = """
           align-items: end; }
 }
 """
+#: "More detail" closed: the column takes no room and is hidden, from screen readers too;
+#: printed, it is open.
+MORE_CSS = (":host(:not(.open)) { max-height: 0; overflow: hidden; visibility: hidden; "
+            "margin: 0 !important; } @media print { :host { max-height: none !important; "
+            "overflow: visible !important; visibility: visible !important; } }")
 #: Parts a printed page leaves out (with the controls): the download buttons.
 NO_PRINT_CSS = " @media print { :host { display: none !important; } }"
 #: For the rows of charts: wrap onto the next line where the screen is too narrow for both.
@@ -142,10 +148,12 @@ class View:
         #: The controls, and the notes under them (guide, presets): beside the charts on a
         #: wide screen, above and below them on a narrow one (assets/style.css, LAYOUT_CSS).
         self.sidebar = column(
-            *rows, self.seed_div, *self.buttons.values(), *argument_rows,
+            *rows, self.seed_div, *self.buttons.values(), self._idle_note("seed"),
+            *argument_rows,
             sizing_mode="stretch_width", css_classes=["app-sidebar"],
             stylesheets=[*css, InlineStyleSheet(css=SIDEBAR_CSS)], margin=0)
-        theme = self._notes(guide, presets)
+        theme = self._notes(presets)
+        self._guide = guide
         self._download_names()
         one_draw = self._one_draw()
         self._tabs(values, one_draw, argument)
@@ -167,7 +175,8 @@ class View:
         self.root = column(*header, body, sizing_mode="stretch_width", margin=0)
         #: Browser programs to run once the document is shown (doc.js_on_event
         #: "document_ready"): names and keys for the controls, the bars' text.
-        self.ready = [theme, self._a11y(argument, "controls" in hidden), *c.ready]
+        self.ready = [theme, self._a11y(argument, "controls" in hidden), *c.ready,
+                      *([self._idle()] if argument else [])]
 
     def _controls(self, values: dict, argument: bool, controls) -> tuple[list, list]:
         """A widget per choice and option row of CONTROLS (``self.widgets``): the rows of
@@ -175,6 +184,8 @@ class View:
         css, controls_css = self._css, self._controls_css
         #: The widget of each choice and option control, by the control's name.
         self.widgets: dict = {}
+        #: Under each control, why the open tab does not use it (assets/js/idle.js).
+        self.idle_notes: dict = {}
         rows, argument_rows = [], []
         for control in CONTROLS:
             if control.kind not in ("choice", "option") or (
@@ -194,16 +205,35 @@ class View:
                                    margin=(5, 10, 0, 10), stylesheets=css,
                                    css_classes=["control-label"]), widget,
                                sizing_mode="stretch_width")
-            (argument_rows if control.group == "argument" else rows).append(shown)
+            (argument_rows if control.group == "argument" else rows).extend(
+                [shown, self._idle_note(control.name)])
             self.widgets[control.name] = widget
         if argument_rows:
             argument_rows.insert(0, Div(
-                text="<h4 class='group'>Over many draws</h4><small>The alignment sets the "
-                     "One draw, Saturation, Gradient and Heads tabs; the Variance and Training "
-                     "tabs keep the keys independent of the query.</small>", stylesheets=css,
+                text="<h4 class='group'>Trained keys</h4>", stylesheets=css,
                 disable_math=True, margin=(12, 10, 0, 10),
                 sizing_mode="stretch_width"))
         return rows, argument_rows
+
+    def _idle_note(self, name: str) -> Div:
+        """The note under control ``name`` saying why the open tab does not use it."""
+        self.idle_notes[name] = note = Div(text="", name=f"{name}-idle", visible=False,
+                                           stylesheets=self._css, disable_math=True,
+                                           margin=(0, 10), sizing_mode="stretch_width")
+        return note
+
+    def _idle(self) -> CustomJS:
+        """Disables the controls the open tab does not use (state.TABS' idle rows) and says
+        why (assets/js/idle.js); the seed's control is the Resample button."""
+        widgets = {name: w for name, w in self.widgets.items() if name != "tab"}
+        if "resample" in self.buttons:
+            widgets["seed"] = self.buttons["resample"]
+        idle = CustomJS(args=dict(
+            tabs=self.tabs, keys=list(TAB), notes=self.idle_notes, widgets=widgets,
+            idle={t.key: [list(pair) for pair in t.idle] for t in TABS if t.idle}),
+            code=script("idle"))
+        self.tabs.js_on_change("active", idle)
+        return idle
 
     def _download_names(self) -> None:
         """The choice and option controls as the download names show them (``_named``: name
@@ -216,8 +246,8 @@ class View:
         self._defaults = {ctl.name: ctl.show(ctl.default) for ctl in CONTROLS
                           if ctl.kind == "choice" and ctl.name not in self._named}
 
-    def _notes(self, guide: str, presets: str) -> CustomJS:
-        """The notes beside the charts (guide, theme, presets) as ``self.notes``; the theme's
+    def _notes(self, presets: str) -> CustomJS:
+        """The notes beside the charts (theme, presets) as ``self.notes``; the theme's
         browser program."""
         css = self._css
         #: Light, dark or the system's choice (assets/js/theme.js; URL key theme).
@@ -229,8 +259,6 @@ class View:
             code=script("theme"))
         self.theme_buttons.js_on_change("active", theme)
         self.notes = column(
-            Div(text=guide, name="guide", stylesheets=css, disable_math=True,
-                sizing_mode="stretch_width", margin=(5, 10)),
             Div(text="Theme", disable_math=True, margin=(5, 10, 0, 10),
                 stylesheets=css, css_classes=["control-label"]),
             self.theme_buttons,
@@ -240,23 +268,43 @@ class View:
         return theme
 
     def _one_draw(self):
-        """The one draw's tab: its charts, texts, readout and downloads."""
+        """The one draw's tab: its lead, its charts, "Try this" (the guide), the readout and
+        heat maps, its downloads, and "More detail" (caption, formulas, explanation, the
+        readout's other rows)."""
         c = self.charts
-        formulas = Div(text=FORMULAS, stylesheets=[*self._css, InlineStyleSheet(
+        css = self._css
+        formulas = Div(text=FORMULAS, stylesheets=[*css, InlineStyleSheet(
             css=FULL_WIDTH_CSS)], disable_math=True, sizing_mode="stretch_width")
-        text = [] if self._hide_text else [c.caption, formulas, c.explanation]
         #: Each tab's buttons to take it away: PNG, SVG and CSV (assets/js/download.js).
         self.downloads = {"draw": self._download_row("draw", [c.scaled_fig, c.unscaled_fig], [
             (src, [["key", "key"]] + [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
             for src, side in ((c.scaled_source, "scaled"), (c.unscaled_source, "unscaled"))],
             keyed=c.scaled_source)}
+        text = not self._hide_text
+        guide = Div(text=self._guide, name="guide", stylesheets=css, disable_math=True,
+                    sizing_mode="stretch_width", margin=(5, 10))
         return column(
+            *([c.lead] if text else []),
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
             self.downloads["draw"],
-            *text,
+            *([guide] if text and self._guide else []),
             wrapping_row(c.jacobian_fig, c.readout),
-            c.diagonal_fig, c.heatmaps_text, sizing_mode="stretch_width",
-            stylesheets=[InlineStyleSheet(css=FIT_CSS)])
+            c.diagonal_fig, c.heatmaps_text,
+            *([self._more("draw", c.caption, formulas, c.explanation, c.readout_detail)]
+              if text else []),
+            sizing_mode="stretch_width", stylesheets=[InlineStyleSheet(css=FIT_CSS)])
+
+    def _more(self, key: str, *children):
+        """A "More detail" disclosure holding ``children``: a toggle over a column, closed
+        (assets/js/disclosure.js, MORE_CSS)."""
+        body = column(*children, name=f"{key}-more", css_classes=["more"],
+                      sizing_mode="stretch_width", stylesheets=[InlineStyleSheet(css=MORE_CSS)])
+        toggle = Toggle(label="More detail", active=False, name=f"{key}-more-toggle",
+                        margin=(10, 10, 5, 10), width=160,
+                        stylesheets=[*self._controls_css, InlineStyleSheet(css=NO_PRINT_CSS)])
+        toggle.js_on_change("active", CustomJS(args=dict(toggle=toggle, body=body),
+                                               code=script("disclosure")))
+        return column(toggle, body, sizing_mode="stretch_width")
 
     def _tabs(self, values: dict, one_draw, argument: bool) -> None:
         """The tabs of state.TABS (``self.tabs``): the one draw, and each argument tab holding
@@ -324,22 +372,17 @@ class View:
         training = a.tabs.get("training")
         if training is not None:
             self.train_button, self.training_status = training.button, training.status
-        #: Each argument tab's text, by key.
-        self.section_texts = t = {
+        #: Each argument tab's lead sentence and its "More detail" text, by key.
+        self.leads = {key: Div(text="", name=f"{key}-lead", stylesheets=css, disable_math=True,
+                               sizing_mode="stretch_width", margin=(5, 10))
+                      for key in keys}
+        self.section_texts = {
             key: Div(text="", name=f"{key}-text", stylesheets=css, disable_math=True,
                      sizing_mode="stretch_width", margin=(5, 10), css_classes=["section-text"])
             for key in keys}
-        children = {}
-        for key, tab in a.tabs.items():
-            body = [wrapping_row(*part) if isinstance(part, list) else part
-                    for part in tab.body()]
-            self.downloads[key] = self._download_row(
-                key, list(tab.figures.values()), tab.tables,
-                run=tab.source if key == "training" else None)
-            children[key] = column(*([] if self._hide_text else [t[key]]), *body,
-                                   self.downloads[key], sizing_mode="stretch_width")
+        children = {key: self._argument_tab(key, tab) for key, tab in a.tabs.items()}
         if training is not None:
-            t["training"].text = training.intro
+            self._show_texts("training", training.draw(None))
         if wire is not None:
             wire(self)
         # new panels, not new children: BokehJS redraws the tabs when their list changes,
@@ -348,20 +391,40 @@ class View:
             title=tab.title, child=children[tab.key]) for tab, panel in zip(TABS, self.tabs.tabs)]
         return True
 
+    def _argument_tab(self, key: str, tab):
+        """An argument tab's panel: its lead, charts, "Try this", "More detail" and
+        downloads."""
+        body = [wrapping_row(*part) if isinstance(part, list) else part for part in tab.body()]
+        self.downloads[key] = self._download_row(
+            key, list(tab.figures.values()), tab.tables,
+            run=tab.source if key == "training" else None)
+        words = [] if self._hide_text else [
+            Div(text=try_html(key), name=f"{key}-try", stylesheets=self._css,
+                disable_math=True, sizing_mode="stretch_width", margin=(5, 10)),
+            self._more(key, self.section_texts[key])]
+        return column(*([] if self._hide_text else [self.leads[key]]), *body, *words,
+                      self.downloads[key], sizing_mode="stretch_width")
+
     def draw_tab(self, key: str, setting: Setting) -> None:
         """Draw the argument's tab ``key`` (any but the one draw and the training run) at
         ``setting`` (state.Setting), from core: its charts, its text and the lines of the
         setting's rule highlighted."""
-        self.section_texts[key].text = self.argument.draw(key, setting)
+        self._show_texts(key, self.argument.draw(key, setting))
 
     def show_training(self, runs: dict, d_k: int, temperature: float, n_keys: int) -> bool:
-        """The training runs so far (rule -> core.TrainingRun) on their tab: the charts, the
+        """The training runs so far (rule -> core.SeededTraining) on their tab: the charts, the
         status beside the Train button and, once every run is done, what they showed. True
         when they are done."""
-        text = self.argument.tabs["training"].show(runs, d_k, temperature, n_keys)
-        if text is not None:
-            self.section_texts["training"].text = text
-        return text is not None
+        texts = self.argument.tabs["training"].show(runs, d_k, temperature, n_keys)
+        if texts is not None:
+            self._show_texts("training", texts)
+        return texts is not None
+
+    def _show_texts(self, key: str, texts: tuple[str, str]) -> None:
+        """An argument tab's lead sentence and "More detail" text."""
+        lead, detail = texts
+        self.leads[key].text = f"<p class='lead'>{lead}</p>"
+        self.section_texts[key].text = detail
 
     def show_seed(self, seed: int) -> None:
         text = f"<span class='seed'>seed <code>{int(seed)}</code></span>"

@@ -59,7 +59,8 @@ TRAINING_REST = 1.0
 
 
 def train_slice(runs: dict, stop: threading.Event, budget_s: float) -> None:
-    """A step of each run in turn (rule -> core.TrainingRun), again while ``budget_s`` has
+    """A step of each rule's runs in turn (rule -> core.SeededTraining: a step of each of its
+    seeds' runs), again while ``budget_s`` has
     not passed, until every run is done; no step once ``stop`` is set. Then a rest of
     TRAINING_REST times the slice's time (cut short by ``stop``)."""
     start = time.perf_counter()
@@ -278,7 +279,8 @@ class Explorer(pn.viewable.Viewer):
 
     def start_training(self) -> None:
         """Train one head under each rule at the current d_k, T and keys, from the state's
-        seed. Served, the steps run in slices on the process's training thread
+        seed and the next (core.TRAIN_SEEDS seeds), each rule at its own learning rate
+        (core.rule_learning_rate). Served, the steps run in slices on the process's training thread
         (:func:`training_thread`) while the page's curves grow, each slice shown on the
         server's loop, until the runs end or :meth:`stop_training`; elsewhere (a notebook, a
         document with no session) all at once."""
@@ -286,8 +288,8 @@ class Explorer(pn.viewable.Viewer):
             return           # one run at a time (the button is disabled meanwhile)
         s = self.argument_setting()
         d_k, t, n = s.d_k, s.temperature, s.keys
-        runs = {rule: core.start_training(d_k, rule, s.seed, temperature=t,
-                                          steps=TRAINING_STEPS, n_keys=n)
+        runs = {rule: core.start_seeds(d_k, rule, s.seed, temperature=t,
+                                       steps=TRAINING_STEPS, n_keys=n)
                 for rule in core.RULES}
         self._training = (runs, (d_k, t, n))
         self.view.train_button.disabled = True

@@ -47,24 +47,35 @@ class Control:
 
 @dataclass(frozen=True)
 class Tab:
-    """One tab of the explorer: ``key`` (its value in links, ?tab=), ``title``, and
-    ``names``: the controls its charts depend on, in order (its downloads are named after
-    them). The argument's tabs are drawn by their class in ``argument.TAB_VIEWS``."""
+    """One tab of the explorer: ``key`` (its value in links, ?tab=), ``title``, ``names``:
+    the controls its charts depend on, in order (its downloads are named after them), and
+    ``idle``: the controls it does not use, each with why (they are disabled while it is
+    shown). The argument's tabs are drawn by their class in ``argument.TAB_VIEWS``."""
 
     key: str
     title: str
     names: tuple[str, ...]
+    idle: tuple[tuple[str, str], ...] = ()
 
 
 _ALL = ("d_k", "temperature", "seed", "keys", "align", "rule")
 #: The explorer's tabs, in the order of the argument; the first is the one draw.
 TABS = (
     Tab("draw", "One draw", ("d_k", "temperature", "seed", "keys", "rule")),
-    Tab("variance", "1 Variance", ("d_k",)),
+    Tab("variance", "1 Variance", ("d_k",), idle=(
+        ("rule", "both histograms are shown, raw and ÷√d_k"),
+        ("temperature", "q·k comes before the softmax and its T"),
+        ("seed", "the histograms hold 20,000 draws, not one"),
+        ("keys", "each draw is one query and one key"),
+        ("align", "the keys here are independent of the query"))),
     Tab("saturation", "2 Saturation", _ALL),
     Tab("gradient", "3 Gradient", _ALL),
-    Tab("training", "4 Training", ("d_k", "temperature", "seed", "keys")),
-    Tab("budget", "5 Heads", ("temperature", "keys", "align", "rule")),
+    Tab("training", "4 Training", ("d_k", "temperature", "seed", "keys"), idle=(
+        ("rule", "every rule trains at once"),
+        ("align", "the training keys are independent of the query"))),
+    Tab("budget", "5 Heads", ("temperature", "keys", "align", "rule"), idle=(
+        ("d_k", "this tab splits a width of 512 into heads of every d_k"),
+        ("seed", "the medians are over 2,000 draws, not one"))),
 )
 
 CONTROLS = (
@@ -317,7 +328,7 @@ PRESETS = (
     ("Unscaled at d_k = 64, T = 1", {"rule": "none"}),
     ("÷√d_k at T = 1/√64 = 0.125: the same bars", {"temperature": 0.125}),
     ("One head of 512 vs eight of 64", {"tab": "budget"}),
-    ("Trained keys (ρ = 0.5): √d_k is not enough", {"tab": "saturation", "align": 0.5}),
+    ("Trained keys (ρ = 0.5): ÷√d_k sharpens as heads widen", {"tab": "saturation", "align": 0.5}),
 )
 
 

@@ -30,6 +30,21 @@ def _fmt(x: float, digits: int = 3) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
+def _tiny(log10x: float, markup: bool = False) -> str:
+    """A positive number given by its log10, as printed: :func:`_fmt` in float64's range,
+    and below it its true exponent, "3.98 × 10^-621" ("10<sup>-621</sup>" in ``markup``),
+    never 0 (only an exact 0, log10 = -inf, prints "0")."""
+    if log10x >= -300:
+        return _fmt(10.0 ** log10x)
+    if log10x == -math.inf:
+        return "0"
+    exponent = math.floor(log10x)
+    mantissa = f"{10.0 ** (log10x - exponent):.2f}"
+    if mantissa == "10.00":
+        mantissa, exponent = "1.00", exponent + 1
+    return f"{mantissa} × " + (f"10<sup>{exponent}</sup>" if markup else f"10^{exponent}")
+
+
 TITLE = "Why attention divides by √d_k"
 
 #: How each scaling rule of core.RULES is named on the charts (core.Rule.label).
@@ -47,7 +62,7 @@ CAPTION = (
     "draws at d<sub>k</sub> = {d}, T = {t}{mc_align} the median max weight is {mc_s} scaled "
     "and {mc_u} unscaled: "
     "a typical draw puts {mc_u} of the weight on one key unscaled. This draw puts {sqrt_max_w} "
-    "scaled ({s_pct}) and {none_max_w} unscaled ({u_pct}).{mild}{fig3} This one draw changes "
+    "scaled ({s_pct}) and {none_max_w} unscaled ({u_pct}).{mild} This one draw changes "
     "with d<sub>k</sub> in its own way: each width extends the same q and k by more "
     "components, and the scaled logits{corr_keys} at widths d and d′ correlate by only "
     "√(d/d′)."
@@ -66,14 +81,6 @@ MILD = (" Unscaled, this draw is milder than two draws in three: it understates 
 EXTREME = " Unscaled, this draw is more extreme than two draws in three."
 
 
-def fig3_note() -> str:
-    """Said while the reference figure's seed is shown: the draw was picked to match it."""
-    ref = core.compute_state(FIG3_D_K, 1.0, FIG3_SEED)
-    return (f" This draw (seed {FIG3_SEED}) was picked because it matches the reference "
-            f"figure, {weight_label(ref.scaled)} scaled and {weight_label(ref.unscaled)} "
-            f"unscaled at d_k = {FIG3_D_K}, T = 1.")
-
-
 #: The gradient comparison of the live explanation, by which variant lets more through.
 GRAD_SCALED = "scaling lets more gradient reach the query here."
 GRAD_UNSCALED = ("more reaches the query without scaling here: the unscaled logits are "
@@ -82,19 +89,16 @@ GRAD_UNSCALED = ("more reaches the query without scaling here: the unscaled logi
 GRAD_SAME = "the same, since at d_k = 1 scaling divides by √1 = 1."
 
 
-def guide_html(resample: str = "<b>Resample</b> draws a new q and new keys: one more "
-               "sample, where the caption's medians describe all of them.") -> str:
-    """The "Try this" steps beside the controls; ``resample`` is the last step's wording."""
+def guide_html(resample: str = "Press <b>Resample</b> a few times: one draw varies, the "
+               "median in the first sentence does not.") -> str:
+    """The one draw's "Try this"; ``resample`` is its second step's wording."""
     return (
-        "<div class='guide'><h4>Try this on the One draw tab</h4><ol>"
-        "<li>Move <b>d<sub>k</sub></b>: as the head widens, the caption's unscaled median max "
-        "weight climbs, while this one draw's bars move in their own way.</li>"
-        "<li>Set <b>scaling</b> to unscaled: the heat map, the explanation and the "
-        "highlighted readout column follow the unscaled softmax; ‖∂p/∂q‖<sub>F</sub> is the "
-        "gradient that reaches the query.</li>"
-        "<li>Lower <b>T</b> below 1: it sharpens both charts; at T = 1/√d<sub>k</sub> the "
-        "scaled chart equals the unscaled one at T = 1.</li>"
-        f"<li>{resample}</li></ol></div>"
+        "<div class='try'><h4>Try this</h4><ol>"
+        "<li>Move <b>d<sub>k</sub></b> from 64 to 512: the median raw max weight in the "
+        "first sentence climbs.</li>"
+        f"<li>{resample}</li>"
+        "<li>At d<sub>k</sub> = 64, set <b>T</b> to 0.125 = 1/√64: the scaled chart becomes "
+        "what the raw one was at T = 1.</li></ol></div>"
     )
 
 
@@ -175,8 +179,8 @@ def align_texts(r: core.State, n_words: str) -> dict[str, str]:
 def readout_values(v: core.Variant) -> dict[str, str]:
     """A variant's numbers as the readout shows them (fields ``<rule>_<name>``)."""
     return {"max_w": weight_label(v), "top": f"k{v.argmax + 1}", "eff": _fmt(v.effective_keys),
-            "diag": _fmt(v.max_diagonal), "frob": _fmt(v.frobenius),
-            "grad": _fmt(v.query_gradient)}
+            "diag": _tiny(v.log10_max_diagonal), "frob": _tiny(v.log10_frobenius),
+            "grad": _tiny(v.log10_query_gradient)}
 
 
 def readout_fields(r: core.State) -> dict[str, str]:
@@ -203,11 +207,12 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
             temp += (f" At T = 1/√{r.d_k} the scaled chart is the unscaled chart at T = 1: "
                      "softmax(q·k/(√d_k·T)) = softmax(q·k).")
     typ = core.typical(r.d_k, t, n_keys, align)
-    s_pct, u_pct = typ.percentile(True, s.rest), typ.percentile(False, u.rest)
+    s_pct, u_pct = typ.percentile(True, s.log10_rest), typ.percentile(False, u.log10_rest)
     if r.d_k == 1:
         grad = GRAD_SAME
     else:
-        grad = GRAD_SCALED if s.query_gradient > u.query_gradient else GRAD_UNSCALED
+        grad = (GRAD_SCALED if s.log10_query_gradient > u.log10_query_gradient
+                else GRAD_UNSCALED)
     eff = _fmt(act.effective_keys)
     return {
         "d": str(r.d_k),
@@ -221,10 +226,10 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         "temp": temp,
         "which": WHICH[rule],
         "active": rule,
-        "max_diag": _fmt(act.max_diagonal),
-        "frob": _fmt(act.frobenius),
-        "frob_z": _fmt(act.logit_frobenius),
-        "grad": _fmt(act.query_gradient),
+        "max_diag": _tiny(act.log10_max_diagonal),
+        "frob": _tiny(act.log10_frobenius),
+        "frob_z": _tiny(act.log10_frobenius - math.log10(t)),
+        "grad": _tiny(act.log10_query_gradient),
         "max_w": weight_label(act),
         "eff": eff,
         "keys": "key" if eff == "1" else "keys",
@@ -236,8 +241,6 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         "s_pct": percentile_phrase(s_pct), "u_pct": percentile_phrase(u_pct),
         "mild": (MILD if u_pct < 100 / 3 and u.max_weight < typ.median[False]
                  else EXTREME if u_pct > 200 / 3 and u.max_weight > typ.median[False] else ""),
-        "fig3": (fig3_note() if r.seed == FIG3_SEED and n_keys == core.N_KEYS and not align
-                 else ""),
         **align_texts(r, NUMBER_WORDS.get(n_keys, str(n_keys))),
     }
 
@@ -263,8 +266,9 @@ def notice_html(notices: list[str]) -> str:
 
 
 def weight_label(v: core.Variant) -> str:
-    """A variant's max weight as printed: never "100%", its other weights being positive."""
-    return core.percent(v.max_weight, below_one=v.rest > 0)
+    """A variant's max weight as printed: never "100%" while its other weights are positive
+    (known from the logits, :attr:`core.Variant.log10_rest`, where their sum underflows)."""
+    return core.percent(v.max_weight, below_one=v.log10_rest > -math.inf)
 
 
 def ordinal(n: int) -> str:
@@ -360,15 +364,44 @@ def _factor(x: float) -> str:
     return f"{mantissa} × 10<sup>{int(exponent)}</sup> times"
 
 
-def _grad(x: float) -> str:
-    """A gradient norm as printed: three digits, "<1e-300" below what the charts can draw
-    (the curves keep their medians as powers of ten, which underflow there)."""
-    return "&lt;1e-300" if x < 1e-300 else _fmt(x)
+def _log_factor(log10_ratio: float, se: float) -> str:
+    """A ratio known by its log10 and that log's standard error (in decades), with the
+    digits its sample supports: two significant digits (:func:`_factor`) for se <= 0.1,
+    "about 10<sup>10</sup> times" for se <= 1, else the range of two standard errors either
+    side, widened to multiples of 5 ("10<sup>240</sup> to 10<sup>275</sup> times")."""
+    if se <= 0.1:
+        if log10_ratio < 300:
+            return _factor(10.0 ** log10_ratio)
+        exponent = math.floor(log10_ratio)
+        return f"{10.0 ** (log10_ratio - exponent):.1f} × 10<sup>{exponent}</sup> times"
+    if se <= 1:
+        return f"about 10<sup>{round(log10_ratio)}</sup> times"
+    lo = 5 * math.floor((log10_ratio - 2 * se) / 5)
+    hi = 5 * math.ceil((log10_ratio + 2 * se) / 5)
+    return f"10<sup>{lo}</sup> to 10<sup>{hi}</sup> times" if lo > 0 else f"up to 10<sup>{hi}</sup> times"
+
+
+def _grad(log10x: float) -> str:
+    """A gradient norm given by its log10, as printed in HTML (:func:`_tiny`)."""
+    return _tiny(log10x, markup=True)
 
 
 def _median_weight(x: float) -> str:
     """A median max weight: a softmax weight is below 1 even where float64 rounds it to 1."""
     return core.percent(x, below_one=True)
+
+
+def _distinct(a: float, b: float) -> tuple[str, str]:
+    """Two weights (:func:`_median_weight`) with as many decimals (up to two more) as it
+    takes for different values to print differently ("1.82%" and "1.83%", not "1.8%" twice)."""
+    pa, pb = _median_weight(a), _median_weight(b)
+    if pa != pb or a == b or pa.startswith(">"):
+        return pa, pb
+    for digits in (1, 2):
+        fa, fb = f"{100 * a:.{digits}f}%", f"{100 * b:.{digits}f}%"
+        if fa != fb:
+            return fa, fb
+    return pa, pb
 
 
 def variance_html(d_k: int, dist: dict, std_curve: dict, draws: int) -> str:
@@ -395,28 +428,30 @@ def saturation_html(d_k: int, temperature: float, n_keys: int, align: float, cur
     last = {r: curves[f"max_weight_median_{r}"][-1] for r in core.RULES}
     sqrt_all = [float(x) for x in curves["max_weight_median_sqrt"]]
     this = {r: weight_label(v) for r, v in draw.items()}
+    lo, hi = _distinct(min(sqrt_all), max(sqrt_all))
     head = (f"<p>Over {draws:,} random draws at {_setting(d_k, temperature, n_keys, align)}, "
             f"the median max weight is {_rules(med, _median_weight)}. This draw (the dots): "
             f"{_rules(this, str)}.</p>")
     if not align:
         tail = (
-            f"<p>From d<sub>k</sub> = 1 to 4096 the unscaled median goes from "
-            f"{_median_weight(first['none'])} to {_median_weight(last['none'])}, while ÷√d<sub>k</sub> "
-            f"keeps unit variance and stays between {_median_weight(min(sqrt_all))} and "
-            f"{_median_weight(max(sqrt_all))}. ÷d<sub>k</sub> leaves the logits a standard "
-            f"deviation of 1/√d<sub>k</sub>, so the softmax flattens toward the even "
-            f"{_fmt(100 / n_keys)}% as the head widens: its median goes from "
-            f"{_median_weight(first['linear'])} to {_median_weight(last['linear'])}.</p>")
+            "<p>From d<sub>k</sub> = 1 to 4096 the unscaled median goes from {} to {}, while "
+            "÷√d<sub>k</sub> keeps unit variance and stays between {} and {}. ÷d<sub>k</sub> "
+            "leaves the logits a standard deviation of 1/√d<sub>k</sub>, so the softmax "
+            "flattens toward the even {}% as the head widens: its median goes from {} to {}."
+            "</p>").format(*_distinct(first["none"], last["none"]), lo, hi,
+                           _fmt(100 / n_keys), *_distinct(first["linear"], last["linear"]))
     else:
         j = core.D_K_VALUES.index(64)
+        sq = _distinct(sqrt_all[j], sqrt_all[-1])
+        lin = _distinct(curves["max_weight_median_linear"][j], last["linear"])
         tail = (
             f"<p>With ρ = {align:g} the aligned logit ρ|q|² has mean ρ·d<sub>k</sub>: "
             f"÷√d<sub>k</sub> lets it grow like ρ√d<sub>k</sub>, and its median max weight is "
-            f"{_median_weight(sqrt_all[j])} at d<sub>k</sub> = 64 and "
-            f"{_median_weight(sqrt_all[-1])} at 4096; ÷d<sub>k</sub> keeps it of order ρ, "
-            f"{_median_weight(curves['max_weight_median_linear'][j])} and "
-            f"{_median_weight(last['linear'])}. That is why μP (Tensor Programs V) scales "
-            f"attention logits by 1/d<sub>k</sub>.</p>")
+            f"{sq[0]} at d<sub>k</sub> = 64 and {sq[1]} at 4096; ÷d<sub>k</sub> keeps it of "
+            f"order ρ, {lin[0]} and {lin[1]}. μP (Tensor Programs V) divides by d<sub>k</sub> "
+            f"for this reason, within a scaling of every update with width; a sharp peak on "
+            f"the aligned key can be what a trained head wants, and heads of 64–128 train "
+            f"well with ÷√d<sub>k</sub>.</p>")
     return head + tail
 
 
@@ -425,10 +460,10 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
     """The gradient reaching the query over many draws, read from ``curves``: at this width,
     and where the unscaled median falls below the ÷√d_k one for good."""
     i = core.D_K_VALUES.index(d_k)
-    none = [float(x) for x in curves["grad_q_median_none"]]
-    sqrt = [float(x) for x in curves["grad_q_median_sqrt"]]
-    med = {r: float(curves[f"grad_q_median_{r}"][i]) for r in core.RULES}
-    this = {r: v.query_gradient for r, v in draw.items()}
+    none = [float(x) for x in curves["log10_grad_q_median_none"]]
+    sqrt = [float(x) for x in curves["log10_grad_q_median_sqrt"]]
+    med = {r: float(curves[f"log10_grad_q_median_{r}"][i]) for r in core.RULES}
+    this = {r: v.log10_query_gradient for r, v in draw.items()}
     text = (f"<p>‖∂<i>p</i>/∂<i>q</i>‖<sub>F</sub>, the gradient that reaches the query and "
             f"through it <i>W</i><sub><i>Q</i></sub>: over {draws:,} draws at "
             f"{_setting(d_k, temperature, n_keys, align)}, its median is {_rules(med, _grad)} "
@@ -438,7 +473,9 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
              if all(none[j] < sqrt[j] for j in range(k, len(none)))]
     start = core.D_K_VALUES[1]
     if below:
-        k, ratio = below[0], (sqrt[-1] / none[-1] if none[-1] > 0 else math.inf)
+        k = below[0]
+        se = math.hypot(curves["log10_grad_q_median_se_none"][-1],
+                        curves["log10_grad_q_median_se_sqrt"][-1])
         if k == 1:
             head = (f"At d<sub>k</sub> = 1 the two coincide (√1 = 1); from d<sub>k</sub> = "
                     f"{start} on")
@@ -450,7 +487,7 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
             head = (f"Below d<sub>k</sub> = {core.D_K_VALUES[k]} the two medians cross; from "
                     f"there on")
         text += (f"<p>{head} the unscaled median is below the ÷√d<sub>k</sub> one, and at 4096 "
-                 f"it is {_factor(ratio)} smaller: the softmax saturates and p(1 − p) dies.</p>")
+                 f"it is {_log_factor(sqrt[-1] - none[-1], se)} smaller: the softmax saturates and p(1 − p) dies.</p>")
     else:
         text += ("<p>At this setting the unscaled median is not below the ÷√d<sub>k</sub> one "
                  "at the widest heads.</p>")
@@ -460,10 +497,20 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
 #: The training tab before its first run.
 TRAINING_INTRO = (
     "<p><b>Train</b> runs one attention head under each rule at the current d<sub>k</sub>, T "
-    "and number of keys, from the same start and the same batches: it learns by plain SGD to "
-    "copy the token of the key that matches a noisy query. The loss sits after the softmax, "
-    "so every gradient reaching <i>W</i><sub><i>Q</i></sub> and <i>W</i><sub><i>K</i></sub> "
-    "passes through its Jacobian.</p>")
+    f"and number of keys, from {core.TRAIN_SEEDS} seeds (the seed shown and the next ones), "
+    "with the same starts and batches under each rule: it learns by plain SGD to copy the "
+    "token of the key that matches a noisy query. The loss sits after the softmax, so every "
+    "gradient reaching <i>W</i><sub><i>Q</i></sub> and <i>W</i><sub><i>K</i></sub> passes "
+    "through its Jacobian.</p>"
+    "<p>Each rule trains at the learning rate s²/d<sub>k</sub> for its divisor s. One SGD "
+    "step on <i>W</i><sub><i>Q</i></sub> moves a logit by about lr·d<sub>k</sub>/s², so at "
+    "these rates every rule's logits move by the same step; one shared rate would compare "
+    "step sizes d<sub>k</sub>² apart, not saturation.</p>")
+
+#: A sweep of learning rates in powers of 4 (core.train_seeds at d_k = 64, T = 1, 8 keys,
+#: seeds 7, 8, 9): rule -> (its best rate, the median final loss there); checked by
+#: tests/test_argument_text.py.
+TRAINING_SWEEP_64 = {"none": (0.25, 0.0119), "sqrt": (4.0, 0.00856), "linear": (64.0, 0.009)}
 
 
 def _change(before: float, after: float) -> str:
@@ -483,28 +530,76 @@ def training_status_html(step: int, steps: int, d_k: int, temperature: float, n_
     return f"<span class='status' role='status'>Training… step {step} of {steps}</span>"
 
 
+def _rate(x: float) -> str:
+    """A learning rate as the page prints it: "1/1024", "1", "64", else 3 digits."""
+    if x >= 1 and x == int(x):
+        return str(int(x))
+    if x < 1 and 1 / x == int(1 / x):
+        return f"1/{int(1 / x)}"
+    return _fmt(x)
+
+
 def training_html(runs: dict, d_k: int, temperature: float, n_keys: int) -> str:
-    """What the finished training runs (rule -> core.TrainingRun, the same start and batches)
-    showed, in their own numbers."""
-    g0 = {r: float(run.grad_wq[0]) for r, run in runs.items()}
-    steps = runs["sqrt"].steps
-    parts = [f"{RULE_LABELS_HTML[r]} from {_fmt(float(run.loss[0]))} to "
-             f"{_fmt(float(run.loss[-1]))} ({_change(float(run.loss[0]), float(run.loss[-1]))})"
-             for r, run in runs.items()]
-    finite = all(np.isfinite(np.concatenate([run.loss, run.grad_wq, run.grad_wk])).all()
-                 for run in runs.values())
+    """What finished training runs (rule -> core.SeededTraining, each rule at its own
+    learning rate) showed, in their own numbers: the rates and why, each rule's result
+    (median and range over the seeds of the mean loss of the last core.TRAIN_TAIL steps), and
+    how the equal step leans between ÷√d_k and ÷d_k."""
+    return (_training_rates(runs, d_k) + _training_results(runs, d_k, temperature, n_keys)
+            + _training_lean(runs))
+
+
+def _training_rates(runs: dict, d_k: int) -> str:
+    rates = ", ".join(f"{RULE_LABELS_HTML[r]} {_rate(run.lr)}" for r, run in runs.items())
+    if d_k == 1:
+        return (f"<p>At {_dk(1)} every rule divides by 1 and trains at rate 1: the three "
+                "runs are the same.</p>")
+    return (f"<p>Each rule trains at its own learning rate, s²/d<sub>k</sub> for its divisor "
+            f"s: {rates}. One SGD step on <i>W</i><sub><i>Q</i></sub> moves a logit by about "
+            f"lr·d<sub>k</sub>/s². At one shared rate the unscaled run's step would be "
+            f"{d_k} times ÷√d<sub>k</sub>'s and the ÷d<sub>k</sub> run's 1/{d_k} of it: the "
+            f"runs would compare steps d<sub>k</sub>² = {d_k * d_k:,} times apart, not "
+            "saturation. At these "
+            "rates every rule's logits move by the same step.</p>")
+
+
+def _training_results(runs: dict, d_k: int, temperature: float, n_keys: int) -> str:
+    first = runs["sqrt"]
+    seeds = first.seeds
+    starts = {r: float(np.median([one.loss[0] for one in run.runs])) for r, run in runs.items()}
+    g0 = {r: float(np.median([one.grad_wq[0] for one in run.runs])) for r, run in runs.items()}
+    results = "; ".join(
+        f"{RULE_LABELS_HTML[r]} {_fmt(run.final['median'])} ({_fmt(run.final['min'])} to "
+        f"{_fmt(run.final['max'])}), from a first loss of {_fmt(starts[r])}"
+        for r, run in runs.items())
     ratio = g0["none"] / g0["sqrt"] if g0["sqrt"] else math.inf
     return (
-        f"<p>{steps} steps of plain SGD (learning rate {_fmt(core.TRAIN_LR)}) for one attention head "
-        f"at {_dk(d_k)}, T = {_fmt(temperature)}, "
-        f"{n_keys} keys, from the same start and batches under each rule. At the start the "
-        f"gradient reaching <i>W</i><sub><i>Q</i></sub> is {_fmt(g0['none'])} unscaled, "
-        f"{_factor(ratio)} the ÷√d<sub>k</sub> run's {_fmt(g0['sqrt'])} (÷d<sub>k</sub>: "
-        f"{_fmt(g0['linear'])}). The loss went " + "; ".join(parts) + "."
-        + (" Every loss and gradient of the three runs is a finite number: whatever a run "
-           "learned or failed to learn, nothing raised an error." if finite else "")
-        + f" A batch's gradient averages its {core.TRAIN_BATCH} examples; the Gradient tab "
-          "shows the median over single draws.</p>")
+        f"<p>{first.steps} steps of plain SGD on batches of {core.TRAIN_BATCH} at "
+        f"{_dk(d_k)}, T = {_fmt(temperature)}, {n_keys} keys, from seeds "
+        f"{', '.join(str(x) for x in seeds[:-1])} and {seeds[-1]}, with the same starts and "
+        f"batches under each rule. One batch's loss is noise, so a run's result is the mean "
+        f"loss of its last {core.TRAIN_TAIL} steps, and a rule's the median over its "
+        f"{len(seeds)} seeds (their range in brackets): {results}. The charts draw each "
+        "rule's median per step, the loss's band its seeds' range. At the start the median gradient "
+        f"reaching <i>W</i><sub><i>Q</i></sub> is {_fmt(g0['none'])} unscaled, "
+        f"{_factor(ratio)} the ÷√d<sub>k</sub> runs' {_fmt(g0['sqrt'])} (÷d<sub>k</sub>: "
+        f"{_fmt(g0['linear'])}).</p>")
+
+
+def _training_lean(runs: dict) -> str:
+    sq, lin = runs["sqrt"].final["median"], runs["linear"].final["median"]
+    here = ("÷d<sub>k</sub> and ÷√d<sub>k</sub> end level" if _fmt(sq) == _fmt(lin) else
+            f"÷d<sub>k</sub> ends {'below' if lin < sq else 'above'} ÷√d<sub>k</sub>")
+    tuned = []
+    for r, (rate, loss) in TRAINING_SWEEP_64.items():
+        times = rate / core.rule_learning_rate(r, 64)
+        at = (f"its equal-step rate, {_rate(rate)}" if times == 1 else
+              f"{_rate(rate)}, {_rate(times)} times its equal-step rate")
+        tuned.append(f"{RULE_LABELS_HTML[r]} at {at} ({_fmt(loss)})")
+    return (
+        f"<p>Here {here} ({_fmt(lin)} against {_fmt(sq)}). The equal step leans slightly "
+        f"toward ÷d<sub>k</sub>. Over rates in powers of 4 at {_dk(64)}, T = 1, 8 keys "
+        f"(seeds 7 to 9), each rule does best: {'; '.join(tuned)}. Tuned, ÷√d<sub>k</sub> "
+        "ends ahead of ÷d<sub>k</sub>, and unscaled learns, less well than both.</p>")
 
 
 def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align: float) -> str:
@@ -513,7 +608,7 @@ def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align
     h = 8 if 8 in heads else heads[-1]
     j = heads.index(h)
     mw = {r: budget[f"max_weight_median_{r}"] for r in core.RULES}
-    gq = {r: budget[f"grad_q_median_{r}"] for r in core.RULES}
+    gq = {r: budget[f"log10_grad_q_median_{r}"] for r in core.RULES}
     narrow = width // h
     aligned = f", the first key aligned by ρ = {align:g}" if align else ""
     why = (f"the unaligned logits have variance {narrow} instead of {width}, the aligned one "

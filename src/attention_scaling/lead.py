@@ -1,0 +1,160 @@
+"""Each tab's one idea in words: its lead sentence (one sentence, at most 30 words, worded from
+the state core computed, so that it is true in every state) and its "Try this" steps. The
+tab's longer text (text.py) goes under its "More detail"."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import core
+from .text import RULE_LABELS_HTML, _distinct, _fmt, _median_weight
+
+#: Words a lead sentence may hold.
+LEAD_WORDS = 30
+
+#: The one draw's lead: {field} slots of text.text_fields, filled in the browser as the
+#: controls move (text.fill).
+DRAW_LEAD = ("At d<sub>k</sub> = {d}, this draw's largest weight is {sqrt_max_w} with the "
+             "logits divided by √d<sub>k</sub> and {none_max_w} raw; over {mc_n} draws, the "
+             "median raw max weight is {mc_u}.")
+
+
+def share(x: float) -> str:
+    """A share of draws in words: "no draw", "every draw", "26% of draws"."""
+    if x <= 0:
+        return "no draw"
+    if x >= 1:
+        return "every draw"
+    if x < 0.005:
+        return "under 1% of draws"
+    if x > 0.995:
+        return "over 99% of draws"
+    return f"{round(100 * x)}% of draws"
+
+
+#: The training tab's lead before a run (core.rule_learning_rate: base · s²/d_k).
+TRAINING_LEAD = (f"<b>Train</b> runs each rule for 300 steps from {core.TRAIN_SEEDS} seeds, at "
+                 "the learning rate giving its logits the same step: unscaled "
+                 "1/d<sub>k</sub>, ÷√d<sub>k</sub> 1, ÷d<sub>k</sub> d<sub>k</sub>.")
+
+
+def training_lead(runs: dict) -> str:
+    """What finished training runs (rule -> core.SeededTraining) reached: each rule's result
+    (the median over the seeds of the mean loss of the last core.TRAIN_TAIL steps) and, for
+    the rules whose result is not below their median first loss, that they do not learn, or
+    not below half of it, that they barely learn."""
+    final = {r: run.final["median"] for r, run in runs.items()}
+    start = {r: float(np.median([one.loss[0] for one in run.runs])) for r, run in runs.items()}
+    shown = ", ".join(f"{RULE_LABELS_HTML[r]} {_fmt(final[r])}" for r in runs)
+    stuck = [r for r in runs if not final[r] < start[r]]
+    slow = [r for r in runs if r not in stuck and not final[r] < 0.5 * start[r]]
+    tail = "".join(f"; {_names(rs)} {verb}" for rs, verb in (
+        (stuck, "ends above its start: it does not learn" if len(stuck) == 1
+         else "end above their starts: they do not learn"),
+        (slow, "barely learns" if len(slow) == 1 else "barely learn")) if rs)
+    return (f"Mean loss of the last {core.TRAIN_TAIL} steps, median of {len(runs['sqrt'].runs)} "
+            f"seeds: {shown}{tail}.")
+
+
+def _names(rules: list[str]) -> str:
+    """Rules' names as a list in words: "unscaled", "unscaled and ÷d_k", "a, b and c"."""
+    names = [RULE_LABELS_HTML[r] for r in rules]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def variance_lead(d_k: int, dist: dict) -> str:
+    """The spread of q·k at ``d_k`` (core.logit_distribution), raw against √d_k and scaled."""
+    raw, scaled = _fmt(dist["std_none"]), _fmt(dist["std_sqrt"])
+    if d_k == 1:
+        return (f"At d<sub>k</sub> = 1, q·k has standard deviation {raw} over "
+                f"{core.LOGIT_DRAWS:,} draws, and dividing by √1 = 1 changes nothing: widen "
+                "the head to see it grow.")
+    return (f"Over {core.LOGIT_DRAWS:,} draws q·k has standard deviation {raw} at "
+            f"d<sub>k</sub> = {d_k}, close to √{d_k} = {_fmt(math.sqrt(d_k))}; divided by "
+            f"√d<sub>k</sub> it is {scaled}, as at every width.")
+
+
+def saturation_lead(d_k: int, align: float, curves: dict) -> str:
+    """The median max weight at ``d_k`` and across widths (core.saturation_curves)."""
+    i = core.D_K_VALUES.index(d_k)
+    med = {r: curves[f"max_weight_median_{r}"] for r in ("none", "sqrt", "linear")}
+    if not align:
+        lo, hi = _distinct(min(med["sqrt"]), max(med["sqrt"]))
+        return (f"Median max weight at d<sub>k</sub> = {d_k}: unscaled "
+                f"{_median_weight(med['none'][i])}, ÷√d<sub>k</sub> "
+                f"{_median_weight(med['sqrt'][i])}; up to d<sub>k</sub> = 4096 unscaled "
+                f"reaches {_median_weight(med['none'][-1])}, ÷√d<sub>k</sub> stays between "
+                f"{lo} and {hi}.")
+    j = core.D_K_VALUES.index(64)
+    a, b = _median_weight(med["sqrt"][j]), _median_weight(med["sqrt"][-1])
+    la, lb = _median_weight(med["linear"][j]), _median_weight(med["linear"][-1])
+    linear = f"÷d<sub>k</sub>'s stays at {la}" if la == lb else f"÷d<sub>k</sub>'s: {la}, {lb}"
+    grows = a != b and med["sqrt"][-1] > med["sqrt"][j]
+    return (f"With k1 aligned (ρ = {align:g}), ÷√d<sub>k</sub>'s median max weight "
+            + (f"climbs from {a} at d<sub>k</sub> = 64 to {b} at 4096" if grows
+               else f"is {a} at d<sub>k</sub> = 64 and {b} at 4096")
+            + f"; {linear}.")
+
+
+def gradient_lead(d_k: int, curves: dict) -> str:
+    """How often the unscaled gradient is tiny at ``d_k``, against ÷√d_k (the shares of
+    draws below a tenth of the ÷√d_k median, core.saturation_curves)."""
+    i = core.D_K_VALUES.index(d_k)
+    none, sqrt = curves["frozen_share_none"], curves["frozen_share_sqrt"]
+    if d_k == 1:
+        return ("At d<sub>k</sub> = 1 every rule divides by 1: the gradient reaching the query "
+                "is the same under all of them, draw by draw.")
+    if none[i] <= 0:
+        return (f"At d<sub>k</sub> = {d_k}, no unscaled draw gets under a tenth of the "
+                f"÷√d<sub>k</sub> median gradient to the query; under ÷√d<sub>k</sub>, "
+                f"{share(sqrt[i])}.")
+    verb = "gets" if none[i] >= 1 else "get"
+    return (f"At d<sub>k</sub> = {d_k}, unscaled, {share(none[i])} {verb} under a tenth "
+            f"of the ÷√d<sub>k</sub> median gradient to the query and barely learn; under "
+            f"÷√d<sub>k</sub>, {share(sqrt[i])}.")
+
+
+def budget_lead(budget: dict, width: int) -> str:
+    """One head of ``width`` against eight (core.head_budget)."""
+    heads = [int(h) for h in budget["heads"]]
+    h = 8 if 8 in heads else heads[-1]
+    j = heads.index(h)
+    none = budget["max_weight_median_none"]
+    sqrt = budget["max_weight_median_sqrt"]
+    one, many = _median_weight(none[0]), _median_weight(none[j])
+    s1, s8 = _median_weight(sqrt[0]), _median_weight(sqrt[j])
+    verb = (f"leaves the unscaled median max weight at {one}" if one == many
+            else f"takes the unscaled median max weight from {one} to {many}")
+    sq = f"÷√d<sub>k</sub> gives {s1} either way" if s1 == s8 else f"÷√d<sub>k</sub>: {s1}, {s8}"
+    return (f"{h} heads of {width // h} instead of one of {width} {verb}; {sq}.")
+
+
+#: Each tab's "Try this": two or three steps a student can take in under a minute.
+TRY = {
+    "variance": ("<li>Drag <b>d<sub>k</sub></b> from 1 to 4096: the raw histogram widens like "
+                 "√d<sub>k</sub>, the scaled one stays put.</li>"
+                 "<li>Read the lower chart: the measured spread sits on the √d<sub>k</sub> "
+                 "line.</li>"),
+    "saturation": ("<li>Drag <b>d<sub>k</sub></b>: the unscaled median climbs toward 100%, "
+                   "÷√d<sub>k</sub> stays flat.</li>"
+                   "<li>Set <b>ρ</b> to 0.5: now ÷√d<sub>k</sub> climbs too, ÷d<sub>k</sub> "
+                   "does not.</li>"),
+    "gradient": ("<li>Drag <b>d<sub>k</sub></b> from 16 to 512 and watch the unscaled row of "
+                 "the lower chart spread out to the left.</li>"
+                 "<li>Set <b>T</b> to 0.125: the ÷√d<sub>k</sub> row spreads like the "
+                 "unscaled one at T = 1.</li>"),
+    "training": ("<li>Press <b>Train</b> at d<sub>k</sub> = 64: every rule learns, unscaled "
+                 "least.</li>"
+                 "<li>Set <b>d<sub>k</sub></b> to 1024 and press <b>Train</b> again: the "
+                 "unscaled loss stays near its start, the others fall as at 64.</li>"),
+    "budget": ("<li>Read the unscaled line from 1 head to 64: narrower heads saturate "
+               "less.</li>"
+               "<li>Set <b>T</b> to 0.5, then <b>ρ</b> to 0.5.</li>"),
+}
+
+
+def try_html(key: str) -> str:
+    """An argument tab's "Try this" as HTML (the one draw's is text.guide_html)."""
+    return f"<div class='try'><h4>Try this</h4><ol>{TRY[key]}</ol></div>"

@@ -92,7 +92,8 @@ def test_the_visible_tab_follows_the_controls(page, server):
     wait_column(page, "saturation-draw-source", "max_weight",
                 [draw[r].max_weight for r in core.RULES])
     assert "keys=12" in page.url and "align=0.1" in page.url
-    page.get_by_text("12 keys, the first aligned with the query by ρ = 0.1").first.wait_for()
+    page.get_by_text("12 keys, the first aligned with the query by ρ = 0.1").first.wait_for(
+        state="attached")     # under "More detail", closed
     assert page.console_errors == []
 
 
@@ -159,7 +160,7 @@ def test_a_preset_is_a_link_to_its_view(page, server):
                 curves["max_weight_median_sqrt"])
     active = page.locator(".bk-tab.bk-active").inner_text()
     assert active == "2 Saturation"
-    page.get_by_text("softmax([1, 5, 10]) = [0.000, 0.007, 0.993]").wait_for()
+    page.get_by_text("softmax([1, 5, 10]) = [0.000, 0.007, 0.993]").wait_for(state="attached")
     assert page.console_errors == []
 
 
@@ -170,7 +171,7 @@ def test_the_temperature_link_shows_the_unscaled_bars_on_the_scaled_chart(page, 
     page.wait_for_url("**temperature=0.125**")
     wait_column(page, "scaled-weights-source", "weight", unscaled_at_one, rel=0)
     assert unscaled_at_one == core.compute_state(64, 1.0, 2288).unscaled.probs.tolist()
-    page.get_by_text("At T = 1/√64 the scaled chart is the unscaled chart at T = 1").wait_for()
+    page.get_by_text("At T = 1/√64 the scaled chart is the unscaled chart at T = 1").wait_for(state="attached")
     page.get_by_role("link", name="Unscaled at d_k = 64, T = 1").click()
     page.wait_for_url("**rule=none**")
     assert "temperature=1&" in page.url

@@ -124,7 +124,7 @@ def test_updates_replace_data_in_place_no_new_models(page, server):
 
 def test_explanation_and_readout_numbers_follow_the_controls(page, server):
     """The text is filled in the browser from the text source: check what is displayed."""
-    from attention_scaling.figures import readout_html
+    from attention_scaling.figures import readout_detail_html, readout_html
     from attention_scaling.state import ExplorerState
     from attention_scaling.text import caption_html, fill, plain
     open_app(page, server)
@@ -149,8 +149,12 @@ def test_explanation_and_readout_numbers_follow_the_controls(page, server):
     assert page.evaluate(shown, "caption") == plain(fill(caption_html(), expected))
     readout = page.evaluate(shown, "readout")
     assert readout == plain(fill(readout_html(), expected))
-    for key in ("sqrt_max_w", "none_max_w", "sqrt_frob", "none_frob", "sqrt_grad", "none_grad"):
+    detail = page.evaluate(shown, "readout-detail")
+    assert detail == plain(fill(readout_detail_html(), expected))
+    for key in ("sqrt_max_w", "none_max_w", "sqrt_grad", "none_grad"):
         assert expected[key] in readout
+    for key in ("sqrt_frob", "none_frob"):
+        assert expected[key] in detail
     assert "‖∂p/∂q‖F, to the query" in readout
     assert column(page, "unscaled-weights-source", "weight") != before
 

@@ -395,6 +395,14 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
         for m in metrics:
             expected[f"this_draw_{m}"] = [getattr(draw[r], attr[m]) for r in core.RULES]
         shown = ("saturation-curves-source", f"{metrics[0]}_median_none")
+        if tab == "gradient":      # the spread over the draws at this width, in log10
+            g = core.gradient_spread(d_k, t, n, rho)
+            expected["row"] = [2.0, 1.0, 0.0]
+            for q in ("q05", "q25", "median", "q75", "q95"):
+                expected[q] = [g[f"{q}_{r}"] for r in core.RULES]
+            expected["tenth"] = [g["median_sqrt"] - 1.0] * 3
+            expected["this_draw_log10_grad_q"] = [draw[r].log10_query_gradient
+                                                  for r in core.RULES]
     elif tab == "training":
         page.get_by_role("button", name="Train").click()
         page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name('train');"
@@ -457,9 +465,9 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
         assert "Spread of q·k against d_k" in titles["logit-std"]
     elif tab in ("saturation", "gradient"):
         names = (["saturation-curves", "saturation-eff-keys"] if tab == "saturation"
-                 else ["saturation-gradient"])
+                 else ["gradient-spread", "saturation-gradient"])
         assert list(charts) == names
-        for chart, m in zip(names, metrics):
+        for chart, m in zip([n for n in names if n != "gradient-spread"], metrics):
             _check_curves(charts[chart], curves["d_k"],
                           {r: curves[f"{m}_median_{r}"] for r in core.RULES},
                           log_y=m == "grad_q")
@@ -619,7 +627,7 @@ LAYOUT = """() => { const out = []; const ctx = document.createElement('canvas')
 TAB_FIGURES = {"draw": ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"],
                "variance": ["logit-histogram", "logit-histogram-scaled", "logit-std"],
                "saturation": ["saturation-curves", "saturation-eff-keys"],
-               "gradient": ["saturation-gradient"],
+               "gradient": ["gradient-spread", "saturation-gradient"],
                "training": ["training-loss", "training-gradients"],
                "budget": ["head-budget", "head-budget-gradient"]}
 

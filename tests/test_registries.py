@@ -38,7 +38,8 @@ class SpreadTab(TabView):
         dist = core.logit_distribution(s.d_k)
         self.source.data = dict(rule=list(core.RULES),
                                 std=[dist[f"std_{r}"] for r in core.RULES])
-        return f"<p>The spread of the logits at d_k = {s.d_k}.</p>"
+        return (f"The spread of the logits at d_k = {s.d_k}.",
+                "<p>Their standard deviation under each rule, over 20,000 draws.</p>")
 
 
 TAB_VIEWS["spread"] = SpreadTab
@@ -70,7 +71,7 @@ out = dict(
     buttons=view.widgets["rule"].labels,
     active=view.widgets["rule"].labels[view.widgets["rule"].active],
     tabs=[p.title for p in view.tabs.tabs], tab=view.tabs.active,
-    readout=view.charts.readout.text,
+    readout=view.charts.readout.text + view.charts.readout_detail.text,
     css="data-active='pow75'" in style.page_css(),
     curve=float(curves["max_weight_median_pow75"][core.D_K_VALUES.index(256)]),
     divisor=core.rule_divisor("pow75", 256),
@@ -79,7 +80,7 @@ out = dict(
     csv=[c for tab in a.tabs.values() for _src, cols in tab.tables for c, _h in cols],
     downloads=sorted(view.downloads),
     spread=list(a.tabs["spread"].source.data["std"]),
-    spread_text=view.section_texts["spread"].text,
+    spread_text=[view.leads["spread"].text, view.section_texts["spread"].text],
     payload_rules=payload["rules"], records=payload["records"], states=payload["states"],
     payload_texts=len(payload["argument"]["texts"]["spread"]),
     payload_sources=payload["argument"]["sources"]["spread"],
@@ -102,8 +103,8 @@ def test_a_fourth_rule_and_a_new_tab_are_one_row_each(tmp_path):
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "assets", tmp_path / "assets")
     _insert(package / "core.py", '(2, 4, 6, 4), "triangle"),\n', RULE_ROW)
-    _insert(package / "state.py", 'Tab("budget", "5 Heads", ("temperature", "keys", "align", '
-            '"rule")),\n', TAB_ROW)
+    _insert(package / "state.py", '("seed", "the medians are over 2,000 draws, not one"))),\n',
+            TAB_ROW)
     with open(package / "argument.py", "a", encoding="utf-8") as f:
         f.write(TAB_CLASS)
     r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
@@ -131,12 +132,14 @@ def test_a_fourth_rule_and_a_new_tab_are_one_row_each(tmp_path):
     assert out["lines"] == len(out["highlighted"]) == len(Argument().rule_lines["sqrt"]) > 0
     assert set(out["highlighted"]) == {4.5}
     # downloads: its columns in the curves' CSV, and the new tab's own buttons
-    assert {"max_weight_median_pow75", "grad_q_median_pow75", "loss_pow75"} <= set(out["csv"])
+    assert {"max_weight_median_pow75", "grad_q_median_pow75", "loss_median_pow75"} <= set(out["csv"])
     assert "spread" in out["downloads"]
     # the new tab drawn from core at the page's setting
     std = core.logit_distribution(256)
     assert out["spread"][:3] == [std[f"std_{r}"] for r in core.RULES]
-    assert out["spread_text"] == "<p>The spread of the logits at d_k = 256.</p>"
+    assert out["spread_text"] == [
+        "<p class='lead'>The spread of the logits at d_k = 256.</p>",
+        "<p>Their standard deviation under each rule, over 20,000 draws.</p>"]
     # the offline payload: every state under four rules, the new tab at every width
     assert out["payload_rules"] == out["rules"]
     assert out["records"] == 4 * out["states"] == 4 * len(core.D_K_VALUES) * len(

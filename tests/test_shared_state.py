@@ -190,7 +190,7 @@ def data_sources(doc: Document) -> dict:
 
 ARGUMENT_SOURCES = {"saturation-curves-source", "saturation-draw-source", "logit-histogram-source",
                     "logit-std-source", "logit-width-source", "head-budget-source",
-                    "training-source"}
+                    "training-source", "gradient-spread-source", "gradient-this-draw-source"}
 
 
 def test_streams_and_patches_into_every_source_reach_no_other_session(tmp_path):

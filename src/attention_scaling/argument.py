@@ -16,7 +16,7 @@ from bokeh.plotting import figure
 from . import core
 from .state import Setting
 from .style import (FONT, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNSCALED_COLOR,
-                    derived_glyph_looks, script, style_figure)
+                    derived_glyph_looks, script, style_figure, subtitle)
 from .lead import (TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead,
                    training_lead, variance_lead)
 from .text import (RULE_LABELS, TRAINING_INTRO, budget_html, gradient_html, saturation_html,
@@ -320,14 +320,11 @@ class GradientTab(TabView):
         self.figures["saturation-gradient"] = shared.curve_figure(
             "saturation-gradient", "grad_q", "Gradient to the query ‖∂p/∂q‖_F",
             "‖∂p/∂q‖_F (log)", True)
-        self.figures["gradient-spread"] = self._spread_figure()
+        self.figures = {"gradient-spread": self._spread_figure(), **self.figures}
         self.tables = [*shared.curve_tables("grad_q"),
                        (self.spread_source, [["y", "row"], *_same(
                            "q05", "q25", "median", "q75", "q95", "tenth")]),
                        (self.this_draw_source, [["this_draw", "this_draw_log10_grad_q"]])]
-
-    def body(self) -> list:
-        return [self.figures["gradient-spread"], self.figures["saturation-gradient"]]
 
     def _spread_figure(self):
         """Per rule a row: the middle half of log10 ||dp/dq||_F over the draws (box), the
@@ -344,7 +341,7 @@ class GradientTab(TabView):
             y=rows, this_draw=[0.0] * len(rules), color=[RULE_COLORS[r] for r in rules],
             marker=[RULE_MARKER[r] for r in rules]), name="gradient-this-draw-source")
         src = self.spread_source
-        fig = figure(name="gradient-spread", title="Over the draws at this width: ‖∂p/∂q‖_F",
+        fig = figure(name="gradient-spread", title="‖∂p/∂q‖_F over the draws",
                      height=220, sizing_mode="stretch_width", min_width=260, tools="",
                      x_range=Range1d(-3, 1), y_range=Range1d(-0.6, len(rules) - 0.4))
         fig.vspan(x="tenth", source=src, line_color="#52606d", line_dash=DASHED, line_width=1.5)
@@ -360,9 +357,9 @@ class GradientTab(TabView):
         fig.yaxis.major_label_overrides = {row: RULE_LABELS[r] for row, r in zip(rows, rules)}
         fig.xaxis.ticker = SingleIntervalTicker(interval=1, num_minor_ticks=0)
         fig.xaxis.formatter = CustomJSTickFormatter(code=script("power-ticks"))
-        fig.xaxis.axis_label = ("‖∂p/∂q‖_F (log; box: middle half of the draws, whiskers: "
-                                "90%; dashed: a tenth of the ÷√d_k median)")
+        fig.xaxis.axis_label = "‖∂p/∂q‖_F at this d_k (log)"
         style_figure(fig)
+        subtitle(fig, "box: half the draws; dashed: ÷√d_k median/10")
         return fig
 
     def draw(self, s: Setting) -> tuple[str, str]:

@@ -281,8 +281,9 @@ class View:
             for src, side in ((c.scaled_source, "scaled"), (c.unscaled_source, "unscaled"))],
             keyed=c.scaled_source)}
         text = not self._hide_text
-        guide = Div(text=self._guide, name="guide", stylesheets=css, disable_math=True,
-                    sizing_mode="stretch_width", margin=(5, 10))
+        guide = Div(text=self._guide, name="guide", disable_math=True, margin=(5, 10),
+                    stylesheets=[*css, InlineStyleSheet(css=NO_PRINT_CSS)],
+                    sizing_mode="stretch_width")
         return column(
             *([c.lead] if text else []),
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
@@ -398,9 +399,11 @@ class View:
         self.downloads[key] = self._download_row(
             key, list(tab.figures.values()), tab.tables,
             run=tab.source if key == "training" else None)
+        steps = try_html(key)
         words = [] if self._hide_text else [
-            Div(text=try_html(key), name=f"{key}-try", stylesheets=self._css,
-                disable_math=True, sizing_mode="stretch_width", margin=(5, 10)),
+            *([Div(text=steps, name=f"{key}-try", disable_math=True, margin=(5, 10),
+                   stylesheets=[*self._css, InlineStyleSheet(css=NO_PRINT_CSS)],
+                   sizing_mode="stretch_width")] if steps else []),
             self._more(key, self.section_texts[key])]
         return column(*([] if self._hide_text else [self.leads[key]]), *body, *words,
                       self.downloads[key], sizing_mode="stretch_width")

@@ -156,5 +156,7 @@ TRY = {
 
 
 def try_html(key: str) -> str:
-    """An argument tab's "Try this" as HTML (the one draw's is text.guide_html)."""
-    return f"<div class='try'><h4>Try this</h4><ol>{TRY[key]}</ol></div>"
+    """An argument tab's "Try this" as HTML, "" for a tab without one (the one draw's is
+    text.guide_html)."""
+    steps = TRY.get(key)
+    return f"<div class='try'><h4>Try this</h4><ol>{steps}</ol></div>" if steps else ""

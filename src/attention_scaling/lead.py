@@ -142,7 +142,7 @@ TRY = {
                    "<li>Set <b>ρ</b> to 0.5: now ÷√d<sub>k</sub> climbs too, ÷d<sub>k</sub> "
                    "does not.</li>"),
     "gradient": ("<li>Drag <b>d<sub>k</sub></b> from 16 to 512 and watch the unscaled row of "
-                 "the lower chart spread out to the left.</li>"
+                 "the upper chart spread out to the left.</li>"
                  "<li>Set <b>T</b> to 0.125: the ÷√d<sub>k</sub> row spreads like the "
                  "unscaled one at T = 1.</li>"),
     "training": ("<li>Press <b>Train</b> at d<sub>k</sub> = 64: every rule learns, unscaled "

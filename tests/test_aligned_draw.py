@@ -74,7 +74,7 @@ def test_the_one_draw_follows_the_alignment_control(page, server):
     wait_column(page, "scaled-weights-source", "logit",
                 core.compute_state(64, 1.0, 2288, 8, 1.0).scaled.logits.tolist())
     assert column(page, "scaled-weights-source", "logit")[0] == pytest.approx(float(q @ q) / 8)
-    page.get_by_text("k1 among them aligned with the query (ρ = 1)").first.wait_for()
+    page.get_by_text("k1 among them aligned with the query (ρ = 1)").first.wait_for(state="attached")
     handle = page.locator(".bk-Slider", has_text="Trained alignment").locator(".noUi-handle")
     handle.focus()
     page.keyboard.press("Home")                                         # rho 1 -> 0

@@ -536,7 +536,7 @@ def test_the_offline_tabs_fit_the_screen_and_pass_axe(browser, exported, width):
                 timeout=15_000)
             if title == "4 Training":
                 page.get_by_role("button", name="Train").click()
-                page.get_by_text("300 steps of plain SGD").wait_for()
+                page.get_by_text("300 steps of plain SGD").wait_for(state="attached")
             page.wait_for_timeout(300)
             assert page.evaluate(
                 "() => document.documentElement.scrollWidth - window.innerWidth") <= 0, title

@@ -441,3 +441,59 @@ def test_at_1024_with_equal_logit_steps_unscaled_does_not_learn_and_the_scaled_r
         assert seeded[r].final["max"] < 0.05 * start[r]
     mine = {r: s.runs[0].final_loss for r, s in seeded.items()}
     assert mine == pytest.approx({"none": 0.789, "sqrt": 0.0113, "linear": 0.0083}, rel=0.01)
+
+
+# ---- the learning-rate sweep -------------------------------------------------------------
+
+SWEEP_SEED = 2288       # the page's default seed
+
+
+def test_a_sweep_point_is_a_direct_run_at_its_rate():
+    """Each (rule, rate, seed) of the sweep is core.TrainingRun at that rate: the same final
+    loss, exactly; the median and range are those of the seeds' losses."""
+    sweep = core.learning_rate_sweep(64, 1.0, SWEEP_SEED)
+    for rule in core.RULES:
+        s = sweep[rule]
+        j = int(np.argmax(s.rates))                     # the largest rate: the least benign
+        for i, seed in enumerate(range(SWEEP_SEED, SWEEP_SEED + core.TRAIN_SEEDS)):
+            run = core.train(64, rule, seed, lr=float(s.rates[j]))
+            assert s.losses[j, i] == run.final_loss
+        own = sorted(s.losses[j])
+        assert (s.low[j], s.median[j], s.high[j]) == (own[0], own[1], own[2])
+        assert s.equal_step == core.rule_learning_rate(rule, 64)
+        assert np.allclose(s.rates / s.equal_step,
+                           4.0 ** np.arange(-core.SWEEP_START, -core.SWEEP_START + len(s.rates)))
+
+
+@pytest.mark.parametrize("d_k", [64, 1024])
+def test_each_best_rate_has_a_swept_rate_on_either_side(d_k):
+    for rule, s in core.learning_rate_sweep(d_k, 1.0, SWEEP_SEED).items():
+        assert s.rates[0] < s.best < s.rates[-1], rule
+        assert s.best == s.rates[int(np.argmin(s.median))]
+        assert not s.rates.flags.writeable and not s.median.flags.writeable
+
+
+def test_the_best_rate_stays_put_for_sqrt_and_grows_like_d_k_for_linear():
+    """At the page's default setting (T = 1, 8 keys, seeds 2288 to 2290): ÷√d_k's best rate is
+    4 at 64 and at 1024; ÷d_k's is d_k (its best logit step stays at the equal step);
+    unscaled's best rate is well above its equal step, 1/d_k."""
+    a, b = (core.learning_rate_sweep(d, 1.0, SWEEP_SEED) for d in (64, 1024))
+    assert a["sqrt"].best == b["sqrt"].best == 4.0
+    assert (a["linear"].best, b["linear"].best) == (64.0, 1024.0)
+    assert a["linear"].best_logit_step == b["linear"].best_logit_step == 1.0
+    assert a["none"].best >= 16 / 64 and b["none"].best >= 64 / 1024
+
+
+def test_a_sweep_does_not_depend_on_its_slices_and_is_kept():
+    whole = core.start_sweep(4, 0.5, 3, steps=20, seeds=2).run()
+    sliced = core.start_sweep(4, 0.5, 3, steps=20, seeds=2)
+    seen = 0
+    while not sliced.done:
+        sliced.advance(7)
+        assert sliced.points_done >= seen
+        seen = sliced.points_done
+    for rule in core.RULES:
+        assert np.array_equal(whole[rule].losses, sliced.result()[rule].losses)
+    kept = core.cached_sweep(4, 0.5, 3, steps=20, seeds=2)
+    assert kept is not None and core.learning_rate_sweep(4, 0.5, 3, steps=20, seeds=2) is kept
+    assert core.cached_sweep(4, 0.5, 4, steps=20, seeds=2) is None

@@ -11,6 +11,7 @@ standard library only.
 from __future__ import annotations
 
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -1326,3 +1327,183 @@ def train_seeds(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps:
     runs = SeededTraining(d_k, rule, seed, temperature, steps, n_keys, lr, seeds)
     runs.advance(steps + 1)
     return runs
+
+
+# ---- the learning-rate sweep: each rule's final loss against SGD's rate ------------------
+
+#: The sweep's rates: each rule's equal-step rate (rule_learning_rate) times powers of
+#: SWEEP_FACTOR, from SWEEP_FACTOR**-SWEEP_START to SWEEP_FACTOR**SWEEP_START, widened a power
+#: at a time on the side where the lowest median loss sits at the edge (so that every best
+#: rate has a rate on each side), up to SWEEP_REACH powers either way.
+SWEEP_FACTOR = 4
+SWEEP_START = 2
+SWEEP_REACH = 8
+#: Finished sweeps kept, per (d_k, T, seed, keys, steps, seeds); ~3 KB each.
+SWEEP_CACHE_SIZE = 32
+
+
+@dataclass(frozen=True)
+class RuleSweep:
+    """One rule's sweep: its rates (ascending), the runs' final_loss per rate and seed
+    (``losses`` (rates, seeds); +inf where a run diverged), per rate their median, min and
+    max, the rate of the lowest median (``best``, NaN if none is finite) and the rule's
+    equal-step rate (``equal_step``, the Train runs')."""
+
+    rates: np.ndarray
+    losses: np.ndarray
+    median: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    best: float
+    equal_step: float
+
+    @property
+    def best_logit_step(self) -> float:
+        """The best rate's logit step lr·d_k/s², in units of the equal step: best/equal_step."""
+        return self.best / self.equal_step
+
+
+def _rule_sweep(rule: str, d_k: int, powers, losses: dict) -> RuleSweep:
+    equal = rule_learning_rate(rule, d_k)
+    ks = sorted(k for k in powers if k in losses)
+    rates = np.array([equal * float(SWEEP_FACTOR) ** k for k in ks])
+    values = np.array([losses[k] for k in ks], float).reshape(len(ks), -1)
+    values = np.where(np.isfinite(values), values, math.inf)
+    median = np.median(values, axis=1) if len(ks) else np.zeros(0)
+    low = values.min(axis=1) if len(ks) else np.zeros(0)
+    high = values.max(axis=1) if len(ks) else np.zeros(0)
+    finite = np.isfinite(median)
+    best = float(rates[int(np.argmin(np.where(finite, median, math.inf)))]) if finite.any() \
+        else math.nan
+    for a in (rates, values, median, low, high):
+        a.setflags(write=False)
+    return RuleSweep(rates, values, median, low, high, best, equal)
+
+
+class LearningRateSweep:
+    """Each rule's final loss (:attr:`TrainingRun.final_loss`, ``seeds`` seeds from ``seed`` as
+    Train runs them) against SGD's learning rate at one setting: per rule the rates
+    ``rule_learning_rate · SWEEP_FACTOR**k``, k from -SWEEP_START to SWEEP_START, widened
+    while the lowest median sits at an edge (see SWEEP_REACH). Built a point (rule, rate) at
+    a time: ``advance(count)`` takes up to ``count`` steps of the point under way (each of
+    its seeds' runs), and :meth:`rule` is what the points done so far show. The result does
+    not depend on how the steps were sliced; a finished sweep is kept
+    (:func:`learning_rate_sweep` and :func:`cached_sweep` find it)."""
+
+    def __init__(self, d_k: int, temperature: float = 1.0, seed: int = 0,
+                 n_keys: int = N_KEYS, steps: int = 300, seeds: int = TRAIN_SEEDS) -> None:
+        self.d_k, self.seed, self.n_keys = int(d_k), int(seed), int(n_keys)
+        self.temperature = _check_temperature(temperature)
+        self.steps, self.seeds = int(steps), int(seeds)
+        self.powers = {r: list(range(-SWEEP_START, SWEEP_START + 1)) for r in RULES}
+        self._losses: dict[str, dict[int, tuple]] = {r: {} for r in RULES}
+        # the equal-step rates first, then outwards: every rule's points arrive together
+        self._queue = [(r, k) for j in range(SWEEP_START + 1) for k in sorted({-j, j})
+                       for r in RULES]
+        self._current: SeededTraining | None = None
+        self._point = None
+
+    @property
+    def key(self) -> tuple:
+        return (self.d_k, self.temperature, self.seed, self.n_keys, self.steps, self.seeds)
+
+    @property
+    def done(self) -> bool:
+        return self._current is None and not self._queue
+
+    @property
+    def points_done(self) -> int:
+        return sum(len(v) for v in self._losses.values())
+
+    @property
+    def points_planned(self) -> int:
+        """The points done, under way and queued (a widening adds more)."""
+        return self.points_done + len(self._queue) + (self._current is not None)
+
+    def advance(self, count: int) -> None:
+        """Up to ``count`` steps of the point under way (the next one's, if none is)."""
+        if self._current is None:
+            if not self._queue:
+                return
+            self._point = rule, k = self._queue.pop(0)
+            rate = rule_learning_rate(rule, self.d_k) * float(SWEEP_FACTOR) ** k
+            self._current = SeededTraining(self.d_k, rule, self.seed, self.temperature,
+                                           self.steps, self.n_keys, rate, self.seeds)
+        with np.errstate(all="ignore"):        # a diverging run's overflow is its result
+            self._current.advance(count)
+        if not self._current.done:
+            return
+        rule, k = self._point
+        self._losses[rule][k] = tuple(run.final_loss for run in self._current.runs)
+        self._current = self._point = None
+        if not any(r == rule for r, _ in self._queue):
+            self._widen(rule)
+        if self.done:
+            _keep_sweep(self.key, self.result())
+
+    def _widen(self, rule: str) -> None:
+        """Queue the next power on the side where ``rule``'s lowest median sits at the edge."""
+        swept = self.rule(rule)
+        ks = self.powers[rule]
+        best = float(np.argmin(np.where(np.isfinite(swept.median), swept.median, math.inf)))
+        if best == 0 and ks[0] > -SWEEP_REACH:
+            ks.insert(0, ks[0] - 1)
+            self._queue.append((rule, ks[0]))
+        elif best == len(ks) - 1 and ks[-1] < SWEEP_REACH:
+            ks.append(ks[-1] + 1)
+            self._queue.append((rule, ks[-1]))
+
+    def rule(self, rule: str) -> RuleSweep:
+        """``rule``'s points done so far."""
+        return _rule_sweep(rule, self.d_k, self.powers[rule], self._losses[rule])
+
+    def result(self) -> Mapping[str, RuleSweep]:
+        """rule -> :class:`RuleSweep` of the points done so far (all of them once done)."""
+        return MappingProxyType({r: self.rule(r) for r in RULES})
+
+    def run(self) -> Mapping[str, RuleSweep]:
+        """Take the sweep to its end; its result."""
+        while not self.done:
+            self.advance(self.steps + 1)
+        return self.result()
+
+
+_SWEEPS: dict = {}
+_SWEEPS_LOCK = threading.Lock()
+
+
+def _sweep_key(d_k, temperature, seed, n_keys, steps, seeds) -> tuple:
+    return (int(d_k), _check_temperature(temperature), int(seed), int(n_keys), int(steps),
+            int(seeds))
+
+
+def _keep_sweep(key: tuple, result) -> None:
+    with _SWEEPS_LOCK:
+        _SWEEPS.pop(key, None)
+        _SWEEPS[key] = result
+        while len(_SWEEPS) > SWEEP_CACHE_SIZE:
+            del _SWEEPS[next(iter(_SWEEPS))]
+
+
+def cached_sweep(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int = N_KEYS,
+                 steps: int = 300, seeds: int = TRAIN_SEEDS) -> Mapping[str, RuleSweep] | None:
+    """The finished sweep at this setting if one is kept (any thread finished it), else None."""
+    key = _sweep_key(d_k, temperature, seed, n_keys, steps, seeds)
+    with _SWEEPS_LOCK:
+        return _SWEEPS.get(key)
+
+
+def start_sweep(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int = N_KEYS,
+                steps: int = 300, seeds: int = TRAIN_SEEDS) -> LearningRateSweep:
+    """A :class:`LearningRateSweep` not yet advanced."""
+    return LearningRateSweep(d_k, temperature, seed, n_keys, steps, seeds)
+
+
+def learning_rate_sweep(d_k: int, temperature: float = 1.0, seed: int = 0,
+                        n_keys: int = N_KEYS, steps: int = 300,
+                        seeds: int = TRAIN_SEEDS) -> Mapping[str, RuleSweep]:
+    """The finished :class:`LearningRateSweep` at this setting: rule -> :class:`RuleSweep`,
+    kept (the last SWEEP_CACHE_SIZE settings) and computed at most once while kept."""
+    found = cached_sweep(d_k, temperature, seed, n_keys, steps, seeds)
+    return found if found is not None else start_sweep(
+        d_k, temperature, seed, n_keys, steps, seeds).run()

@@ -486,7 +486,7 @@ def test_the_best_rate_stays_put_for_sqrt_and_grows_like_d_k_for_linear():
 
 def test_a_sweep_does_not_depend_on_its_slices_and_is_kept():
     whole = core.start_sweep(4, 0.5, 3, steps=20, seeds=2).run()
-    sliced = core.start_sweep(4, 0.5, 3, steps=20, seeds=2)
+    sliced = core.LearningRateSweep(4, 0.5, 3, steps=20, seeds=2)      # not the kept one
     seen = 0
     while not sliced.done:
         sliced.advance(7)
@@ -495,5 +495,7 @@ def test_a_sweep_does_not_depend_on_its_slices_and_is_kept():
     for rule in core.RULES:
         assert np.array_equal(whole[rule].losses, sliced.result()[rule].losses)
     kept = core.cached_sweep(4, 0.5, 3, steps=20, seeds=2)
-    assert kept is not None and core.learning_rate_sweep(4, 0.5, 3, steps=20, seeds=2) is kept
+    assert kept is not None and kept.done
+    assert core.start_sweep(4, 0.5, 3, steps=20, seeds=2) is kept
+    assert core.learning_rate_sweep(4, 0.5, 3, steps=20, seeds=2) is kept.result()
     assert core.cached_sweep(4, 0.5, 4, steps=20, seeds=2) is None

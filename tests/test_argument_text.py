@@ -11,6 +11,7 @@ import pytest
 from attention_scaling import core
 from attention_scaling.lead import training_lead
 from attention_scaling.text import (TRAINING_SWEEP_64, _fmt, _training_lean, budget_html,
+                                    training_sweep_html,
                                     gradient_html, plain, saturation_html, training_html,
                                     variance_html)
 
@@ -297,3 +298,124 @@ def test_the_tuned_rates_the_training_text_quotes_are_a_sweep_s():
             "equal-step rate (0.00856); ÷dk at its equal-step rate, 64 (0.009). Tuned, ÷√dk "
             "ends ahead of ÷dk, and unscaled learns, less well than both.") in text
     assert "Here ÷dk and ÷√dk end level (0.01 against 0.01)" in text
+
+
+# ---- the learning-rate sweep's sentences: each a claim that holds for the sweep -------------
+
+LABEL_RULE = {"unscaled": "none", "÷√dk": "sqrt", "÷dk": "linear"}
+
+
+def _printed_rate(text: str) -> float:
+    return 1 / float(text[2:]) if text.startswith("1/") else float(text)
+
+
+def _own_sweep(sweep, d_k, seed, temperature, n_keys, steps):
+    """This test's own numbers for a sweep: per rule its rates as multiples of the equal
+    step, the median over the seeds of its losses, and the median first loss of core's runs
+    (their first step, before any update)."""
+    own = {}
+    for r, s in sweep.items():
+        starts = []
+        for i in range(s.losses.shape[1]):
+            run = core.start_training(d_k, r, seed + i, temperature, steps, n_keys)
+            run.advance(1)
+            starts.append(run.loss[0])
+        own[r] = dict(times=s.rates / core.rule_learning_rate(r, d_k),
+                      median=np.array([sorted(row)[len(row) // 2] for row in s.losses]),
+                      start=float(np.median(starts)))
+    return own
+
+
+def _sweep_claims(sweep, own):
+    def spans(m):
+        for part in m["spans"].split(", "):
+            label, lo, _, hi = part.rsplit(" ", 3)
+            s = sweep[LABEL_RULE[label]]
+            if not (math.isclose(_printed_rate(lo), s.rates[0], rel_tol=5e-3)
+                    and math.isclose(_printed_rate(hi), s.rates[-1], rel_tol=5e-3)):
+                return False
+        for r, o in own.items():        # powers of 4 from the equal step; an edge best at reach
+            k = np.log(o["times"]) / np.log(4)
+            if not np.allclose(k, np.round(k)) or not np.all(np.diff(np.round(k)) == 1):
+                return False
+            j = int(np.argmin(o["median"]))
+            if (j == 0 and k[0] > -core.SWEEP_REACH) or (
+                    j == len(k) - 1 and k[-1] < core.SWEEP_REACH):
+                return False
+        return True
+
+    def best(m):
+        parts = m["best"].split("; ")
+        for part in parts:
+            hit = re.fullmatch(r"(\S+) (\S+) \((\S+)\), (its equal-step rate|(\S+) × its "
+                               r"equal-step rate)", part)
+            r = LABEL_RULE[hit[1]]
+            o, j = own[r], int(np.argmin(own[r]["median"]))
+            if not (math.isclose(_printed_rate(hit[2]), sweep[r].rates[j], rel_tol=5e-3)
+                    and _fmt(o["median"][j]) == hit[3]):
+                return False
+            if (hit[5] is None) != (o["times"][j] == 1) or (
+                    hit[5] and not math.isclose(_printed_rate(hit[5]), o["times"][j],
+                                                rel_tol=5e-3)):
+                return False
+        return len(parts) == len(sweep)
+
+    def learn(r):
+        return own[r]["median"].min() < 0.5 * own[r]["start"]
+
+    def stays_put():
+        a, b = (core.learning_rate_sweep(d, 1.0, 2288) for d in (64, 1024))
+        return (a["sqrt"].best == b["sqrt"].best == 4 and a["linear"].best == 64
+                and b["linear"].best == 1024)
+
+    return [
+        (r"The lower chart trains each rule again at dk = (?P<d>\d+), from the same seeds and "
+         r"for the same steps, at its equal-step rate \(the ring\) times powers of 4, widened "
+         r"where the lowest loss sat at an edge: (?P<spans>.+)\.", spans),
+        (r"Each rule's best rate, its lowest median final loss \(filled\): (?P<best>.+)\.", best),
+        (r"At its best rate each rule learns: its median final loss is under half its first "
+         r"loss\.", lambda m: all(learn(r) for r in sweep)),
+        (r"At its best rate (?P<names>.+) (does|do) not get under half (its|their) first loss\.",
+         lambda m: {LABEL_RULE[x] for x in re.split(r", | and ", m["names"])}
+         == {r for r in sweep if not learn(r)}),
+        (r"On this toy at T = 1 with 8 keys \(seeds 2288 to 2290\), ÷√dk's best rate is 4 at "
+         r"dk = 64 and at 1024, and ÷dk's is dk at both: its best logit step stays put\.",
+         lambda m: stays_put()),
+        (r"μP pairs 1/dk with SGD rates for input-like weights such as these WQ and WK that "
+         r"grow in proportion to width, so under μP's rates ÷dk's best base rate stays put "
+         r"too\.", lambda m: stays_put()),
+    ]
+
+
+@pytest.mark.parametrize("d_k,t,n_keys,steps", [(64, 1.0, 8, 300), (1024, 1.0, 8, 300),
+                                                (1, 1.0, 8, 40), (3, 0.1, 2, 40),
+                                                (4096, 10.0, 64, 20), (48, 0.1, 64, 40)])
+def test_every_sentence_of_the_sweep_is_a_claim_that_holds(d_k, t, n_keys, steps):
+    seed = 2288
+    sweep = core.learning_rate_sweep(d_k, t, seed, n_keys, steps=steps)
+    own = _own_sweep(sweep, d_k, seed, t, n_keys, steps)
+    text = plain(training_sweep_html(sweep, d_k))
+    claims = [(re.compile(p), cond) for p, cond in _sweep_claims(sweep, own)]
+    sentences = [s for s in re.split(r"(?<=\.)\s*(?=[A-Zμ])", text) if s]
+    assert len(sentences) == 5
+    for sentence in sentences:
+        hits = [(p, cond) for p, cond in claims if p.fullmatch(sentence)]
+        assert len(hits) == 1, sentence
+        assert hits[0][1](hits[0][0].fullmatch(sentence)), f"false here: {sentence!r}"
+
+
+def test_a_sweep_whose_rules_stall_says_which():
+    """The "does not get under half" branch, from a sweep of 3 steps (nothing learns yet)."""
+    sweep = core.learning_rate_sweep(16, 1.0, 5, steps=3)
+    text = plain(training_sweep_html(sweep, 16))
+    assert "At its best rate unscaled, ÷√dk and ÷dk do not get under half their first loss." \
+        in text
+
+
+def test_a_false_sweep_sentence_is_caught():
+    sweep = core.learning_rate_sweep(64, 1.0, 2288)
+    own = _own_sweep(sweep, 64, 2288, 1.0, 8, 300)
+    text = plain(training_sweep_html(sweep, 64)).replace("÷√dk 4 (", "÷√dk 16 (")
+    pattern, cond = _sweep_claims(sweep, own)[1]
+    sentence = next(s for s in re.split(r"(?<=\.)\s*(?=[A-Zμ])", text) if s.startswith("Each"))
+    assert not cond(re.compile(pattern).fullmatch(sentence))

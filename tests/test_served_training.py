@@ -106,21 +106,44 @@ def test_the_loop_answers_while_a_run_trains_at_the_heaviest_setting(advances):
     assert shown[0] < shown[1] < TRAINING_STEPS + 1
 
 
+def sweep_points_shown(explorer) -> int:
+    data = explorer.view.argument.tabs["training"].sweep_source.data
+    return sum(int(np.isfinite(data.get(f"loss_median_{r}", [])).sum()) for r in core.RULES)
+
+
 def test_a_served_run_ends_as_cores_run_with_nothing_left_scheduled():
+    """The runs end as core's; then the learning-rate sweep at their setting fills its chart
+    point by point (the Train button usable meanwhile), each point the median of core's runs
+    at its rate; then nothing is left scheduled."""
     async def scenario():
-        server, explorer, doc = await served(dict(d_k=64, keys=8))
+        server, explorer, doc = await served(dict(d_k=64, keys=8, seed=4242))
         try:
             await until(lambda: steps_shown(explorer) == TRAINING_STEPS + 1)
-            # the run's end: its callbacks removed and the button given back
-            await until(lambda: not doc.session_callbacks
-                        and not explorer.view.train_button.disabled, timeout=10)
-            return (dict(explorer.view.argument.tabs["training"].source.data),
-                    explorer.view.train_button.disabled, list(doc.session_callbacks))
+            await until(lambda: not explorer.view.train_button.disabled, timeout=10)
+            seen, tab = set(), explorer.view.argument.tabs["training"]
+            while "Learning-rate sweep: " not in tab.status.text:      # its end shown
+                seen.add(sweep_points_shown(explorer))
+                await asyncio.sleep(0.02)
+            # the sweep's end: its callbacks removed
+            await until(lambda: not doc.session_callbacks, timeout=10)
+            return (dict(tab.source.data), dict(tab.sweep_source.data), seen,
+                    tab.status.text, explorer.view.train_button.disabled,
+                    list(doc.session_callbacks))
         finally:
             server.stop()
 
-    data, disabled, callbacks = run_in_thread(scenario, timeout=120)
-    seed = ExplorerState().seed
+    data, sweep, seen, status, disabled, callbacks = run_in_thread(scenario, timeout=240)
+    assert len(seen) > 3                          # points shown as they arrived
+    assert "Learning-rate sweep: " in status
+    seed = 4242
+    for rule in core.RULES:     # each point: the median of core's runs at its rate
+        rates = [x for x in sweep[f"lr_{rule}"] if np.isfinite(x)]
+        assert rates[0] < core.rule_learning_rate(rule, 64) < rates[-1]
+        for lr, median in zip(rates, sweep[f"loss_median_{rule}"]):
+            own = np.median([core.train(64, rule, seed + i, lr=lr).final_loss for i in range(3)])
+            assert median == own, (rule, lr)
+        best = int(np.nanargmin(sweep[f"loss_median_{rule}"]))
+        assert sweep[f"best_{rule}"][best] == sweep[f"loss_median_{rule}"][best]
     for rule in core.RULES:     # core's runs from the seed and the next two, at its rates
         runs = [core.train(64, rule, seed + i, temperature=1.0, steps=TRAINING_STEPS, n_keys=8,
                            lr=core.rule_learning_rate(rule, 64)) for i in range(3)]

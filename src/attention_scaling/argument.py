@@ -21,7 +21,7 @@ from .lead import (TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead,
                    training_lead, variance_lead)
 from .text import (RULE_LABELS, TRAINING_INTRO, budget_html, gradient_html, saturation_html,
                    scaled_score_example, softmax_example, training_html,
-                   training_status_html, variance_html)
+                   training_status_html, training_sweep_html, variance_html)
 
 #: The dotted line of the current width and the dashed √d_k (Bokeh's "dotted", "dashed").
 DOTTED, DASHED = (2, 4), (6,)
@@ -431,32 +431,85 @@ class TrainingTab(TabView):
         fig.xaxis.axis_label = "step"
         fig.yaxis.axis_label = "‖∂L/∂W‖_F (log)"
         self.figures["training-gradients"] = fig
+        self.figures["training-lr-sweep"] = self._sweep_figure(shared)
         for name, fig in self.figures.items():
             style_figure(fig)
             fig.min_border_right = 24          # room for the last step's tick label
-            fig.legend.location = "top_right" if name == "training-loss" else "bottom_left"
+            fig.legend.location = {"training-loss": "top_right",
+                                   "training-lr-sweep": "top_center"}.get(name, "bottom_left")
             _legend_text(fig)
-        self.tables = [(self.source, _same(*self.source.data))]
+        #: The sweep source's rows (None: as many as the sweep's longest rule has rates).
+        self.sweep_rows = None
+        self.tables = [(self.source, _same(*self.source.data)),
+                       (self.sweep_source, _same(*self.sweep_source.data))]
         self.intro = TRAINING_INTRO
 
+    def _sweep_figure(self, shared: Shared):
+        """The learning-rate sweep: per rule its median final loss against the rate, the
+        seeds' range as a band, its best rate filled, the rate Train used as a ring, and a
+        cross at the top for a rate whose median run diverged."""
+        self.sweep_source = ColumnDataSource(
+            {f"{c}_{r}": [] for r in core.RULES for c in SWEEP_COLUMNS},
+            name="training-lr-sweep-source")
+        fig = figure(name="training-lr-sweep", title=SWEEP_TITLE, height=280,
+                     sizing_mode="stretch_width", min_width=260, tools="", x_axis_type="log",
+                     y_axis_type="log", x_range=Range1d(1e-3, 1e3), y_range=Range1d(1e-3, 1))
+        subtitle(fig, "filled: its best rate; ring: the rate Train used")
+        for r in core.RULES:
+            fig.varea(x=f"lr_{r}", y1=f"loss_min_{r}", y2=f"loss_max_{r}",
+                      source=self.sweep_source, fill_color=RULE_COLORS[r], fill_alpha=0.15)
+            shared.rule_line(fig, f"lr_{r}", f"loss_median_{r}", self.sweep_source, r,
+                             highlighted=False)
+            for y, look in ((f"best_{r}", dict(size=11, fill_color=RULE_COLORS[r])),
+                            (f"train_{r}", dict(size=15, marker="circle", fill_color=None,
+                                                line_width=2)),
+                            (f"diverged_{r}", dict(size=12, marker="x", line_width=2))):
+                fig.scatter(x=f"lr_{r}", y=y, source=self.sweep_source,
+                            line_color=RULE_COLORS[r],
+                            **{"marker": RULE_MARKER[r], **look})
+        fig.xaxis.axis_label = "learning rate (log)"
+        fig.yaxis.axis_label = "final loss (log)"
+        return fig
+
     def body(self) -> list:
-        return [[self.button, self.status], list(self.figures.values())]
+        figs = list(self.figures.values())
+        return [[self.button, self.status], figs[:2], figs[2]]
 
     def draw(self, s: Setting | None) -> tuple[str, str]:
         return TRAINING_LEAD, self.intro
 
-    def show(self, runs: dict, d_k: int, temperature: float,
-             n_keys: int) -> tuple[str, str] | None:
-        """The runs so far (rule -> core.SeededTraining) on the charts and the status line;
-        once every run is done, the HTML of the lead and the "More detail" of what they
-        showed (else None)."""
+    def show(self, runs: dict, d_k: int, temperature: float, n_keys: int,
+             sweep=None) -> tuple[str, str] | None:
+        """The runs so far (rule -> core.SeededTraining) on the charts and the status line,
+        and ``sweep`` (a core.LearningRateSweep under way or done, or None: none yet) on
+        the learning-rate chart; once every run is done, the HTML of the lead and the "More
+        detail" of what they showed, the sweep's paragraph once it is done (else None)."""
         self.show_runs(runs)
+        self.show_sweep(None if sweep is None else sweep.result(), self.sweep_rows)
         done = all(run.done for run in runs.values())
         step = min(run.steps_done for run in runs.values())
         self.status.text = training_status_html(step, TRAINING_STEPS, d_k, temperature, n_keys,
-                                                done)
-        return ((training_lead(runs), training_html(runs, d_k, temperature, n_keys)) if done
-                else None)
+                                                done, sweep)
+        if not done:
+            return None
+        detail = training_html(runs, d_k, temperature, n_keys)
+        if sweep is not None and sweep.done:
+            detail += training_sweep_html(sweep.result(), d_k)
+        return training_lead(runs), detail
+
+    def show_sweep(self, result, rows: int | None = None) -> None:
+        """A sweep's points (rule -> core.RuleSweep, or None: empty) on its chart, its axes
+        spanning them (``rows``: see :func:`sweep_data`)."""
+        data = sweep_data(result, rows)
+        fig = self.figures["training-lr-sweep"]
+        rates = [v for k, v in data.items() if k.startswith("lr_")]
+        losses = [v for k, v in data.items() if k.startswith(("loss_min_", "loss_max_"))]
+        fit_log_range(fig.x_range, *rates)
+        fit_log_range(fig.y_range, *losses)
+        for r in core.RULES:        # a diverged median's cross: at the top of the axis
+            data[f"diverged_{r}"] = [fig.y_range.end / 1.5 if x == 1 else math.nan
+                                     for x in data[f"diverged_{r}"]]
+        self.sweep_source.data = data
 
     def show_runs(self, run_by_rule: dict) -> None:
         """The training runs so far (rule -> core.SeededTraining), replacing what is shown:
@@ -494,6 +547,37 @@ def training_data(run_by_rule: dict) -> dict:
             for q in qs:
                 v = curve[m][q][:n]
                 data[f"{m}_{q}_{r}"] = (v if m == "loss" else np.maximum(v, GRAD_FLOOR)).tolist()
+    return data
+
+
+#: The sweep source's columns, each with its rule's key after it: rate, median final loss and
+#: the seeds' range, the median again at the best rate and at Train's (NaN elsewhere), and a
+#: diverged median's cross (NaN elsewhere).
+SWEEP_COLUMNS = ("lr", "loss_median", "loss_min", "loss_max", "best", "train", "diverged")
+SWEEP_TITLE = "Final loss against the learning rate, per rule"
+
+
+def sweep_data(result, rows: int | None = None) -> dict:
+    """The sweep source's columns for ``result`` (rule -> core.RuleSweep, or None: empty):
+    each rule's rates in order, the rules' columns as long as the longest, or ``rows`` (NaN
+    after a rule's last rate); a median that is not finite (a diverged run) leaves the line
+    and is drawn as a cross (its column 1 there, for show_sweep to place)."""
+    if result is None:
+        return {f"{c}_{r}": [] for r in core.RULES for c in SWEEP_COLUMNS}
+    n = max([len(result[r].rates) for r in core.RULES] + [rows or 0])
+    data = {}
+    for r in core.RULES:
+        s = result[r]
+        finite = np.isfinite(s.median)
+        cols = {"lr": s.rates, "loss_median": np.where(finite, s.median, math.nan),
+                "loss_min": np.where(np.isfinite(s.low), s.low, math.nan),
+                "loss_max": np.where(np.isfinite(s.high), s.high, math.nan),
+                "best": np.where(s.rates == s.best, s.median, math.nan),
+                "train": np.where(s.rates == s.equal_step, s.median, math.nan),
+                "diverged": np.where(finite, math.nan, 1.0)}
+        for c in SWEEP_COLUMNS:
+            v = np.asarray(cols[c], float)
+            data[f"{c}_{r}"] = np.concatenate([v, np.full(n - len(v), math.nan)]).tolist()
     return data
 
 

@@ -1346,8 +1346,9 @@ SWEEP_CACHE_SIZE = 32
 class RuleSweep:
     """One rule's sweep: its rates (ascending), the runs' final_loss per rate and seed
     (``losses`` (rates, seeds); +inf where a run diverged), per rate their median, min and
-    max, the rate of the lowest median (``best``, NaN if none is finite) and the rule's
-    equal-step rate (``equal_step``, the Train runs')."""
+    max, the rate of the lowest median (``best``, NaN if none is finite), the rule's
+    equal-step rate (``equal_step``, the Train runs') and the median first loss over the
+    seeds (``start``: before any step, the same at every rate; NaN before a point is done)."""
 
     rates: np.ndarray
     losses: np.ndarray
@@ -1356,6 +1357,7 @@ class RuleSweep:
     high: np.ndarray
     best: float
     equal_step: float
+    start: float
 
     @property
     def best_logit_step(self) -> float:
@@ -1363,11 +1365,12 @@ class RuleSweep:
         return self.best / self.equal_step
 
 
-def _rule_sweep(rule: str, d_k: int, powers, losses: dict) -> RuleSweep:
+def _rule_sweep(rule: str, d_k: int, powers, losses: dict, start: float,
+                seeds: int) -> RuleSweep:
     equal = rule_learning_rate(rule, d_k)
     ks = sorted(k for k in powers if k in losses)
     rates = np.array([equal * float(SWEEP_FACTOR) ** k for k in ks])
-    values = np.array([losses[k] for k in ks], float).reshape(len(ks), -1)
+    values = np.array([losses[k] for k in ks], float).reshape(len(ks), seeds)
     values = np.where(np.isfinite(values), values, math.inf)
     median = np.median(values, axis=1) if len(ks) else np.zeros(0)
     low = values.min(axis=1) if len(ks) else np.zeros(0)
@@ -1377,7 +1380,7 @@ def _rule_sweep(rule: str, d_k: int, powers, losses: dict) -> RuleSweep:
         else math.nan
     for a in (rates, values, median, low, high):
         a.setflags(write=False)
-    return RuleSweep(rates, values, median, low, high, best, equal)
+    return RuleSweep(rates, values, median, low, high, best, equal, start)
 
 
 class LearningRateSweep:
@@ -1397,11 +1400,13 @@ class LearningRateSweep:
         self.steps, self.seeds = int(steps), int(seeds)
         self.powers = {r: list(range(-SWEEP_START, SWEEP_START + 1)) for r in RULES}
         self._losses: dict[str, dict[int, tuple]] = {r: {} for r in RULES}
+        self._starts = {r: math.nan for r in RULES}
         # the equal-step rates first, then outwards: every rule's points arrive together
         self._queue = [(r, k) for j in range(SWEEP_START + 1) for k in sorted({-j, j})
                        for r in RULES]
         self._current: SeededTraining | None = None
         self._point = None
+        self._result = None
 
     @property
     def key(self) -> tuple:
@@ -1435,11 +1440,13 @@ class LearningRateSweep:
             return
         rule, k = self._point
         self._losses[rule][k] = tuple(run.final_loss for run in self._current.runs)
+        self._starts[rule] = float(np.median([run.loss[0] for run in self._current.runs]))
         self._current = self._point = None
         if not any(r == rule for r, _ in self._queue):
             self._widen(rule)
         if self.done:
-            _keep_sweep(self.key, self.result())
+            self._result = self.result()
+            _keep_sweep(self.key, self)
 
     def _widen(self, rule: str) -> None:
         """Queue the next power on the side where ``rule``'s lowest median sits at the edge."""
@@ -1455,10 +1462,14 @@ class LearningRateSweep:
 
     def rule(self, rule: str) -> RuleSweep:
         """``rule``'s points done so far."""
-        return _rule_sweep(rule, self.d_k, self.powers[rule], self._losses[rule])
+        return _rule_sweep(rule, self.d_k, self.powers[rule], self._losses[rule],
+                           self._starts[rule], self.seeds)
 
     def result(self) -> Mapping[str, RuleSweep]:
-        """rule -> :class:`RuleSweep` of the points done so far (all of them once done)."""
+        """rule -> :class:`RuleSweep` of the points done so far (all of them once done: then
+        the same object at every call)."""
+        if self._result is not None:
+            return self._result
         return MappingProxyType({r: self.rule(r) for r in RULES})
 
     def run(self) -> Mapping[str, RuleSweep]:
@@ -1477,17 +1488,18 @@ def _sweep_key(d_k, temperature, seed, n_keys, steps, seeds) -> tuple:
             int(seeds))
 
 
-def _keep_sweep(key: tuple, result) -> None:
+def _keep_sweep(key: tuple, sweep: LearningRateSweep) -> None:
     with _SWEEPS_LOCK:
         _SWEEPS.pop(key, None)
-        _SWEEPS[key] = result
+        _SWEEPS[key] = sweep
         while len(_SWEEPS) > SWEEP_CACHE_SIZE:
             del _SWEEPS[next(iter(_SWEEPS))]
 
 
 def cached_sweep(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int = N_KEYS,
-                 steps: int = 300, seeds: int = TRAIN_SEEDS) -> Mapping[str, RuleSweep] | None:
-    """The finished sweep at this setting if one is kept (any thread finished it), else None."""
+                 steps: int = 300, seeds: int = TRAIN_SEEDS) -> LearningRateSweep | None:
+    """The finished :class:`LearningRateSweep` at this setting if one is kept (whichever
+    thread finished it), else None."""
     key = _sweep_key(d_k, temperature, seed, n_keys, steps, seeds)
     with _SWEEPS_LOCK:
         return _SWEEPS.get(key)
@@ -1495,8 +1507,10 @@ def cached_sweep(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int 
 
 def start_sweep(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int = N_KEYS,
                 steps: int = 300, seeds: int = TRAIN_SEEDS) -> LearningRateSweep:
-    """A :class:`LearningRateSweep` not yet advanced."""
-    return LearningRateSweep(d_k, temperature, seed, n_keys, steps, seeds)
+    """The kept :class:`LearningRateSweep` at this setting (done), else a new one."""
+    kept = cached_sweep(d_k, temperature, seed, n_keys, steps, seeds)
+    return kept if kept is not None else LearningRateSweep(d_k, temperature, seed, n_keys,
+                                                           steps, seeds)
 
 
 def learning_rate_sweep(d_k: int, temperature: float = 1.0, seed: int = 0,
@@ -1504,6 +1518,4 @@ def learning_rate_sweep(d_k: int, temperature: float = 1.0, seed: int = 0,
                         seeds: int = TRAIN_SEEDS) -> Mapping[str, RuleSweep]:
     """The finished :class:`LearningRateSweep` at this setting: rule -> :class:`RuleSweep`,
     kept (the last SWEEP_CACHE_SIZE settings) and computed at most once while kept."""
-    found = cached_sweep(d_k, temperature, seed, n_keys, steps, seeds)
-    return found if found is not None else start_sweep(
-        d_k, temperature, seed, n_keys, steps, seeds).run()
+    return start_sweep(d_k, temperature, seed, n_keys, steps, seeds).run()

@@ -414,11 +414,13 @@ class View:
         setting's rule highlighted."""
         self._show_texts(key, self.argument.draw(key, setting))
 
-    def show_training(self, runs: dict, d_k: int, temperature: float, n_keys: int) -> bool:
-        """The training runs so far (rule -> core.SeededTraining) on their tab: the charts, the
-        status beside the Train button and, once every run is done, what they showed. True
-        when they are done."""
-        texts = self.argument.tabs["training"].show(runs, d_k, temperature, n_keys)
+    def show_training(self, runs: dict, d_k: int, temperature: float, n_keys: int,
+                      sweep=None) -> bool:
+        """The training runs so far (rule -> core.SeededTraining) and the learning-rate sweep
+        (core.LearningRateSweep or None) on their tab: the charts, the status beside the
+        Train button and, once every run is done, what they showed. True when they are
+        done."""
+        texts = self.argument.tabs["training"].show(runs, d_k, temperature, n_keys, sweep)
         if texts is not None:
             self._show_texts("training", texts)
         return texts is not None

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from . import core
-from .text import RULE_LABELS_HTML, _distinct, _fmt, _median_weight
+from .text import RULE_LABELS_HTML, _distinct, _fmt, _median_weight, _names
 
 #: Words a lead sentence may hold.
 LEAD_WORDS = 30
@@ -56,12 +56,6 @@ def training_lead(runs: dict) -> str:
         (slow, "barely learns" if len(slow) == 1 else "barely learn")) if rs)
     return (f"Mean loss of the last {core.TRAIN_TAIL} steps, median of {len(runs['sqrt'].runs)} "
             f"seeds: {shown}{tail}.")
-
-
-def _names(rules: list[str]) -> str:
-    """Rules' names as a list in words: "unscaled", "unscaled and ÷d_k", "a, b and c"."""
-    names = [RULE_LABELS_HTML[r] for r in rules]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def variance_lead(d_k: int, dist: dict) -> str:

@@ -202,6 +202,7 @@ class Explorer(pn.viewable.Viewer):
         # change redraws only the visible one)
         self._shown: dict = {}     # per tab: the setting it was drawn at
         self._training = None
+        self._sweep = None          # the learning-rate sweep at the runs' setting, or None
         self._slice = None          # a served run's slice: (job, stop, show callback or None)
         self._stops_with = None     # the document whose end stops a served run
         self._page_pending = False
@@ -282,16 +283,21 @@ class Explorer(pn.viewable.Viewer):
         seed and the next (core.TRAIN_SEEDS seeds), each rule at its own learning rate
         (core.rule_learning_rate). Served, the steps run in slices on the process's training thread
         (:func:`training_thread`) while the page's curves grow, each slice shown on the
-        server's loop, until the runs end or :meth:`stop_training`; elsewhere (a notebook, a
-        document with no session) all at once."""
-        if self._training and self._slice is not None:
-            return           # one run at a time (the button is disabled meanwhile)
+        server's loop, until the runs end or :meth:`stop_training`; then, the same way, the
+        learning-rate sweep at their setting (core.LearningRateSweep), its points shown as they
+        arrive. A sweep kept from before shows at once. Elsewhere (a notebook, a document
+        with no session) the runs all at once, and the sweep only if one is kept."""
+        if self._slice is not None:
+            if self._sweep is None or self._sweep.done:
+                return       # one run at a time (the button is disabled meanwhile)
+            self._end_slice()            # a sweep under way: Train again ends it
         s = self.argument_setting()
         d_k, t, n = s.d_k, s.temperature, s.keys
         runs = {rule: core.start_seeds(d_k, rule, s.seed, temperature=t,
                                        steps=TRAINING_STEPS, n_keys=n)
                 for rule in core.RULES}
         self._training = (runs, (d_k, t, n))
+        self._sweep = core.cached_sweep(d_k, t, s.seed, n, steps=TRAINING_STEPS)
         self.view.train_button.disabled = True
         doc = self.view.root.document
         if doc is None or doc.session_context is None:
@@ -328,10 +334,16 @@ class Explorer(pn.viewable.Viewer):
         if stop.is_set():
             return
         self._slice = None
+        if all(run.done for run in runs.values()) and self._sweep is None:
+            first = next(iter(runs.values()))
+            self._sweep = core.start_sweep(first.d_k, first.temperature, first.seed,
+                                           first.n_keys, steps=TRAINING_STEPS)
         with held(self.view.root.document):
             self._show_training()
         if not all(run.done for run in runs.values()):
             self._next_slice(runs, stop)
+        elif not self._sweep.done:
+            self._next_slice({"sweep": self._sweep}, stop)
 
     def stop_training(self, doc: bool = True) -> None:
         """End a served run where it is: no step after the one under way, no slice left to
@@ -340,16 +352,22 @@ class Explorer(pn.viewable.Viewer):
         its document is left as it is."""
         if self._slice is None:
             return
+        self._end_slice(doc)
+        document = self.view.root.document
+        if doc and document is not None:
+            document.add_next_tick_callback(self._enable_train)
+
+    def _end_slice(self, doc: bool = True) -> None:
+        """No step after the one under way and no slice left to show (``doc``: its show
+        callback taken off the document)."""
         job, stop, shown = self._slice
         self._slice = None
         stop.set()
         job.cancel()
         document = self.view.root.document
-        if not doc or document is None:
-            return
-        if shown is not None and shown in document.session_callbacks:
+        if (doc and document is not None and shown is not None
+                and shown in document.session_callbacks):
             document.remove_next_tick_callback(shown)
-        document.add_next_tick_callback(self._enable_train)
 
     def _enable_train(self) -> None:
         if self._slice is None:
@@ -357,7 +375,7 @@ class Explorer(pn.viewable.Viewer):
 
     def _show_training(self) -> None:
         runs, (d_k, t, n) = self._training
-        if self.view.show_training(runs, d_k, t, n):
+        if self.view.show_training(runs, d_k, t, n, self._sweep):
             self.view.train_button.disabled = False
 
     def __panel__(self):

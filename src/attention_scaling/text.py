@@ -522,12 +522,62 @@ def _change(before: float, after: float) -> str:
 
 
 def training_status_html(step: int, steps: int, d_k: int, temperature: float, n_keys: int,
-                         done: bool) -> str:
-    """The line beside the Train button: the step the runs have reached, or where they ended."""
-    if done:
-        return (f"<span class='status' role='status'>Trained {step} of {steps} steps at "
-                f"d<sub>k</sub> = {d_k}, T = {temperature:g}, {n_keys} keys.</span>")
-    return f"<span class='status' role='status'>Training… step {step} of {steps}</span>"
+                         done: bool, sweep=None) -> str:
+    """The line beside the Train button: the step the runs have reached, or where they ended,
+    and the learning-rate sweep's points (``sweep``: a core.LearningRateSweep, or None)."""
+    if not done:
+        return f"<span class='status' role='status'>Training… step {step} of {steps}</span>"
+    tail = ("" if sweep is None else
+            f" Learning-rate sweep: {sweep.points_done} points." if sweep.done else
+            f" Sweeping learning rates… {sweep.points_done} of {sweep.points_planned} points.")
+    return (f"<span class='status' role='status'>Trained {step} of {steps} steps at "
+            f"d<sub>k</sub> = {d_k}, T = {temperature:g}, {n_keys} keys.{tail}</span>")
+
+
+def _names(rules: list[str]) -> str:
+    """Rules' names as a list in words: "unscaled", "unscaled and ÷d_k", "a, b and c"."""
+    names = [RULE_LABELS_HTML[r] for r in rules]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _times_equal_step(x: float) -> str:
+    """A rate as a multiple of its rule's equal-step rate, in words."""
+    return "its equal-step rate" if x == 1 else f"{_rate(x)} × its equal-step rate"
+
+
+def training_sweep_html(sweep, d_k: int) -> str:
+    """What a finished learning-rate sweep (rule -> core.RuleSweep) at ``d_k`` showed: the
+    rates swept, each rule's best rate and loss there, whether each learns there, and μP's
+    rates beside ÷d_k's best."""
+    spans = ", ".join(f"{RULE_LABELS_HTML[r]} {_rate(s.rates[0])} to {_rate(s.rates[-1])}"
+                      for r, s in sweep.items())
+    best = "; ".join(
+        f"{RULE_LABELS_HTML[r]} {_rate(s.best)} ({_fmt(float(s.median[s.rates == s.best][0]))}),"
+        f" {_times_equal_step(s.best / s.equal_step)}" if np.isfinite(s.best) else
+        f"{RULE_LABELS_HTML[r]} none (every median run diverged)" for r, s in sweep.items())
+    stuck = [r for r, s in sweep.items()
+             if not (np.isfinite(s.best) and s.median.min() < 0.5 * s.start)]
+    learns = ("At its best rate each rule learns: its median final loss is under half its "
+              "first loss." if not stuck else
+              f"At its best rate {_names(stuck)} {'does' if len(stuck) == 1 else 'do'} not get "
+              f"under half {'its' if len(stuck) == 1 else 'their'} first loss.")
+    return (
+        f"<p>The lower chart trains each rule again at {_dk(d_k)}, from the same seeds and for "
+        f"the same steps, at its equal-step rate (the ring) times powers of 4, widened where "
+        f"the lowest loss sat at an edge: {spans}. Each rule's best rate, its lowest median "
+        f"final loss (filled): {best}. {learns}</p>"
+        f"<p>On this toy at T = 1 with 8 keys (seeds {SWEEP_SEEDS_SHOWN[0]} to "
+        f"{SWEEP_SEEDS_SHOWN[-1]}), ÷√d<sub>k</sub>'s best rate is 4 at d<sub>k</sub> = 64 "
+        f"and at 1024, and ÷d<sub>k</sub>'s is d<sub>k</sub> at both: its best logit step "
+        f"stays put. μP pairs 1/d<sub>k</sub> with SGD rates for input-like weights such as "
+        f"these <i>W</i><sub><i>Q</i></sub> and <i>W</i><sub><i>K</i></sub> that grow in "
+        f"proportion to width, so under μP's rates ÷d<sub>k</sub>'s best base rate stays "
+        f"put too.</p>")
+
+
+#: The seeds of the sweeps at d_k = 64 and 1024 the sweep's paragraph quotes (the page's
+#: default seed and the next two; tests/test_argument_core.py checks its numbers).
+SWEEP_SEEDS_SHOWN = (2288, 2289, 2290)
 
 
 def _rate(x: float) -> str:

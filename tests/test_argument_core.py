@@ -499,3 +499,55 @@ def test_a_sweep_does_not_depend_on_its_slices_and_is_kept():
     assert core.start_sweep(4, 0.5, 3, steps=20, seeds=2) is kept
     assert core.learning_rate_sweep(4, 0.5, 3, steps=20, seeds=2) is kept.result()
     assert core.cached_sweep(4, 0.5, 4, steps=20, seeds=2) is None
+
+
+def _step_where_the_gradient_rounds_to_zero():
+    """The first step of core's unscaled run at d_k = 4096, T = 0.1, 2 keys, seed 1 whose
+    float64 gradient norm is 0: its weights (in the run's span basis, whose norms are the
+    weights') and its batch."""
+    run = core.TrainingRun(4096, "none", 1, temperature=0.1, steps=300, n_keys=2)
+    while not run.done:
+        a, b, state = run._a.copy(), run._b.copy(), run._rng.bit_generator.state
+        run.advance(1)
+        if run.grad_wq[-1] == 0:
+            run._rng.bit_generator.state = state
+            return run, len(run.loss) - 1, a, b, run._batch()
+    raise AssertionError("no step rounds to 0 here")
+
+
+def test_a_gradient_float64_rounds_to_zero_is_measured_in_the_log_domain():
+    """Where the float64 gradient of a saturated run is exactly 0, the run's log10 norms are
+    the exact ones: this test's own gradient at 400 digits (mpmath) from the same weights
+    and batch; elsewhere they are log10 of the float64 norms."""
+    mp = pytest.importorskip("mpmath").mp
+    run, step, a, b, (tokens, query, targets) = _step_where_the_gradient_rounds_to_zero()
+    with mp.workdps(400):
+        s, t = mp.mpf(run._divisor), mp.mpf(run.temperature)
+        n_b, n, m = tokens.shape
+        gq = [[mp.mpf(0)] * m for _ in range(a.shape[0])]       # dL/dA = B G, row-major
+        gk = [[mp.mpf(0)] * m for _ in range(a.shape[0])]
+        A, B = mp.matrix(a.tolist()), mp.matrix(b.tolist())
+        for r in range(n_b):
+            xq = mp.matrix(query[r].tolist())
+            xs = [mp.matrix(tokens[r, j].tolist()) for j in range(n)]
+            q, ks = A * xq, [B * x for x in xs]
+            z = [(q.T * k)[0] / s for k in ks]
+            e = [mp.exp((zj - max(z)) / t) for zj in z]
+            p = [x / sum(e) for x in e]
+            diff = sum((p[j] * xs[j] for j in range(n)), mp.matrix(m, 1)) - xs[targets[r]]
+            g = [(diff.T * xs[j])[0] / (m * n_b) for j in range(n)]
+            gz = [p[i] * sum(p[j] * (g[i] - g[j]) for j in range(n)) / (s * t)
+                  for i in range(n)]
+            dq = sum((gz[i] * ks[i] for i in range(n)), mp.matrix(a.shape[0], 1))
+            for i in range(a.shape[0]):
+                for c in range(m):
+                    gq[i][c] += dq[i] * xq[c]
+                    gk[i][c] += sum(gz[j] * q[i] * xs[j][c] for j in range(n))
+        own = [float(mp.log10(mp.sqrt(sum(x * x for row in g for x in row)))) for g in (gq, gk)]
+    assert run.grad_wq[step] == 0 and run.grad_wk[step] == 0
+    assert run.log10_grad_wq[step] == pytest.approx(own[0], abs=1e-9)
+    assert run.log10_grad_wk[step] == pytest.approx(own[1], abs=1e-9)
+    fine = [i for i, x in enumerate(run.grad_wq) if x > 1e-250]
+    assert len(fine) > 100
+    assert np.allclose([run.log10_grad_wq[i] for i in fine],
+                       np.log10([run.grad_wq[i] for i in fine]), rtol=0, atol=1e-12)

@@ -133,7 +133,7 @@ def test_training_grows_while_it_runs_and_ends_as_cores_run(page, server):
     for rule in core.RULES:    # core's runs from seeds 2288, 2289, 2290 at each rule's rate
         runs = [core.train(64, rule, 2288 + i, temperature=1.0, steps=TRAINING_STEPS,
                            lr=core.rule_learning_rate(rule, 64)) for i in range(3)]
-        for metric, qs in (("loss", ("median", "min", "max")), ("grad_wq", ("median",))):
+        for metric, qs in (("loss", ("median", "min", "max")), ("log10_grad_wq", ("median",))):
             by_step = np.array([getattr(run, metric) for run in runs])
             for q, values in ((q, {"median": np.median(by_step, axis=0),
                                    "min": by_step.min(axis=0), "max": by_step.max(axis=0)}[q])

@@ -413,7 +413,7 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
         for r in core.RULES:     # core's runs, one seed at a time, at the rule's own rate
             one = [core.train(d_k, r, seed + i, temperature=t, steps=300, n_keys=n,
                               lr=core.rule_learning_rate(r, d_k)) for i in range(3)]
-            for m in ("loss", "grad_wq", "grad_wk"):
+            for m in ("loss", "log10_grad_wq", "log10_grad_wk"):
                 by_step = np.array([getattr(run, m) for run in one])
                 expected[f"{m}_median_{r}"] = np.median(by_step, axis=0).tolist()
             by_step = np.array([run.loss for run in one])
@@ -472,7 +472,7 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
                           {r: curves[f"{m}_median_{r}"] for r in core.RULES},
                           log_y=m == "grad_q")
     elif tab == "training":
-        assert list(charts) == ["training-loss", "training-gradients"]
+        assert list(charts) == ["training-loss", "training-gradients", "training-lr-sweep"]
         from attention_scaling.style import RULE_COLORS
         for rule in core.RULES:
             pts = _lines(charts["training-loss"], RULE_COLORS[rule])[0]
@@ -628,7 +628,7 @@ TAB_FIGURES = {"draw": ["scaled-weights", "unscaled-weights", "jacobian", "jacob
                "variance": ["logit-histogram", "logit-histogram-scaled", "logit-std"],
                "saturation": ["saturation-curves", "saturation-eff-keys"],
                "gradient": ["gradient-spread", "saturation-gradient"],
-               "training": ["training-loss", "training-gradients"],
+               "training": ["training-loss", "training-gradients", "training-lr-sweep"],
                "budget": ["head-budget", "head-budget-gradient"]}
 
 

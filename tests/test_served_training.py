@@ -147,7 +147,7 @@ def test_a_served_run_ends_as_cores_run_with_nothing_left_scheduled():
     for rule in core.RULES:     # core's runs from the seed and the next two, at its rates
         runs = [core.train(64, rule, seed + i, temperature=1.0, steps=TRAINING_STEPS, n_keys=8,
                            lr=core.rule_learning_rate(rule, 64)) for i in range(3)]
-        for metric in ("loss", "grad_wq", "grad_wk"):
+        for metric in ("loss", "log10_grad_wq", "log10_grad_wk"):
             by_step = np.array([getattr(run, metric) for run in runs])
             assert data[f"{metric}_median_{rule}"] == np.median(by_step, axis=0).tolist()
         for metric in ("loss",):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from bokeh.models import (BasicTickFormatter, Button, ColumnDataSource, CustomJSTickFormatter, Div,
+from bokeh.models import (BasicTicker, BasicTickFormatter, Button, ColumnDataSource, CustomJSTickFormatter, Div,
                           FixedTicker, Legend, Range1d, SingleIntervalTicker)
 from bokeh.plotting import figure
 
@@ -383,8 +383,8 @@ class GradientTab(TabView):
 #: The training source's columns per rule: the median over the seeds of each metric per step,
 #: and the seeds' min and max of the loss (its band). The gradients draw the median only: the
 #: offline copy holds every width's run (bands there would add ~0.2 MB).
-TRAINING_COLUMNS = (("loss", ("median", "min", "max")), ("grad_wq", ("median",)),
-                    ("grad_wk", ("median",)))
+TRAINING_COLUMNS = (("loss", ("median", "min", "max")), ("log10_grad_wq", ("median",)),
+                    ("log10_grad_wk", ("median",)))
 
 
 class TrainingTab(TabView):
@@ -417,17 +417,20 @@ class TrainingTab(TabView):
         fig.xaxis.axis_label = "step"
         fig.yaxis.axis_label = "loss"
         self.figures["training-loss"] = fig
+        # log10 of the norms on a linear axis, its ticks written as powers of ten: they may
+        # fall below float64's range (core takes them in the log domain there)
         fig = figure(name="training-gradients",
                      title="Median gradient to W_Q (W_K: thin)",
-                     height=260, sizing_mode="stretch_width", min_width=260, tools="",
-                     y_axis_type="log")
+                     height=260, sizing_mode="stretch_width", min_width=260, tools="")
         for r in core.RULES:
-            shared.rule_line(fig, "step", f"grad_wq_median_{r}", self.source, r,
+            shared.rule_line(fig, "step", f"log10_grad_wq_median_{r}", self.source, r,
                              highlighted=False)
-            fig.line(x="step", y=f"grad_wk_median_{r}", source=self.source, line_width=1,
-                     line_color=RULE_COLORS[r], line_dash=RULE_DASH[r])
+            fig.line(x="step", y=f"log10_grad_wk_median_{r}", source=self.source,
+                     line_width=1, line_color=RULE_COLORS[r], line_dash=RULE_DASH[r])
         fig.x_range = self.figures["training-loss"].x_range
-        fig.y_range = Range1d(1e-3, 10)
+        fig.y_range = Range1d(-3, 1)
+        fig.yaxis.ticker = BasicTicker(min_interval=1, num_minor_ticks=0)
+        fig.yaxis.formatter = CustomJSTickFormatter(code=script("power-ticks"))
         fig.xaxis.axis_label = "step"
         fig.yaxis.axis_label = "‖∂L/∂W‖_F (log)"
         self.figures["training-gradients"] = fig
@@ -446,7 +449,7 @@ class TrainingTab(TabView):
 
     def _sweep_figure(self, shared: Shared):
         """The learning-rate sweep: per rule its median final loss against the rate, the
-        seeds' range as a band, its best rate filled, the rate Train used as a ring, and a
+        seeds' range as a band, its best rate filled, Train's rate as a ring, and a
         cross at the top for a rate whose median run diverged."""
         self.sweep_source = ColumnDataSource(
             {f"{c}_{r}": [] for r in core.RULES for c in SWEEP_COLUMNS},
@@ -454,7 +457,7 @@ class TrainingTab(TabView):
         fig = figure(name="training-lr-sweep", title=SWEEP_TITLE, height=280,
                      sizing_mode="stretch_width", min_width=260, tools="", x_axis_type="log",
                      y_axis_type="log", x_range=Range1d(1e-3, 1e3), y_range=Range1d(1e-3, 1))
-        subtitle(fig, "filled: its best rate; ring: the rate Train used")
+        subtitle(fig, "filled: best rate; ring: Train's rate")
         for r in core.RULES:
             fig.varea(x=f"lr_{r}", y1=f"loss_min_{r}", y2=f"loss_max_{r}",
                       source=self.sweep_source, fill_color=RULE_COLORS[r], fill_alpha=0.15)
@@ -526,18 +529,18 @@ class TrainingTab(TabView):
             loss_fig.x_range.end = steps
         data = training_data(run_by_rule)
         losses = [x for r in run_by_rule for x in data[f"loss_max_{r}"]]
-        grads = [x for r in run_by_rule for m in ("grad_wq", "grad_wk")
-                 for x in data[f"{m}_median_{r}"] if x > GRAD_FLOOR]
+        grads = [x for r in run_by_rule for m in ("log10_grad_wq", "log10_grad_wk")
+                 for x in data[f"{m}_median_{r}"] if math.isfinite(x)]
         if losses:
             loss_fig.y_range.end = 1.05 * max(losses)
         if grads:
-            grad_fig.y_range.start, grad_fig.y_range.end = min(grads) / 2, max(grads) * 2
+            grad_fig.y_range.start, grad_fig.y_range.end = min(grads) - 0.3, max(grads) + 0.3
         self.source.data = data
 
 
 def training_data(run_by_rule: dict) -> dict:
     """The training source's columns (TRAINING_COLUMNS) for runs (rule -> core.SeededTraining)
-    over the steps every run has taken; gradients at the log charts' floor where 0."""
+    over the steps every run has taken; a gradient's log10 NaN (a gap) where it is exactly 0."""
     curves = {r: {m: run.curve(m) for m, _ in TRAINING_COLUMNS}
               for r, run in run_by_rule.items()}
     n = min(len(c["loss"]["median"]) for c in curves.values())
@@ -546,7 +549,7 @@ def training_data(run_by_rule: dict) -> dict:
         for m, qs in TRAINING_COLUMNS:
             for q in qs:
                 v = curve[m][q][:n]
-                data[f"{m}_{q}_{r}"] = (v if m == "loss" else np.maximum(v, GRAD_FLOOR)).tolist()
+                data[f"{m}_{q}_{r}"] = np.where(np.isfinite(v), v, math.nan).tolist()
     return data
 
 
@@ -554,7 +557,7 @@ def training_data(run_by_rule: dict) -> dict:
 #: the seeds' range, the median again at the best rate and at Train's (NaN elsewhere), and a
 #: diverged median's cross (NaN elsewhere).
 SWEEP_COLUMNS = ("lr", "loss_median", "loss_min", "loss_max", "best", "train", "diverged")
-SWEEP_TITLE = "Final loss against the learning rate, per rule"
+SWEEP_TITLE = "Final loss against learning rate"
 
 
 def sweep_data(result, rows: int | None = None) -> dict:

@@ -1108,6 +1108,16 @@ def attention_loss(w_q, w_k, tokens, query_tokens, targets, rule: str,
 def _head_loss(w_q, w_k, tokens, query_tokens, targets, s: float, temperature: float,
                grads: bool = True):
     """:func:`attention_loss` with the logits divided by ``s`` whatever the rows of W."""
+    q, k, z, p, loss, g_p = _head_forward(w_q, w_k, tokens, query_tokens, targets, s,
+                                          temperature)
+    if not grads:
+        return loss, None, None, p
+    g_u = p * np.einsum("bj,bij->bi", p, g_p[:, :, None] - g_p[:, None, :])
+    return (loss, *_weight_grads(g_u, q, k, tokens, query_tokens, s, temperature), p)
+
+
+def _head_forward(w_q, w_k, tokens, query_tokens, targets, s: float, temperature: float):
+    """The head's forward pass: q, k, the logits z, p, the loss and dL/dp."""
     b, n, m = tokens.shape
     q = query_tokens @ w_q.T                              # (b, d_k)
     k = tokens @ w_k.T                                    # (b, n, d_k)
@@ -1116,14 +1126,58 @@ def _head_loss(w_q, w_k, tokens, query_tokens, targets, s: float, temperature: f
     target = tokens[np.arange(b), targets]                # (b, m)
     diff = np.einsum("bn,bnm->bm", p, tokens) - target
     loss = float((diff * diff).sum() / (2 * m * b))
-    if not grads:
-        return loss, None, None, p
-    g_p = np.einsum("bm,bnm->bn", diff, tokens) / (m * b)   # dL/dp
-    g_u = p * np.einsum("bj,bij->bi", p, g_p[:, :, None] - g_p[:, None, :])
+    return q, k, z, p, loss, np.einsum("bm,bnm->bn", diff, tokens) / (m * b)
+
+
+def _weight_grads(g_u, q, k, tokens, query_tokens, s: float, temperature: float):
+    """dL/dW_Q and dL/dW_K from dL/du (u = z / T), the head's q and k."""
     g_z = g_u / (s * _check_temperature(temperature))
     g_q = np.einsum("bn,bnd->bd", g_z, k)
     g_k = g_z[:, :, None] * q[:, None, :]
-    return loss, g_q.T @ query_tokens, np.einsum("bnd,bnm->dm", g_k, tokens), p
+    return g_q.T @ query_tokens, np.einsum("bnd,bnm->dm", g_k, tokens)
+
+
+#: Below this a gradient norm is taken again in the log domain (it may have lost digits to
+#: subnormals or be an underflowed 0).
+_LOG_GRAD_BELOW = 1e-280
+
+
+def _log10_grad_norms(w_q, w_k, tokens, query_tokens, targets, s: float,
+                      temperature: float) -> tuple[float, float]:
+    """log10 of ||dL/dW_Q||_F and ||dL/dW_K||_F, also where they underflow float64 or the
+    forward pass rounds them to 0. In a batch row b with target t, o - x_t = sum_(j != t)
+    p_j (x_j - x_t) (p sums to 1: a p_t rounded to 1 loses nothing), so dL/dp_j is
+    exp(d_b) h_bj with d_b = max_(j != t) log p_j; and dL/du_i = sum_j p_i p_j (g_i - g_j).
+    Every weight is exp of a log from the log-softmax, and every row's terms are taken
+    relative to the largest exp(log p_i + log p_j + d_b) of the batch (i != j), so the sums
+    are formed at scale 1 and the scale is added back as a log. -inf only where the
+    gradient is exactly 0 (one key, or every key alike)."""
+    b, n, m = tokens.shape
+    q = query_tokens @ w_q.T
+    k = tokens @ w_k.T
+    u = np.einsum("bd,bnd->bn", q, k) / (s * _check_temperature(temperature))
+    log_p = u - np.logaddexp.reduce(u, axis=-1, keepdims=True)
+    rows = np.arange(b)
+    others = log_p.copy()
+    others[rows, targets] = -math.inf
+    d = others.max(axis=-1)                                # (b,)
+    if n == 1 or not np.isfinite(d).any():
+        return -math.inf, -math.inf
+    d_fin = np.where(np.isfinite(d), d, 0.0)
+    away = tokens - tokens[rows, targets][:, None, :]      # x_j - x_t
+    h = np.einsum("bn,bnm->bm", np.exp(others - d_fin[:, None]), away)
+    h_p = np.einsum("bm,bnm->bn", h, tokens) / (m * b)     # dL/dp / exp(d_b)
+    pair = log_p[:, :, None] + log_p[:, None, :] + np.where(np.isfinite(d), d, -math.inf)[
+        :, None, None]
+    pair[:, np.arange(n), np.arange(n)] = -math.inf
+    top = float(pair.max())
+    if top == -math.inf:
+        return -math.inf, -math.inf
+    g_u = np.einsum("bij,bij->bi", np.exp(pair - top), h_p[:, :, None] - h_p[:, None, :])
+    shift = top / math.log(10)
+    return tuple(math.log10(x) + shift if x > 0 else -math.inf
+                 for x in map(frobenius, _weight_grads(g_u, q, k, tokens, query_tokens, s,
+                                                       temperature)))
 
 
 class TrainingRun:
@@ -1169,6 +1223,9 @@ class TrainingRun:
         self.loss: list[float] = []
         self.grad_wq: list[float] = []
         self.grad_wk: list[float] = []
+        #: log10 of the gradient norms, taken in the log domain where they underflow.
+        self.log10_grad_wq: list[float] = []
+        self.log10_grad_wk: list[float] = []
 
     def _start(self) -> tuple[np.ndarray, np.ndarray]:
         """W_Q0 and W_K0 (d_k, m), drawn from the seed."""
@@ -1223,8 +1280,14 @@ class TrainingRun:
             loss, g_a, g_b, _ = _head_loss(self._a, self._b, tokens, query, targets,
                                            self._divisor, self.temperature)
             self.loss.append(loss)
-            self.grad_wq.append(frobenius(g_a))
-            self.grad_wk.append(frobenius(g_b))
+            norms = frobenius(g_a), frobenius(g_b)
+            self.grad_wq.append(norms[0])
+            self.grad_wk.append(norms[1])
+            logs = (_log10_grad_norms(self._a, self._b, tokens, query, targets, self._divisor,
+                                      self.temperature) if min(norms) < _LOG_GRAD_BELOW
+                    else tuple(map(math.log10, norms)))
+            self.log10_grad_wq.append(logs[0])
+            self.log10_grad_wk.append(logs[1])
             if len(self.loss) <= self.steps:
                 self._a -= self.lr * g_a
                 self._b -= self.lr * g_b
@@ -1297,7 +1360,8 @@ class SeededTraining:
             run.advance(count)
 
     def curve(self, metric: str) -> dict:
-        """``metric`` ("loss", "grad_wq" or "grad_wk") per step over the steps every run has
+        """``metric`` ("loss", "grad_wq", "grad_wk", "log10_grad_wq" or "log10_grad_wk") per step
+        over the steps every run has
         recorded: {"median", "min", "max"} over the seeds, each an array."""
         n = min(len(run.loss) for run in self.runs)
         values = np.array([getattr(run, metric)[:n] for run in self.runs], float).reshape(

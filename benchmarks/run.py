@@ -20,7 +20,10 @@ Measures, in one run, and prints a table (and writes the same figures as JSON, p
            "browser at 375x812"), each with the speed goals of its own;
   load     navigation -> first chart drawn (median of 15 cold page loads each, the servers
            taking turns);
-  sessions server memory per open session (RSS delta over 50 sessions) and time to open one.
+  sessions server memory per open session (RSS delta over 50 sessions) and time to open one;
+  sweep    one learning-rate sweep (core.LearningRateSweep, the chart the Training tab fills
+           after Train: every rule's rates x 3 seeds x 300 steps) at d_k = 64 and 1024, 8 keys,
+           s, in one thread, start to end (a served sweep also rests between its slices).
 And the machine's speed during each section: a fixed small pure-Python task timed every 0.5 s
 in a separate process (this VM's CPU speed switches between two levels ~2x apart, and every
 other figure moves with it). Then the speed goals, each against this run's figures (ours and
@@ -273,6 +276,22 @@ def bench_core(n: int) -> dict:
             train.append((time.perf_counter() - t) * 1e3)
         out[f"a Train: 300 steps x 3 rules x {core.TRAIN_SEEDS} seeds at d_k = {d_k}"] = \
             summary(train, "ms")
+    return out
+
+
+def bench_sweep(n: int) -> dict:
+    """One learning-rate sweep from start to end, ``n`` times per width (never the kept one:
+    each a new core.LearningRateSweep, seeds 2288 + i)."""
+    from attention_scaling import core
+    out = {}
+    for d_k in (64, 1024):
+        times = []
+        for i in range(n):
+            sweep = core.LearningRateSweep(d_k, 1.0, 2288 + i)
+            t = time.perf_counter()
+            sweep.run()
+            times.append(time.perf_counter() - t)
+        out[f"a learning-rate sweep at d_k = {d_k}, 8 keys, start to end"] = summary(times, "s")
     return out
 
 
@@ -761,6 +780,9 @@ def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
                 results["argument"] = bench_curves(srv, 8 if quick else 20)
         finally:
             srv.stop()
+    if "sweep" in sections:
+        with probe.section("sweep"):
+            results["sweep"] = bench_sweep(2 if quick else 5)
     if "sessions" in sections:
         srv = Served("ours")
         try:
@@ -790,7 +812,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="JSON output path")
     ap.add_argument("--servers", default="floor,panel,ours",
                     help="which servers to compare in the browser (default floor,panel,ours)")
-    ap.add_argument("--sections", default="core,server,browser,load,argument,sessions",
+    ap.add_argument("--sections", default="core,server,browser,load,argument,sessions,sweep",
                     help="which sections to run (default: all)")
     ap.add_argument("--viewports", default=f"{DESKTOP},{PHONE}", type=_viewports,
                     help="the browser section's viewports, WIDTHxHEIGHT in CSS pixels, "

@@ -551,3 +551,32 @@ def test_a_gradient_float64_rounds_to_zero_is_measured_in_the_log_domain():
     assert len(fine) > 100
     assert np.allclose([run.log10_grad_wq[i] for i in fine],
                        np.log10([run.grad_wq[i] for i in fine]), rtol=0, atol=1e-12)
+
+
+def test_a_run_that_diverges_is_an_infinite_loss_and_drawn_as_a_cross(monkeypatch):
+    """A run whose logits overflow (softmax refuses them) counts as an infinite final loss;
+    a rate whose median is infinite leaves the line and is drawn as a cross at the top."""
+    from attention_scaling import argument
+    advance = core.TrainingRun.advance
+
+    def overflowing(run, count):
+        if run.lr > 3 * core.rule_learning_rate(run.rule, run.d_k) and run.seed != 9:
+            raise ValueError("logits must be finite (no NaN or infinity)")
+        return advance(run, count)
+
+    monkeypatch.setattr(core.TrainingRun, "advance", overflowing)
+    sweep = core.LearningRateSweep(4, 1.0, 8, steps=10, seeds=3).run()   # seeds 8, 9, 10
+    for rule, s in sweep.items():
+        high = s.rates > 3 * s.equal_step
+        assert np.isinf(s.median[high]).all() and np.isfinite(s.median[~high]).all()
+        assert np.isinf(s.losses[high][:, [0, 2]]).all() and np.isfinite(s.losses[high][:, 1]).all()
+        assert np.isfinite(s.low[high]).all() and s.best < s.rates[high].min()
+    tab = argument.TrainingTab(argument.Shared())
+    tab.show_sweep(sweep)
+    data, top = tab.sweep_source.data, tab.figures["training-lr-sweep"].y_range.end
+    for rule, s in sweep.items():
+        high = s.rates > 3 * s.equal_step
+        n = len(s.rates)
+        assert np.isnan(np.array(data[f"loss_median_{rule}"][:n])[high]).all()
+        assert np.array(data[f"diverged_{rule}"][:n])[high].tolist() == [top / 1.5] * high.sum()
+        assert np.isnan(np.array(data[f"diverged_{rule}"][:n])[~high]).all()

@@ -1470,6 +1470,7 @@ class LearningRateSweep:
                        for r in RULES]
         self._current: SeededTraining | None = None
         self._point = None
+        self._diverged: set[int] = set()     # the point's runs whose weights overflowed
         self._result = None
 
     @property
@@ -1498,13 +1499,24 @@ class LearningRateSweep:
             rate = rule_learning_rate(rule, self.d_k) * float(SWEEP_FACTOR) ** k
             self._current = SeededTraining(self.d_k, rule, self.seed, self.temperature,
                                            self.steps, self.n_keys, rate, self.seeds)
-        with np.errstate(all="ignore"):        # a diverging run's overflow is its result
-            self._current.advance(count)
-        if not self._current.done:
+            self._diverged = set()
+        for i, run in enumerate(self._current.runs):
+            if i in self._diverged:
+                continue
+            try:
+                with np.errstate(all="ignore"):
+                    run.advance(count)
+            except ValueError:          # its logits overflowed (softmax refuses them)
+                self._diverged.add(i)
+        if not all(run.done or i in self._diverged
+                   for i, run in enumerate(self._current.runs)):
             return
         rule, k = self._point
-        self._losses[rule][k] = tuple(run.final_loss for run in self._current.runs)
-        self._starts[rule] = float(np.median([run.loss[0] for run in self._current.runs]))
+        self._losses[rule][k] = tuple(math.inf if i in self._diverged else run.final_loss
+                                      for i, run in enumerate(self._current.runs))
+        firsts = [run.loss[0] for run in self._current.runs if run.loss]
+        if len(firsts) == self.seeds:      # the same at every rate: one point with all will do
+            self._starts[rule] = float(np.median(firsts))
         self._current = self._point = None
         if not any(r == rule for r, _ in self._queue):
             self._widen(rule)

@@ -453,9 +453,12 @@ def test_offline_tabs_show_core_values_and_the_served_page_s_texts(offline_page)
     assert [u for u in page.requests if not u.startswith("file://")] == []
 
 
-TRAINING_RANGES = """() => ['training-loss', 'training-gradients'].map((n) => {
+TRAINING_RANGES = """() => ['training-loss', 'training-gradients', 'training-lr-sweep'].map((n) => {
   const f = window.__model(n); return [f.x_range.start, f.x_range.end, f.y_range.start,
                                        f.y_range.end]; })"""
+
+
+SWEEP_TITLE = "() => window.__model('training-lr-sweep').title.text"
 
 
 @pytest.mark.browser
@@ -471,7 +474,10 @@ def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(o
         page.get_by_role("button", name="Train").click()
         runs = {r: core.train_seeds(d_k, r, seeds[0], temperature=1.0,
                                     steps=argument.TRAINING_STEPS) for r in core.RULES}
-        wait_text(page, "training-text", prose.plain(prose.training_html(runs, d_k, 1.0, 8)))
+        sweep = core.start_sweep(d_k, 1.0, seeds[0], steps=argument.TRAINING_STEPS)
+        swept = sweep.run()
+        wait_text(page, "training-text", prose.plain(prose.training_html(runs, d_k, 1.0, 8)
+                                                     + prose.training_sweep_html(swept, d_k)))
         assert page.evaluate("() => window.__model('training-lead').text") == (
             f"<p class='lead'>{training_lead(runs)}</p>")
         assert col(page, "training-source", "step") == list(range(argument.TRAINING_STEPS + 1))
@@ -485,12 +491,23 @@ def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(o
                     want = {"median": np.median(by_step, axis=0), "min": by_step.min(axis=0),
                             "max": by_step.max(axis=0)}[q].tolist()
                     got = col(page, "training-source", f"{metric}_{q}_{r}")
-                    assert got == (want if metric == "loss" else floored(want)), (d_k, r, q)
+                    assert got == want, (d_k, r, q)
         assert page.evaluate(status) == prose.training_status_html(
-            argument.TRAINING_STEPS, argument.TRAINING_STEPS, d_k, 1.0, 8, True)
+            argument.TRAINING_STEPS, argument.TRAINING_STEPS, d_k, 1.0, 8, True, sweep)
+        # the learning-rate sweep: each point the median of core's runs at its rate
+        for r in core.RULES:
+            rates = [x for x in col(page, "training-lr-sweep-source", f"lr_{r}") if x == x]
+            medians = col(page, "training-lr-sweep-source", f"loss_median_{r}")[:len(rates)]
+            assert rates == swept[r].rates.tolist() and medians == swept[r].median.tolist()
+            top = len(rates) - 1
+            assert medians[top] == np.median([
+                core.train(d_k, r, seeds[0] + i, lr=rates[top]).final_loss for i in range(3)])
+        assert page.evaluate(SWEEP_TITLE) == argument.SWEEP_TITLE
         # the axes as the served page sets them for this run
         a = argument.Argument()
-        a.tabs["training"].show_runs(runs)
+        a.tabs["training"].sweep_rows = max(
+            len(s.result()[r].rates) for s in export.sweeps(seeds[0]).values() for r in core.RULES)
+        a.tabs["training"].show(runs, d_k, 1.0, 8, sweep)
         assert page.evaluate(TRAINING_RANGES) == [
             [f.x_range.start, f.x_range.end, f.y_range.start, f.y_range.end]
             for f in a.tabs["training"].figures.values()]
@@ -498,6 +515,14 @@ def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(o
     with page.expect_download() as info:
         page.get_by_role("button", name="Download CSV").click()
     assert info.value.suggested_filename == f"attention-training-dk64-T1-seed{seeds[0]}-keys8.csv"
+    show(page, seeds[0], 32, 1.0, "sqrt")        # a width it holds no sweep at
+    page.get_by_role("button", name="Train").click()
+    page.wait_for_function(f"() => ({SWEEP_TITLE})() === {export.OFFLINE_NO_SWEEP_TITLE!r}",
+                           timeout=10_000)
+    assert col(page, "training-lr-sweep-source", "lr_sqrt") == []
+    assert page.evaluate(status).endswith(
+        " This offline copy holds the learning-rate sweep at d<sub>k</sub> = 16, 64, 256 and "
+        "1024 only; the served explorer sweeps at any setting.</span>")
     shown = col(page, "training-source", "loss_median_none")
     for seed, t in ((seeds[0], 0.5), (seeds[1], 1.0)):       # settings it holds no run of
         show(page, seed, 64, t, "sqrt")

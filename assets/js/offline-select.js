@@ -149,6 +149,12 @@ const training = (P) => {
   }
   sources['training-source'].tags = A.training_tags[rec];   // what the downloads are named after
   assign(sources['training-source'], block(P, 'training-source', rec));
+  // the learning-rate sweep: held at a few widths; elsewhere empty, its title says where it is
+  const sweep = A.training_sweep[dk.value], empty = {};
+  A.sweep_columns.forEach((c) => { empty[c] = []; });
+  assign(sources['training-lr-sweep-source'],
+         sweep === undefined ? empty : block(P, 'training-lr-sweep-source', sweep));
+  training_figs['training-lr-sweep'].title.text = sweep === undefined ? A.no_sweep : A.sweep_title;
   const ranges = A.training_ranges[rec];
   for (const name in ranges) {
     for (const r in ranges[name]) {

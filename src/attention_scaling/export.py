@@ -34,7 +34,7 @@ from bokeh.models import CustomJS, Div, Spinner
 from bokeh.resources import INLINE
 
 from . import core
-from .argument import TRAINING_STEPS
+from .argument import SWEEP_TITLE, TRAINING_STEPS
 from .figures import Charts, bar_data, diagonal_label_data, jacobian_data, max_label, sweep_data
 from .layout import View
 from .style import KEY_LABELS, LABEL_ALPHA, script
@@ -59,6 +59,15 @@ OFFLINE_CONTROLS = ("d_k", "rule", "temperature", "seed")
 OFFLINE_ALIGN = 0.0
 #: The training runs it holds: every width at this temperature, from the first seed.
 TRAINING_TEMPERATURE = 1.0
+#: The widths it holds the learning-rate sweep at (core.LearningRateSweep, with the runs).
+SWEEP_WIDTHS = (16, 64, 256, 1024)
+#: The learning-rate chart's title offline at a width it holds no sweep at, and the status
+#: line's last sentence there.
+OFFLINE_NO_SWEEP_TITLE = "No sweep at this d_k offline"
+OFFLINE_NO_SWEEP = (" This offline copy holds the learning-rate sweep at d<sub>k</sub> = "
+                    + ", ".join(str(d) for d in SWEEP_WIDTHS[:-1])
+                    + f" and {SWEEP_WIDTHS[-1]} only; the served explorer sweeps at any "
+                    "setting.")
 
 #: The offline copy's last sentences of the caption.
 OFFLINE_NOTE = ("This offline copy holds every setting of its controls, precomputed, with "
@@ -160,6 +169,18 @@ def training_runs(seed: int) -> dict[int, dict]:
             for d_k in core.D_K_VALUES}
 
 
+def sweeps(seed: int) -> dict[int, core.LearningRateSweep]:
+    """The learning-rate sweeps the offline copy holds, as the served page runs them after
+    Train: d_k -> core.LearningRateSweep taken to its end, at SWEEP_WIDTHS, from ``seed``,
+    at TRAINING_TEMPERATURE."""
+    out = {}
+    for d_k in SWEEP_WIDTHS:
+        out[d_k] = sweep = core.start_sweep(d_k, TRAINING_TEMPERATURE, seed, N,
+                                            steps=TRAINING_STEPS)
+        sweep.run()
+    return out
+
+
 def _settings(kind: str, seeds: list[int]):
     """The settings the offline copy holds a tab at, in the order of their index of ``kind``:
     ``width`` (T = 1), ``temperature`` (the first width) or ``setting`` (every seed, width and
@@ -232,22 +253,32 @@ def _training(view: View, seeds: list[int], blocks: _Blocks, table: _Table,
     """The training runs the offline copy holds (one per width, :func:`training_runs`): their
     source's blocks, texts (into ``text``), and as JSON their index, ranges and status."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
-    runs = training_runs(seeds[0])
+    runs, swept = training_runs(seeds[0]), sweeps(seeds[0])
     ranges, status, tags, ti = [], [], [], temps.index(TRAINING_TEMPERATURE)
     training = view.argument.tabs["training"]
-    for d_k in d_ks:
-        view.show_training(runs[d_k], d_k, TRAINING_TEMPERATURE, N)
+    training.sweep_rows = max(len(s.result()[r].rates) for s in swept.values()
+                              for r in core.RULES)     # one block shape at every width
+    sweep_index = {}
+    for di, d_k in enumerate(d_ks):
+        view.show_training(runs[d_k], d_k, TRAINING_TEMPERATURE, N, swept.get(d_k))
         blocks.add(training.source)
+        if d_k in swept:
+            sweep_index[di] = len(sweep_index)
+            blocks.add(training.sweep_source)
         text["training"].append(_paragraphs(view.section_texts["training"].text, table))
         leads["training"].append(table.add(view.leads["training"].text))
-        status.append(training.status.text)
+        status.append(training.status.text if d_k in swept else
+                      training.status.text.replace("</span>", OFFLINE_NO_SWEEP + "</span>"))
         tags.append(list(training.source.tags))      # what the downloads are named after
         ranges.append({name: {r: [getattr(fig, r).start, getattr(fig, r).end]
                               for r in ("x_range", "y_range")}
                        for name, fig in training.figures.items()})
+    training.sweep_rows = None
     return dict(training={f"0,{di},{ti}": di for di in range(len(d_ks))},
                 training_ranges=ranges, training_status=status, training_tags=tags,
-                no_run=OFFLINE_NO_RUN.format(seed=seeds[0]))
+                no_run=OFFLINE_NO_RUN.format(seed=seeds[0]), training_sweep=sweep_index,
+                sweep_columns=list(training.sweep_source.data), sweep_title=SWEEP_TITLE,
+                no_sweep=OFFLINE_NO_SWEEP_TITLE)
 
 
 def _jacobian(weights: list[float], diagonal: list[float]) -> np.ndarray:
@@ -397,7 +428,9 @@ def build_view(payload: dict, seeds: list[int]) -> View:
         tabs=view.tabs, panels=panels, train=view.train_button,
         training_status=view.training_status,
         sources={name: a.model(name) for tab in a.tabs.values() for name, _by in tab.stores
-                 if ":" not in name} | {"training-source": a.tabs["training"].source},
+                 if ":" not in name} | {"training-source": a.tabs["training"].source,
+                                        "training-lr-sweep-source":
+                                            a.tabs["training"].sweep_source},
         texts=view.section_texts, leads=view.leads, training_figs=dict(a.tabs["training"].figures),
         argument_figs={name.split(":")[0]: a.figures[name.split(":")[0]]
                        for tab in a.tabs.values() for name, _by in tab.stores if ":" in name},

@@ -577,6 +577,6 @@ def test_a_run_that_diverges_is_an_infinite_loss_and_drawn_as_a_cross(monkeypatc
     for rule, s in sweep.items():
         high = s.rates > 3 * s.equal_step
         n = len(s.rates)
-        assert np.isnan(np.array(data[f"loss_median_{rule}"][:n])[high]).all()
+        assert np.isnan(np.array(data[f"final_median_{rule}"][:n])[high]).all()
         assert np.array(data[f"diverged_{rule}"][:n])[high].tolist() == [top / 1.5] * high.sum()
         assert np.isnan(np.array(data[f"diverged_{rule}"][:n])[~high]).all()

@@ -497,7 +497,7 @@ def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(o
         # the learning-rate sweep: each point the median of core's runs at its rate
         for r in core.RULES:
             rates = [x for x in col(page, "training-lr-sweep-source", f"lr_{r}") if x == x]
-            medians = col(page, "training-lr-sweep-source", f"loss_median_{r}")[:len(rates)]
+            medians = col(page, "training-lr-sweep-source", f"final_median_{r}")[:len(rates)]
             assert rates == swept[r].rates.tolist() and medians == swept[r].median.tolist()
             top = len(rates) - 1
             assert medians[top] == np.median([

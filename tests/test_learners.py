@@ -408,7 +408,13 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
         page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name('train');"
                                " return m && !m.disabled && (window.__col('training-source', "
                                "'step') || []).length === 301; }", timeout=60_000)
-        expected = {"step": list(range(301))}
+        # then the learning-rate sweep at the run's setting, to its end
+        page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('training-status')"
+                               ".text.includes('Learning-rate sweep: ')", timeout=120_000)
+        from attention_scaling import argument
+        swept = argument.TrainingTab(argument.Shared())
+        swept.show_sweep(core.learning_rate_sweep(d_k, t, seed, n, steps=300))
+        expected = {"step": list(range(301)), **swept.sweep_source.data}
         runs = {}
         for r in core.RULES:     # core's runs, one seed at a time, at the rule's own rate
             one = [core.train(d_k, r, seed + i, temperature=t, steps=300, n_keys=n,
@@ -444,7 +450,8 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
         if k == "this_draw_rule":
             assert cells == want
         else:
-            assert [float(c) for c in cells] == [float(x) for x in want], k
+            assert np.array_equal([float(c) for c in cells], np.asarray(want, float),
+                                  equal_nan=True), k
     # the SVG: each chart of the tab, holding its glyphs where core's numbers put them
     name, data = _download(page, "Download SVG")
     assert name == stem + ".svg"

@@ -108,7 +108,7 @@ def test_the_loop_answers_while_a_run_trains_at_the_heaviest_setting(advances):
 
 def sweep_points_shown(explorer) -> int:
     data = explorer.view.argument.tabs["training"].sweep_source.data
-    return sum(int(np.isfinite(data.get(f"loss_median_{r}", [])).sum()) for r in core.RULES)
+    return sum(int(np.isfinite(data.get(f"final_median_{r}", [])).sum()) for r in core.RULES)
 
 
 def test_a_served_run_ends_as_cores_run_with_nothing_left_scheduled():
@@ -139,11 +139,11 @@ def test_a_served_run_ends_as_cores_run_with_nothing_left_scheduled():
     for rule in core.RULES:     # each point: the median of core's runs at its rate
         rates = [x for x in sweep[f"lr_{rule}"] if np.isfinite(x)]
         assert rates[0] < core.rule_learning_rate(rule, 64) < rates[-1]
-        for lr, median in zip(rates, sweep[f"loss_median_{rule}"]):
+        for lr, median in zip(rates, sweep[f"final_median_{rule}"]):
             own = np.median([core.train(64, rule, seed + i, lr=lr).final_loss for i in range(3)])
             assert median == own, (rule, lr)
-        best = int(np.nanargmin(sweep[f"loss_median_{rule}"]))
-        assert sweep[f"best_{rule}"][best] == sweep[f"loss_median_{rule}"][best]
+        best = int(np.nanargmin(sweep[f"final_median_{rule}"]))
+        assert sweep[f"best_{rule}"][best] == sweep[f"final_median_{rule}"][best]
     for rule in core.RULES:     # core's runs from the seed and the next two, at its rates
         runs = [core.train(64, rule, seed + i, temperature=1.0, steps=TRAINING_STEPS, n_keys=8,
                            lr=core.rule_learning_rate(rule, 64)) for i in range(3)]

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 from bokeh.models import (BasicTicker, BasicTickFormatter, Button, ColumnDataSource, CustomJSTickFormatter, Div,
-                          FixedTicker, Legend, Range1d, SingleIntervalTicker)
+                          FixedTicker, Legend, LogTicker, Range1d, SingleIntervalTicker)
 from bokeh.plotting import figure
 
 from . import core
@@ -459,9 +459,9 @@ class TrainingTab(TabView):
                      y_axis_type="log", x_range=Range1d(1e-3, 1e3), y_range=Range1d(1e-3, 1))
         subtitle(fig, "filled: best rate; ring: Train's rate")
         for r in core.RULES:
-            fig.varea(x=f"lr_{r}", y1=f"loss_min_{r}", y2=f"loss_max_{r}",
+            fig.varea(x=f"lr_{r}", y1=f"final_min_{r}", y2=f"final_max_{r}",
                       source=self.sweep_source, fill_color=RULE_COLORS[r], fill_alpha=0.15)
-            shared.rule_line(fig, f"lr_{r}", f"loss_median_{r}", self.sweep_source, r,
+            shared.rule_line(fig, f"lr_{r}", f"final_median_{r}", self.sweep_source, r,
                              highlighted=False)
             for y, look in ((f"best_{r}", dict(size=11, fill_color=RULE_COLORS[r])),
                             (f"train_{r}", dict(size=15, marker="circle", fill_color=None,
@@ -470,6 +470,9 @@ class TrainingTab(TabView):
                 fig.scatter(x=f"lr_{r}", y=y, source=self.sweep_source,
                             line_color=RULE_COLORS[r],
                             **{"marker": RULE_MARKER[r], **look})
+        for axis in (fig.xaxis, fig.yaxis):     # plain text (Bokeh's log labels are TeX)
+            axis.ticker = LogTicker(mantissas=[1, 2, 5])
+            axis.formatter = CustomJSTickFormatter(code=script("log-ticks"))
         fig.xaxis.axis_label = "learning rate (log)"
         fig.yaxis.axis_label = "final loss (log)"
         return fig
@@ -506,7 +509,10 @@ class TrainingTab(TabView):
         data = sweep_data(result, rows)
         fig = self.figures["training-lr-sweep"]
         rates = [v for k, v in data.items() if k.startswith("lr_")]
-        losses = [v for k, v in data.items() if k.startswith(("loss_min_", "loss_max_"))]
+        losses = [v for k, v in data.items() if k.startswith(("final_min_", "final_max_"))]
+        if result is not None:     # the axis spans every rule's first rates from the start
+            rates += [s.equal_step * float(core.SWEEP_FACTOR) ** k for s in result.values()
+                      for k in (-core.SWEEP_START, core.SWEEP_START)]
         fit_log_range(fig.x_range, *rates)
         fit_log_range(fig.y_range, *losses)
         for r in core.RULES:        # a diverged median's cross: at the top of the axis
@@ -556,7 +562,7 @@ def training_data(run_by_rule: dict) -> dict:
 #: The sweep source's columns, each with its rule's key after it: rate, median final loss and
 #: the seeds' range, the median again at the best rate and at Train's (NaN elsewhere), and a
 #: diverged median's cross (NaN elsewhere).
-SWEEP_COLUMNS = ("lr", "loss_median", "loss_min", "loss_max", "best", "train", "diverged")
+SWEEP_COLUMNS = ("lr", "final_median", "final_min", "final_max", "best", "train", "diverged")
 SWEEP_TITLE = "Final loss against learning rate"
 
 
@@ -572,9 +578,9 @@ def sweep_data(result, rows: int | None = None) -> dict:
     for r in core.RULES:
         s = result[r]
         finite = np.isfinite(s.median)
-        cols = {"lr": s.rates, "loss_median": np.where(finite, s.median, math.nan),
-                "loss_min": np.where(np.isfinite(s.low), s.low, math.nan),
-                "loss_max": np.where(np.isfinite(s.high), s.high, math.nan),
+        cols = {"lr": s.rates, "final_median": np.where(finite, s.median, math.nan),
+                "final_min": np.where(np.isfinite(s.low), s.low, math.nan),
+                "final_max": np.where(np.isfinite(s.high), s.high, math.nan),
                 "best": np.where(s.rates == s.best, s.median, math.nan),
                 "train": np.where(s.rates == s.equal_step, s.median, math.nan),
                 "diverged": np.where(finite, math.nan, 1.0)}

@@ -1508,13 +1508,17 @@ class LearningRateSweep:
                     run.advance(count)
             except ValueError:          # its logits overflowed (softmax refuses them)
                 self._diverged.add(i)
-        if not all(run.done or i in self._diverged
-                   for i, run in enumerate(self._current.runs)):
-            return
+        if all(run.done or i in self._diverged for i, run in enumerate(self._current.runs)):
+            self._finish_point()
+
+    def _finish_point(self) -> None:
+        """Record the point under way (a diverged run's loss +inf), widen its rule's rates if
+        its best sits at an edge, and keep the sweep once it is done."""
         rule, k = self._point
+        runs = self._current.runs
         self._losses[rule][k] = tuple(math.inf if i in self._diverged else run.final_loss
-                                      for i, run in enumerate(self._current.runs))
-        firsts = [run.loss[0] for run in self._current.runs if run.loss]
+                                      for i, run in enumerate(runs))
+        firsts = [run.loss[0] for run in runs if run.loss]
         if len(firsts) == self.seeds:      # the same at every rate: one point with all will do
             self._starts[rule] = float(np.median(firsts))
         self._current = self._point = None

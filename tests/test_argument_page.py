@@ -13,7 +13,7 @@ pytestmark = pytest.mark.browser
 
 TABS = {"1 Variance": ["logit-histogram", "logit-histogram-scaled", "logit-std"],
         "2 Saturation": ["saturation-curves", "saturation-eff-keys"],
-        "3 Gradient": ["saturation-gradient"],
+        "3 Gradient": ["gradient-frozen-share", "saturation-gradient"],
         "4 Training": ["training-loss", "training-gradients"],
         "5 Heads": ["head-budget", "head-budget-gradient"]}
 
@@ -50,7 +50,7 @@ def test_each_tab_draws_its_plots_with_cores_numbers(page, server):
     assert column(page, "saturation-curves-source", "d_k") == list(map(float, core.D_K_VALUES))
     for rule in core.RULES:
         for metric in ("max_weight_median", "max_weight_q25", "max_weight_q75",
-                       "eff_keys_median", "grad_q_median"):
+                       "eff_keys_median", "log10_grad_q_median", "frozen_share"):
             col = f"{metric}_{rule}"
             assert column(page, "saturation-curves-source", col) == pytest.approx(
                 list(curves[col]), rel=1e-12)

@@ -309,7 +309,7 @@ def test_resample_reset_and_copy_link_buttons(page, server):
     assert "seed=" in page.evaluate("() => location.search")
     page.locator(".noUi-handle").first.focus()
     page.keyboard.press("ArrowRight")
-    page.get_by_role("button", name="Reset to Fig. 3").click()
+    page.get_by_role("button", name="Reset to the reference draw").click()
     page.wait_for_function("() => location.search.includes('seed=2288') && "
                            "location.search.includes('d_k=64')", timeout=10_000)
     page.wait_for_function("(b) => JSON.stringify(window.__col('unscaled-weights-source', "

@@ -14,7 +14,7 @@ from conftest import HELPERS
 from attention_scaling import argument, core, export, figures
 from attention_scaling import text as prose
 from attention_scaling.state import ExplorerState, Setting
-from attention_scaling.lead import training_lead
+from attention_scaling.lead import DRAW_LEAD, training_lead
 from attention_scaling.text import weight_label
 
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
@@ -204,7 +204,22 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         # the texts read word for word as the served page's for the same state
         fields = ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
                                rule=rule).text_fields()
-        shown = page.evaluate(TEXT, ["caption", "explanation", "readout"])
+        # the gradient over many draws at this width and temperature, this draw among them,
+        # and its axis: as the served page draws them
+        spread = core.gradient_spread(d_k, temperature)
+        for r in core.RULES:
+            for c in figures.SPREAD_COLUMNS:
+                assert col(page, "gradient-spread-source", f"{c}_{r}") == \
+                    [spread[f"{c}_{r}"]], (case, c, r)
+            assert col(page, "gradient-this-draw-source", f"this_draw_{r}") == \
+                [st.variants[r].log10_query_gradient], case
+        served = figures.SpreadChart()
+        served.update(spread, {r: v.log10_query_gradient for r, v in st.variants.items()})
+        assert page.evaluate("() => { const r = window.__model('gradient-spread').x_range; "
+                             "return [r.start, r.end]; }") == [served.fig.x_range.start,
+                                                               served.fig.x_range.end], case
+        shown = page.evaluate(TEXT, ["draw-lead", "caption", "explanation", "readout"])
+        assert shown.pop(0) == prose.plain(f"<p class='lead'>{prose.fill(DRAW_LEAD, fields)}</p>")
         assert shown[0] == prose.plain(prose.fill(prose.caption_html(export.OFFLINE_NOTE), fields))
         assert shown[1] == prose.plain(prose.fill(prose.EXPLANATION, fields))
         assert shown[2] == prose.plain(prose.fill(figures.readout_html(), fields))
@@ -347,11 +362,6 @@ def wait_text(page, name, expected):
                            timeout=10_000)
 
 
-def floored(values):
-    """A gradient column as the log-scale charts draw it (argument.GRAD_FLOOR below)."""
-    return np.maximum(np.asarray(values, float), argument.GRAD_FLOOR).tolist()
-
-
 #: The widths of the lines of each rule, as the served page's Argument.highlight sets them.
 LINE_WIDTHS = """() => { const out = {};
   for (const n of ['saturation-curves', 'saturation-eff-keys', 'saturation-gradient',
@@ -409,15 +419,15 @@ def test_offline_tabs_show_core_values_and_the_served_page_s_texts(offline_page)
         wait_text(page, "saturation-text", prose.plain(
             prose.saturation_html(d_k, t, n, rho, curves, draw, core.CURVE_DRAWS)
             + prose.softmax_example()))
-        for name, values in curves.items():
-            want = floored(values) if name.startswith("grad_q") else np.asarray(values).tolist()
-            assert col(page, "saturation-curves-source", name) == want, (case, name)
+        for name in ("d_k", *argument.CURVE_COLUMNS):
+            assert col(page, "saturation-curves-source", name) == \
+                np.asarray(curves[name], float).tolist(), (case, name)
         assert col(page, "saturation-draw-source", "max_weight") == [
             draw[r].max_weight for r in core.RULES], case
         assert col(page, "saturation-draw-source", "eff_keys") == [
             draw[r].effective_keys for r in core.RULES], case
-        assert col(page, "saturation-draw-source", "grad_q") == floored(
-            [draw[r].query_gradient for r in core.RULES]), case
+        assert col(page, "saturation-draw-source", "log10_grad_q") == [
+            draw[r].log10_query_gradient for r in core.RULES], case
         assert col(page, "saturation-draw-source", "d_k") == [float(d_k)] * 3, case
         served = argument.Argument()            # the axes as the served page fits them
         served.shared.update_curves(curves, d_k, draw)
@@ -433,8 +443,9 @@ def test_offline_tabs_show_core_values_and_the_served_page_s_texts(offline_page)
         wait_text(page, "budget-text", prose.plain(
             prose.budget_html(budget, argument.BUDGET_WIDTH, t, n, rho)))
         for name, values in budget.items():
-            want = floored(values) if name.startswith("grad_q") else np.asarray(values, float).tolist()
-            assert col(page, "head-budget-source", name) == want, (case, name)
+            if not name.startswith("grad_q"):     # drawn in log10
+                assert col(page, "head-budget-source", name) == \
+                    np.asarray(values, float).tolist(), (case, name)
         served.tabs["budget"].draw(Setting(d_k=d_k, rule=rule, temperature=t, seed=0, keys=n,
                                             align=rho))
         rng = served.figures["head-budget-gradient"].y_range
@@ -443,7 +454,7 @@ def test_offline_tabs_show_core_values_and_the_served_page_s_texts(offline_page)
         open_tab(page, "One draw")
     # Reset to Fig. 3, from a tab: the reference setting on the one-draw tab
     open_tab(page, "2 Saturation")
-    page.get_by_role("button", name="Reset to Fig. 3").click()
+    page.get_by_role("button", name="Reset to the reference draw").click()
     page.wait_for_function("() => window.__model('sections').active === 0", timeout=10_000)
     st = core.compute_state(prose.FIG3_D_K, 1.0, prose.FIG3_SEED)
     page.wait_for_function("(w) => JSON.stringify(window.__col('scaled-weights-source', "

@@ -368,7 +368,6 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
     import struct
     import xml.etree.ElementTree as ET
     import numpy as np
-    from attention_scaling.argument import GRAD_FLOOR
     from attention_scaling.style import SCALED_COLOR, UNSCALED_COLOR
     search, stem = TAB_CASES[tab]
     open_at(page, server, search)
@@ -386,23 +385,19 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
     elif tab in ("saturation", "gradient"):
         curves = core.saturation_curves(t, n, rho)
         draw = core.draw_metrics(d_k, t, seed, n, rho)
-        metrics = ("max_weight", "eff_keys") if tab == "saturation" else ("grad_q",)
-        expected = {"d_k": curves["d_k"], **{k: v for k, v in curves.items()
-                                             if k.startswith(metrics)}}
+        metrics = ("max_weight", "eff_keys") if tab == "saturation" else ("log10_grad_q",)
+        expected = {"d_k": curves["d_k"], **{f"{m}_{q}_{r}": curves[f"{m}_{q}_{r}"]
+                                             for m in metrics for q in ("median", "q25", "q75")
+                                             for r in core.RULES}}
         expected.update(this_draw_rule=list(core.RULES), this_draw_d_k=[d_k] * 3)
         attr = {"max_weight": "max_weight", "eff_keys": "effective_keys",
-                "grad_q": "query_gradient"}
+                "log10_grad_q": "log10_query_gradient"}
         for m in metrics:
             expected[f"this_draw_{m}"] = [getattr(draw[r], attr[m]) for r in core.RULES]
         shown = ("saturation-curves-source", f"{metrics[0]}_median_none")
-        if tab == "gradient":      # the spread over the draws at this width, in log10
-            g = core.gradient_spread(d_k, t, n, rho)
-            expected["row"] = [2.0, 1.0, 0.0]
-            for q in ("q05", "q25", "median", "q75", "q95"):
-                expected[q] = [g[f"{q}_{r}"] for r in core.RULES]
-            expected["tenth"] = [g["median_sqrt"] - 1.0] * 3
-            expected["this_draw_log10_grad_q"] = [draw[r].log10_query_gradient
-                                                  for r in core.RULES]
+        if tab == "gradient":      # the share of draws under a tenth of the scaled median
+            expected.update({f"frozen_share_{r}": curves[f"frozen_share_{r}"]
+                             for r in core.RULES})
     elif tab == "training":
         page.get_by_role("button", name="Train").click()
         page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name('train');"
@@ -428,14 +423,10 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
             runs[r] = expected[f"loss_median_{r}"]
         shown = ("training-source", "loss_median_none")
     else:
-        # the chart's columns: the log10 ones (core's, for an axis without a floor) are not
-        # drawn on this tab
+        # the chart's columns: the gradient in log10 (drawn on an axis of log10 values)
         expected = {k: v for k, v in core.head_budget(512, t, n, rho).items()
-                    if not k.startswith("log10_")}
+                    if not k.startswith("grad_q")}
         shown = ("head-budget-source", "max_weight_median_none")
-    for k, v in expected.items():
-        if k.startswith(("grad_q", "this_draw_grad_q")):
-            assert min(v) > GRAD_FLOOR, k           # a state the charts draw without a floor
     wait_column(page, *shown, [float(x) for x in expected[shown[1]]], timeout=30_000)
     # the CSV: core's columns, every number read back as core's float64
     name, data = _download(page, "Download CSV")
@@ -472,12 +463,14 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
         assert "Spread of q·k against d_k" in titles["logit-std"]
     elif tab in ("saturation", "gradient"):
         names = (["saturation-curves", "saturation-eff-keys"] if tab == "saturation"
-                 else ["gradient-spread", "saturation-gradient"])
+                 else ["gradient-frozen-share", "saturation-gradient"])
         assert list(charts) == names
-        for chart, m in zip([n for n in names if n != "gradient-spread"], metrics):
+        for chart, m in zip(names[-len(metrics):], metrics):
             _check_curves(charts[chart], curves["d_k"],
-                          {r: curves[f"{m}_median_{r}"] for r in core.RULES},
-                          log_y=m == "grad_q")
+                          {r: curves[f"{m}_median_{r}"] for r in core.RULES})
+        if tab == "gradient":
+            _check_curves(charts["gradient-frozen-share"], curves["d_k"],
+                          {r: curves[f"frozen_share_{r}"] for r in core.RULES})
     elif tab == "training":
         assert list(charts) == ["training-loss", "training-gradients", "training-lr-sweep"]
         from attention_scaling.style import RULE_COLORS
@@ -489,10 +482,10 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
             assert len(_filled(charts["training-loss"], RULE_COLORS[rule])) == 1   # its band
     else:
         assert list(charts) == ["head-budget", "head-budget-gradient"]
-        for chart, m in (("head-budget", "max_weight"), ("head-budget-gradient", "grad_q")):
+        for chart, m in (("head-budget", "max_weight"),
+                         ("head-budget-gradient", "log10_grad_q")):
             _check_curves(charts[chart], expected["heads"],
-                          {r: expected[f"{m}_median_{r}"] for r in core.RULES},
-                          log_y=m == "grad_q")
+                          {r: expected[f"{m}_median_{r}"] for r in core.RULES})
     width, height = int(svg.get("width")), int(svg.get("height"))
     name, data = _download(page, "Download PNG")
     assert name == stem + ".png"
@@ -631,10 +624,11 @@ LAYOUT = """() => { const out = []; const ctx = document.createElement('canvas')
   return out; }"""
 
 #: The figures of each tab, all of which must be laid out before the measures are read.
-TAB_FIGURES = {"draw": ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"],
+TAB_FIGURES = {"draw": ["scaled-weights", "unscaled-weights", "gradient-spread", "jacobian",
+                        "jacobian-diagonal"],
                "variance": ["logit-histogram", "logit-histogram-scaled", "logit-std"],
                "saturation": ["saturation-curves", "saturation-eff-keys"],
-               "gradient": ["gradient-spread", "saturation-gradient"],
+               "gradient": ["gradient-frozen-share", "saturation-gradient"],
                "training": ["training-loss", "training-gradients", "training-lr-sweep"],
                "budget": ["head-budget", "head-budget-gradient"]}
 

@@ -80,6 +80,7 @@ out = dict(
     csv=[c for tab in a.tabs.values() for _src, cols in tab.tables for c, _h in cols],
     downloads=sorted(view.downloads),
     spread=list(a.tabs["spread"].source.data["std"]),
+    draw_spread=sorted(view.charts.spread.source.data),
     spread_text=[view.leads["spread"].text, view.section_texts["spread"].text],
     payload_rules=payload["rules"], records=payload["records"], states=payload["states"],
     payload_texts=len(payload["argument"]["texts"]["spread"]),
@@ -132,8 +133,11 @@ def test_a_fourth_rule_and_a_new_tab_are_one_row_each(tmp_path):
     assert out["lines"] == len(out["highlighted"]) == len(Argument().rule_lines["sqrt"]) > 0
     assert set(out["highlighted"]) == {4.5}
     # downloads: its columns in the curves' CSV, and the new tab's own buttons
-    assert {"max_weight_median_pow75", "grad_q_median_pow75", "loss_median_pow75"} <= set(out["csv"])
+    assert {"max_weight_median_pow75", "log10_grad_q_median_pow75", "frozen_share_pow75",
+            "loss_median_pow75"} <= set(out["csv"])
     assert "spread" in out["downloads"]
+    # the one draw's gradient over many draws: a row of its chart
+    assert {"q05_pow75", "median_pow75", "frozen_share_pow75"} <= set(out["draw_spread"])
     # the new tab drawn from core at the page's setting
     std = core.logit_distribution(256)
     assert out["spread"][:3] == [std[f"std_{r}"] for r in core.RULES]

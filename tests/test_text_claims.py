@@ -145,11 +145,10 @@ def _grad_words(m, c):
     words = m["rest"]
     if words == "the same, since at d_k = 1 scaling divides by √1 = 1.":
         return ok and c.d == 1 and math.isclose(s, u, rel_tol=1e-12, abs_tol=1e-12)
-    if words == "scaling lets more gradient reach the query here.":
+    if words == "more reaches the query scaled, in this draw.":
         return ok and c.d > 1 and s > u
-    if words == ("more reaches the query without scaling here: the unscaled logits are √d_k "
-                 "times larger, and at this setting that outweighs the saturation of their "
-                 "softmax."):
+    if words == ("more reaches the query unscaled, in this draw; the chart of many draws shows "
+                 "how often unscaled gets almost none."):
         return ok and c.d > 1 and u > s
     return False
 
@@ -243,10 +242,50 @@ def _median_log_rest(c, scaled):
     return float(q[len(q) // 2]) / math.log(10)
 
 
-def _median_rest_at(d_k, c):
-    """log(1 - the unscaled median max weight) at ``d_k`` (its weight may round to 1)."""
-    q = core.typical(d_k, c.t, c.n, c.rho).log_rest[False]
-    return float(q[len(q) // 2])
+def _spread_at(d_k, c):
+    """The gradient's spread over many draws (core.gradient_spread, whose shares
+    tests/test_argument_core.py checks against a Monte Carlo of full vectors)."""
+    return core.gradient_spread(d_k, c.t, c.n, c.rho)
+
+
+def _share_shows(words: str, x: float) -> bool:
+    """``words`` ("no draw", "every draw", "under 1% of draws", "26% of draws") is the
+    share ``x``."""
+    exact = {"no draw": x == 0, "every draw": x == 1, "under 1% of draws": 0 < x < 0.005,
+             "over 99% of draws": 0.995 < x < 1}
+    if words in exact:
+        return exact[words]
+    m = re.fullmatch(r"(\d+)% of draws", words)
+    return bool(m) and 0.005 <= x <= 0.995 and abs(int(m[1]) - 100 * x) <= 0.5 + 1e-9
+
+
+def _spread_words(words: str, c) -> bool:
+    """The lead's clause on the spread: at d_k = 1 every rule's gradient is the same draw by
+    draw; else which median is larger, and the shares of the draws under a tenth of the
+    scaled median, unscaled and scaled."""
+    g = _spread_at(c.d, c)
+    if c.d == 1:
+        return (words == "every rule divides by 1, so their gradients match, draw by draw"
+                and all(g[f"{q}_{r}"] == g[f"{q}_sqrt"] for q in core.SPREAD_QUANTILES
+                        for r in core.RULES))
+    m = re.fullmatch(r"unscaled gradients: (?P<size>larger|smaller) on median, (?:and none "
+                     r"barely learn|(?P<conj>but|and) (?P<share>.+?) (?P<verb>barely learns?))"
+                     r"; scaled: (?P<sq>.+)", words)
+    if not m:
+        return False
+    larger = g["median_none"] > g["median_sqrt"]
+    none, sqrt = g["frozen_share_none"], g["frozen_share_sqrt"]
+    if (m["size"] == "larger") != larger:
+        return False
+    if m["share"] is None:
+        ok = none == 0
+    else:
+        ok = (_share_shows(m["share"], none) and m["conj"] == ("but" if larger else "and")
+              and (m["verb"] == "barely learns") == (none == 1))
+    sq = m["sq"] == "none" if sqrt == 0 else (_share_shows(m["sq"], sqrt) if m["sq"] ==
+                                              "every draw" else
+                                              _share_shows(m["sq"] + " of draws", sqrt))
+    return ok and sq
 
 
 def _raw64(c):
@@ -348,23 +387,21 @@ CLAIMS: list[tuple[str, callable]] = [
      lambda m, c: np.allclose(core.softmax_jacobian(c.p[c.scaled]), c.active.jacobian,
                               rtol=1e-9, atol=1e-300) and _query_gradient_is_jk(c)),
     # guide
-    (r"Move dk from 64 to 512: the median raw max weight in the first sentence climbs\.",
-     lambda m, c: _median_rest_at(512, c) < _median_rest_at(64, c)),
-    (r"Press Resample a few times: one draw varies, the median in the first sentence does "
-     r"not\.",
+    (r"At T = 1, move dk from 64 to 512: the unscaled gradients spread further left\.",
+     lambda m, c: core.gradient_spread(512, 1.0, c.n, c.rho)["q05_none"]
+     < core.gradient_spread(64, 1.0, c.n, c.rho)["q05_none"]),
+    (r"Press Resample a few times: the bars and dots move, the boxes do not\.",
      lambda m, c: not np.array_equal(core.sample_qk(c.seed + 1, c.d, c.n)[1], c.keys)
-     and core.typical(c.d, c.t, c.n, c.rho) is core.typical(c.d, c.t, c.n, c.rho)),
+     and _spread_at(c.d, c) == _spread_at(c.d, c)),
     (r"At dk = 64, set T to 0\.125 = 1/√64: the scaled chart becomes what the raw one was at "
      r"T = 1\.",
      lambda m, c: np.allclose(own_softmax(_raw64(c) / 8, 0.125), own_softmax(_raw64(c), 1.0),
                               rtol=1e-9, atol=1e-300)),
     # the one draw's lead
-    (r"At dk = (?P<d>\d+), this draw's largest weight is (?P<s>\S+) with the logits divided by "
-     r"√dk and (?P<u>\S+) raw; over (?P<n>[\d,]+) draws, the median raw max weight is "
-     r"(?P<mu>\S+)\.",
-     lambda m, c: int(m["d"]) == c.d and int(m["n"].replace(",", "")) == c.typ.draws
-     and percent_shows(m["s"], *c.weight(True)) and percent_shows(m["u"], *c.weight(False))
-     and percent_shows(m["mu"], c.typ.median[False], _median_log_rest(c, False))),
+    (r"At dk = (?P<d>\d+), this draw puts (?P<u>\S+) on one key unscaled and (?P<s>\S+) "
+     r"scaled; (?P<spread>.+)\.",
+     lambda m, c: int(m["d"]) == c.d and percent_shows(m["s"], *c.weight(True))
+     and percent_shows(m["u"], *c.weight(False)) and _spread_words(m["spread"], c)),
 ]
 _COMPILED = [(re.compile(pattern), condition) for pattern, condition in CLAIMS]
 
@@ -378,7 +415,7 @@ def _cells_ok(label: str, u: str, s: str, lin: str, c: Context) -> bool:
     checks = {"max weight": lambda v, text, scaled: (
                   text.endswith(f" on k{int(np.argmax(c.p[scaled])) + 1}")
                   and percent_shows(text.rsplit(" on ", 1)[0], *c.weight(scaled))),
-              "effective keys eH": lambda v, text, scaled: number_shows(text, v.effective_keys),
+              "effective keys eH (H: entropy)": lambda v, text, scaled: number_shows(text, v.effective_keys),
               "largest p(1 − p)": lambda v, text, scaled: log_shows(text, c.logs[scaled][1]),
               "‖J‖F = ‖∂p/∂u‖F": lambda v, text, scaled: log_shows(text, c.logs[scaled][2]),
               "‖∂p/∂q‖F, to the query": lambda v, text, scaled: log_shows(
@@ -500,7 +537,9 @@ def test_the_issue_s_states_read_true(key):
         assert "a typical draw puts 97% of the weight on one key unscaled" in text
         assert "This draw puts 27% scaled (24th percentile) and 80% unscaled (25th percentile)" in text
         assert "picked because" not in text and "seed 2288" not in text
-        assert "0.373 scaled and 1.98 unscaled: more reaches the query without scaling" in text
+        assert "0.373 scaled and 1.98 unscaled: more reaches the query unscaled, in this draw" in text
+        assert ("unscaled gradients: larger on median, but 26% of draws barely learn; "
+                "scaled: none.") in text
     if key == (FIG3_SEED, 4096, 0.1, False):
         assert "largest p(1 − p) = 2.70e-189, ‖J‖F = 5.39e-189" in text
         assert "100%" not in text.replace("towards 100%", "")
@@ -524,6 +563,7 @@ def test_the_docs_describe_the_default_view_as_the_page_shows_it():
     assert f"scaled max weight {f['sqrt_max_w']}, unscaled {f['none_max_w']}" in readme
     assert f"placed among {f['mc_n']} other draws" in readme
     assert f["mild"] and "milder than two draws in three" in page
+    assert f'at the default: "{f["grad_spread"]}")' in page
     assert (f'"Scaled: max weight {f["sqrt_max_w"]} on {f["sqrt_top"]}; unscaled: max weight '
             f'{f["none_max_w"]} on {f["none_top"]}."' in learners)
     scaled, unscaled = state.result.scaled, state.result.unscaled
@@ -541,7 +581,8 @@ OFFLINE_CLAIMS = [
      lambda m, payload: len(payload["keys"]) == 8 and payload["align"] == 0.0
      and payload["states"] == len(payload["seeds"]) * len(core.D_K_VALUES)
      * len(core.TEMPERATURES) == len(set(map(tuple, _settings(payload))))
-     and set(payload["argument"]["sources"]) == {"variance", "saturation", "gradient", "budget"}),
+     and set(payload["argument"]["sources"]) == {"draw", "variance", "saturation", "gradient",
+                                                 "budget"}),
     (r"Its training runs are precomputed for every d_k at T = 1 with the first seed\.",
      lambda m, payload: payload["training_temperature"] == 1.0 and set(
          payload["argument"]["training"]) == {

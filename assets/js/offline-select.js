@@ -23,7 +23,7 @@ if (AS.noted(holder, 'attn') == null) {
     // the setting each tab of the argument shows: the one the page was written with
     const [di, ti, si, v] = shown;
     P.shown = {};
-    for (const key of P.argument.tabs.slice(1)) P.shown[key] = [si, di, ti, v].join();
+    for (const key of P.argument.tabs) P.shown[key] = [si, di, ti, v].join();
     return P;
   }));
 }
@@ -101,7 +101,8 @@ const oneDraw = (P) => {
   seed_div.text = "<span class='seed'>seed <code>" + P.seeds[si] + "</code></span>";
 };
 
-// The argument's blocks: the columns of a source at one setting, and a text's paragraphs.
+// The blocks of the argument (and of the one draw's spread chart): the columns of a source at
+// one setting, and a text's paragraphs.
 const block = (P, name, index) => {
   const b = P.argument.blocks[name], out = {};
   let o = b.offset + index * b.width;
@@ -114,7 +115,7 @@ const paragraphs = (P, key, index) =>
 
 const argument = (P) => {
   const A = P.argument, key = P.argument.tabs[tabs.active];
-  if (!(key in A.sources)) return;          // the one draw, the training run
+  if (!(key in A.sources)) return;          // the training run
   const si = seed.value, di = dk.value, ti = temp.value, v = rule.active;
   const setting = [si, di, ti, v].join();
   if (P.shown[key] === setting) return;
@@ -135,8 +136,10 @@ const argument = (P) => {
       assign(sources[name], data);
     }
   }
-  texts[key].text = paragraphs(P, key, index[A.text_index[key]]);
-  leads[key].text = P.paragraphs[A.leads[key][index[A.text_index[key]]]];
+  if (key in A.text_index) {         // the one draw's texts are its records' fields
+    texts[key].text = paragraphs(P, key, index[A.text_index[key]]);
+    leads[key].text = P.paragraphs[A.leads[key][index[A.text_index[key]]]];
+  }
   P.shown[key] = setting;
 };
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from bokeh.models import (BasicTicker, BasicTickFormatter, Button, ColumnDataSource, CustomJSTickFormatter, Div,
-                          FixedTicker, Legend, LogTicker, Range1d, SingleIntervalTicker)
+from bokeh.models import (BasicTickFormatter, Button, ColumnDataSource, CustomJSTickFormatter,
+                          Div, FixedTicker, Legend, LogTicker, NumeralTickFormatter, Range1d)
 from bokeh.plotting import figure
 
 from . import core
 from .state import Setting
 from .style import (FONT, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNSCALED_COLOR,
-                    derived_glyph_looks, script, style_figure, subtitle)
+                    derived_glyph_looks, log10_axis, script, style_figure, subtitle)
 from .lead import (TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead,
                    training_lead, variance_lead)
 from .text import (RULE_LABELS, TRAINING_INTRO, budget_html, gradient_html, saturation_html,
@@ -27,11 +27,8 @@ from .text import (RULE_LABELS, TRAINING_INTRO, budget_html, gradient_html, satu
 DOTTED, DASHED = (2, 4), (6,)
 #: Ticks of the d_k axes (log): the powers of four.
 WIDTH_TICKS = (1, 4, 16, 64, 256, 1024, 4096)
-#: The lowest gradient the log-scale charts draw (the texts print "<1e-300" there).
-GRAD_FLOOR = 1e-300
-#: The most decades a log axis spans: BokehJS's log scale divides the axis's end by its start,
-#: which overflows float64 beyond ~308 decades (a data range's padding below 1e-300 would).
-LOG_DECADES = 304
+#: The head-budget tab's metrics per rule (core.head_budget): the gradient in log10.
+BUDGET_METRICS = ("max_weight", "log10_grad_q")
 #: The model width the head-budget tab splits into heads.
 BUDGET_WIDTH = 512
 #: Steps of a training run.
@@ -39,8 +36,9 @@ TRAINING_STEPS = 300
 
 
 def log_figure(name: str, title: str, x_label: str, y_label: str, *, y_log=False,
-               x_range=None, height=260) -> figure:
-    """A figure over d_k on a log axis (and ``y_log``: a log y axis)."""
+               log10_y=False, x_range=None, height=260) -> figure:
+    """A figure over d_k on a log axis (and ``y_log``: a log y axis; ``log10_y``: a y axis of
+    log10 values, labelled as powers of ten)."""
     fig = figure(name=name, title=title, height=height, sizing_mode="stretch_width",
                  min_width=260, tools="", x_axis_type="log",
                  y_axis_type="log" if y_log else "linear",
@@ -49,19 +47,35 @@ def log_figure(name: str, title: str, x_label: str, y_label: str, *, y_log=False
     fig.yaxis.axis_label = y_label
     fig.xaxis.ticker = FixedTicker(ticks=WIDTH_TICKS)
     fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
+    if log10_y:
+        log10_axis(fig.yaxis)
     style_figure(fig)
     return fig
 
 
-def fit_log_range(rng: Range1d, *values) -> None:
-    """Span the log axis ``rng`` over the positive ``values`` with a little room on each
-    side, over at most :data:`LOG_DECADES` decades."""
+def fit_range(rng: Range1d, *values) -> None:
+    """Span ``rng`` over the finite ``values`` (log10 values: every one is drawn) with a
+    little room on each side."""
     v = np.concatenate([np.ravel(np.asarray(x, float)) for x in values])
-    v = v[v > 0]
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return
+    lo, hi = float(v.min()), float(v.max())
+    pad = max(0.06 * (hi - lo), 0.25)
+    start, end = lo - pad, hi + pad
+    if (rng.start, rng.end) != (start, end):
+        rng.start, rng.end = start, end
+
+
+def fit_log_range(rng: Range1d, *values) -> None:
+    """Span the log axis ``rng`` over the positive ``values`` (learning rates and losses,
+    well inside float64's range) with a little room on each side."""
+    v = np.concatenate([np.ravel(np.asarray(x, float)) for x in values])
+    v = v[(v > 0) & np.isfinite(v)]
     if not len(v):
         return
     lo, hi = float(np.log10(v.min())), float(np.log10(v.max()))
-    pad = min(max(0.06 * (hi - lo), 0.25), max((LOG_DECADES - (hi - lo)) / 2, 0.0))
+    pad = max(0.06 * (hi - lo), 0.25)
     start, end = 10.0 ** (lo - pad), 10.0 ** (hi + pad)
     if (rng.start, rng.end) != (start, end):
         rng.start, rng.end = start, end
@@ -74,6 +88,15 @@ def _legend_text(fig) -> None:
 
 def _same(*names):
     return [[n, n] for n in names]
+
+
+#: The curves' metrics the charts draw (core.saturation_curves): the gradient in log10, so
+#: that every value is drawn.
+CURVE_METRICS = ("max_weight", "eff_keys", "log10_grad_q")
+#: The curves' source's columns besides d_k: each metric's median and quartiles per rule, and
+#: per rule the share of the draws under a tenth of the ÷√d_k median gradient.
+CURVE_COLUMNS = (*(f"{m}_{q}_{r}" for m in CURVE_METRICS for q in ("median", "q25", "q75")
+                   for r in core.RULES), *(f"frozen_share_{r}" for r in core.RULES))
 
 
 class Shared:
@@ -89,14 +112,13 @@ class Shared:
         self.widths = [float(w) for w in core.D_K_VALUES]
         self.x_range = Range1d(0.8, 5200)
         self.curves_source = ColumnDataSource(
-            {"d_k": self.widths, **{f"{m}_{q}_{r}": [1.0] * len(self.widths)
-                                    for r in core.RULES for m in ("max_weight", "eff_keys", "grad_q")
-                                    for q in ("median", "q25", "q75")}},
+            {"d_k": self.widths, **{c: [0.0] * len(self.widths) for c in CURVE_COLUMNS}},
             name="saturation-curves-source")
         nr = len(core.RULES)
         self.draw_source = ColumnDataSource(dict(
             d_k=[64.0] * nr, rule=list(core.RULES), max_weight=[0.5] * nr,
-            eff_keys=[1.0] * nr, grad_q=[1.0] * nr, color=[RULE_COLORS[r] for r in core.RULES],
+            eff_keys=[1.0] * nr, log10_grad_q=[0.0] * nr,
+            color=[RULE_COLORS[r] for r in core.RULES],
             marker=[RULE_MARKER[r] for r in core.RULES]), name="saturation-draw-source")
         #: The saturation curves' figures, by name (:meth:`curve_figure`).
         self.curve_figs: dict = {}
@@ -111,10 +133,12 @@ class Shared:
             self.rule_lines[rule].append(line)
         return line
 
-    def curve_figure(self, name: str, metric: str, title: str, label: str, y_log: bool):
+    def curve_figure(self, name: str, metric: str, title: str, label: str):
         """One panel of the saturation curves: per rule the median and middle half of
-        ``metric`` against d_k, and this draw's dots at the current width."""
-        fig = log_figure(name, title, "head width d_k (log)", label, y_log=y_log,
+        ``metric`` (of :data:`CURVE_METRICS`) against d_k, and this draw's dots at the current
+        width."""
+        log10 = metric.startswith("log10_")
+        fig = log_figure(name, title, "head width d_k (log)", label, log10_y=log10,
                          x_range=self.x_range)
         for r in core.RULES:
             fig.varea(x="d_k", y1=f"{metric}_q25_{r}", y2=f"{metric}_q75_{r}",
@@ -128,14 +152,31 @@ class Shared:
         # where the curves are not: the gradient falls on the right, the effective keys of
         # the unscaled rule fall to 1 on the right
         fig.legend.location = {"max_weight": "top_left", "eff_keys": "top_right",
-                               "grad_q": "bottom_left"}[metric]
+                               "log10_grad_q": "bottom_left"}[metric]
         fig.legend.background_fill_alpha = 0.8
         _legend_text(fig)
         if metric == "max_weight":
             fig.y_range = Range1d(0, 1.04)
-        elif y_log:
-            fig.y_range = Range1d(1e-3, 10)      # fit_log_range sets it to the data
+        elif log10:
+            fig.y_range = Range1d(-3, 1)      # fit_range sets it to the data
         self.curve_figs[name] = fig
+        return fig
+
+    def share_figure(self, name: str) -> figure:
+        """Per rule against d_k, the share of the draws whose gradient to the query is under a
+        tenth of the ÷√d_k median, and the current width."""
+        fig = log_figure(name, "Share of draws under a tenth of the ÷√d_k median",
+                         "head width d_k (log)", "share of draws", x_range=self.x_range)
+        for r in core.RULES:
+            self.rule_line(fig, "d_k", f"frozen_share_{r}", self.curves_source, r)
+        fig.vspan(x="d_k", source=self.draw_source, line_color="#52606d", line_dash=DOTTED,
+                  line_width=1.5)
+        fig.y_range = Range1d(-0.02, 1.04)
+        fig.yaxis.formatter = NumeralTickFormatter(format="0%")
+        fig.legend.location = "top_left"
+        fig.legend.background_fill_alpha = 0.8
+        _legend_text(fig)
+        subtitle(fig, f"of ‖∂p/∂q‖_F, {core.CURVE_DRAWS:,} draws a width; ÷d_k: small but alike")
         return fig
 
     def curve_tables(self, *metrics):
@@ -150,22 +191,20 @@ class Shared:
         """The saturation curves (core.saturation_curves) and where this draw (rule ->
         Variant, core.draw_metrics) sits on them, at width ``d_k``."""
         if self._curves_shown is not curves:
-            # a log axis cannot draw 0: gradients below float64's range sit at its floor
-            self.curves_source.data = {
-                k: (np.maximum(v, GRAD_FLOOR) if k.startswith("grad_q") else np.asarray(v))
-                .tolist() for k, v in curves.items()}
+            self.curves_source.data = {k: np.asarray(curves[k], float).tolist()
+                                       for k in ("d_k", *CURVE_COLUMNS)}
             self._curves_shown = curves
         variants = [draw[r] for r in core.RULES]
-        grad_q = [max(v.query_gradient, GRAD_FLOOR) for v in variants]
+        log10_grad_q = [float(v.log10_query_gradient) for v in variants]
         self.draw_source.data.update(
             d_k=[float(d_k)] * len(variants),
             max_weight=[v.max_weight for v in variants],
             eff_keys=[v.effective_keys for v in variants],
-            grad_q=grad_q)
+            log10_grad_q=log10_grad_q)
         if "saturation-gradient" in self.curve_figs:
-            fit_log_range(self.curve_figs["saturation-gradient"].y_range, grad_q,
-                          *(np.maximum(v, GRAD_FLOOR) for k, v in curves.items()
-                            if k.startswith("grad_q")))
+            fit_range(self.curve_figs["saturation-gradient"].y_range, log10_grad_q,
+                      *(curves[f"log10_grad_q_{q}_{r}"] for q in ("q25", "q75")
+                        for r in core.RULES))
 
     def draw_curves(self, s: Setting) -> tuple[dict, dict]:
         """Draw the curves at ``s``; the curves and this draw, for the tab's text."""
@@ -291,9 +330,9 @@ class SaturationTab(TabView):
         for name, metric, title, label in (
                 ("saturation-curves", "max_weight", "Max weight: median and middle half",
                  "max weight"),
-                ("saturation-eff-keys", "eff_keys", "Effective number of keys e^H",
+                ("saturation-eff-keys", "eff_keys", "Effective keys e^H, H the weights' entropy",
                  "effective keys")):
-            self.figures[name] = shared.curve_figure(name, metric, title, label, False)
+            self.figures[name] = shared.curve_figure(name, metric, title, label)
         self.tables = shared.curve_tables("max_weight", "eff_keys")
 
     def body(self) -> list:
@@ -307,75 +346,25 @@ class SaturationTab(TabView):
 
 
 class GradientTab(TabView):
-    """3 Gradient: the gradient that reaches the query against d_k, per rule (its median and
-    middle half), and its spread over the draws at the current width (core.gradient_spread):
-    where the unscaled median says "more", the spread shows how many draws get almost none."""
+    """3 Gradient: against d_k, per rule, the share of draws whose gradient to the query is
+    under a tenth of the ÷√d_k median (where the unscaled median says "more", how many draws
+    get almost none), and that gradient's median and middle half."""
 
     key = "gradient"
-    stores = (*SaturationTab.stores, ("gradient-spread-source", "grid"),
-              ("gradient-this-draw-source", "setting"), ("gradient-spread:x_range", "setting"))
+    stores = SaturationTab.stores
 
     def __init__(self, shared: Shared) -> None:
         super().__init__(shared)
+        self.figures["gradient-frozen-share"] = shared.share_figure("gradient-frozen-share")
         self.figures["saturation-gradient"] = shared.curve_figure(
-            "saturation-gradient", "grad_q", "Gradient to the query ‖∂p/∂q‖_F",
-            "‖∂p/∂q‖_F (log)", True)
-        self.figures = {"gradient-spread": self._spread_figure(), **self.figures}
-        self.tables = [*shared.curve_tables("grad_q"),
-                       (self.spread_source, [["y", "row"], *_same(
-                           "q05", "q25", "median", "q75", "q95", "tenth")]),
-                       (self.this_draw_source, [["this_draw", "this_draw_log10_grad_q"]])]
-
-    def _spread_figure(self):
-        """Per rule a row: the middle half of log10 ||dp/dq||_F over the draws (box), the
-        middle 90% (whiskers), the median (bar), this draw (dot), and the line of a tenth of
-        the ÷√d_k median."""
-        rules = core.RULES
-        rows = [float(len(rules) - 1 - i) for i in range(len(rules))]   # unscaled on top
-        self.spread_source = ColumnDataSource(dict(
-            y=rows, **{c: [0.0] * len(rules) for c in ("q05", "q25", "median", "q75", "q95",
-                                                       "tenth")},
-            color=[RULE_COLORS[r] for r in rules]), name="gradient-spread-source")
-        # this draw's values: they change with the seed, the spread does not
-        self.this_draw_source = ColumnDataSource(dict(
-            y=rows, this_draw=[0.0] * len(rules), color=[RULE_COLORS[r] for r in rules],
-            marker=[RULE_MARKER[r] for r in rules]), name="gradient-this-draw-source")
-        src = self.spread_source
-        fig = figure(name="gradient-spread", title="‖∂p/∂q‖_F over the draws",
-                     height=220, sizing_mode="stretch_width", min_width=260, tools="",
-                     x_range=Range1d(-3, 1), y_range=Range1d(-0.6, len(rules) - 0.4))
-        fig.vspan(x="tenth", source=src, line_color="#52606d", line_dash=DASHED, line_width=1.5)
-        fig.segment(x0="q05", x1="q95", y0="y", y1="y", source=src, line_color="color",
-                    line_width=2)
-        fig.hbar(y="y", left="q25", right="q75", height=0.45, source=src, fill_color="color",
-                 fill_alpha=0.35, line_color="color")
-        fig.rect(x="median", y="y", width=0.02, height=0.45, width_units="screen",
-                 source=src, fill_color="color", line_color="color")
-        fig.scatter(x="this_draw", y="y", source=self.this_draw_source, size=11, marker="marker",
-                    fill_color="color", line_color="#1f2933")
-        fig.yaxis.ticker = FixedTicker(ticks=rows)
-        fig.yaxis.major_label_overrides = {row: RULE_LABELS[r] for row, r in zip(rows, rules)}
-        fig.xaxis.ticker = SingleIntervalTicker(interval=1, num_minor_ticks=0)
-        fig.xaxis.formatter = CustomJSTickFormatter(code=script("power-ticks"))
-        fig.xaxis.axis_label = "‖∂p/∂q‖_F at this d_k (log)"
-        style_figure(fig)
-        subtitle(fig, "box: half the draws; dashed: ÷√d_k median/10")
-        return fig
+            "saturation-gradient", "log10_grad_q", "Gradient to the query ‖∂p/∂q‖_F",
+            "‖∂p/∂q‖_F (log)")
+        (curves, columns), this_draw = shared.curve_tables("log10_grad_q")
+        self.tables = [(curves, columns + _same(*(f"frozen_share_{r}" for r in core.RULES))),
+                       this_draw]
 
     def draw(self, s: Setting) -> tuple[str, str]:
         curves, draw = self.shared.draw_curves(s)
-        spread = core.gradient_spread(s.d_k, s.temperature, s.keys, s.align)
-        rules = core.RULES
-        this = [float(draw[r].log10_query_gradient) for r in rules]
-        self.spread_source.data.update(
-            **{c: [float(spread[f"{c}_{r}"]) for r in rules]
-               for c in ("q05", "q25", "median", "q75", "q95")},
-            tenth=[float(spread["median_sqrt"]) - 1.0] * len(rules))
-        self.this_draw_source.data.update(this_draw=this)
-        lo = min(min(spread[f"q05_{r}"] for r in rules), *this)
-        hi = max(max(spread[f"q95_{r}"] for r in rules), *this)
-        rng = self.figures["gradient-spread"].x_range
-        rng.start, rng.end = math.floor(lo - 0.3), math.ceil(hi + 0.3)
         return gradient_lead(s.d_k, curves), gradient_html(
             s.d_k, s.temperature, s.keys, s.align, curves, draw, core.CURVE_DRAWS)
 
@@ -429,8 +418,7 @@ class TrainingTab(TabView):
                      line_width=1, line_color=RULE_COLORS[r], line_dash=RULE_DASH[r])
         fig.x_range = self.figures["training-loss"].x_range
         fig.y_range = Range1d(-3, 1)
-        fig.yaxis.ticker = BasicTicker(min_interval=1, num_minor_ticks=0)
-        fig.yaxis.formatter = CustomJSTickFormatter(code=script("power-ticks"))
+        log10_axis(fig.yaxis)
         fig.xaxis.axis_label = "step"
         fig.yaxis.axis_label = "‖∂L/∂W‖_F (log)"
         self.figures["training-gradients"] = fig
@@ -600,17 +588,16 @@ class BudgetTab(TabView):
     def __init__(self, shared: Shared) -> None:
         super().__init__(shared)
         self.source = ColumnDataSource(
-            {"heads": [], "d_k": [], **{f"{m}_median_{r}": [] for m in ("max_weight", "grad_q")
+            {"heads": [], "d_k": [], **{f"{m}_median_{r}": [] for m in BUDGET_METRICS
                                         for r in core.RULES}}, name="head-budget-source")
-        for name, metric, title, label, y_log in (
-                ("head-budget", "max_weight", "Median max weight per head", "max weight",
-                 False),
-                ("head-budget-gradient", "grad_q", "Median ‖∂p/∂q‖_F per head",
-                 "‖∂p/∂q‖_F (log)", True)):
+        for name, metric, title, label in (
+                ("head-budget", "max_weight", "Median max weight per head", "max weight"),
+                ("head-budget-gradient", "log10_grad_q", "Median ‖∂p/∂q‖_F per head",
+                 "‖∂p/∂q‖_F (log)")):
+            log10 = metric.startswith("log10_")
             fig = figure(name=name, title=title, height=250, sizing_mode="stretch_width",
                          min_width=240, tools="", x_axis_type="log",
-                         y_axis_type="log" if y_log else "linear",
-                         **({"y_range": Range1d(1e-3, 10)} if y_log else {}))
+                         **({"y_range": Range1d(-3, 1)} if log10 else {}))
             # the key under the plot, in a row: inside it, it covered a line on a phone
             fig.add_layout(Legend(orientation="horizontal", location="center",
                                   margin=0, padding=4, border_line_color=None), "below")
@@ -623,6 +610,8 @@ class BudgetTab(TabView):
             fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
             fig.xaxis.axis_label = "number of heads h (d_k = width / h)"
             fig.yaxis.axis_label = label
+            if log10:
+                log10_axis(fig.yaxis)
             _legend_text(fig)
             style_figure(fig)
             self.figures[name] = fig
@@ -633,11 +622,10 @@ class BudgetTab(TabView):
 
     def draw(self, s: Setting) -> str:
         budget = core.head_budget(BUDGET_WIDTH, s.temperature, s.keys, s.align)
-        self.source.data = data = {
-            k: (np.maximum(v, GRAD_FLOOR) if k.startswith("grad_q") else np.asarray(v, float))
-            .tolist() for k, v in budget.items()}
-        fit_log_range(self.figures["head-budget-gradient"].y_range,
-                      *(v for k, v in data.items() if k.startswith("grad_q")))
+        self.source.data = data = {k: np.asarray(budget[k], float).tolist()
+                                   for k in self.source.data}
+        fit_range(self.figures["head-budget-gradient"].y_range,
+                  *(data[f"log10_grad_q_median_{r}"] for r in core.RULES))
         return budget_lead(budget, BUDGET_WIDTH), budget_html(
             budget, BUDGET_WIDTH, s.temperature, s.keys, s.align)
 

@@ -213,6 +213,7 @@ def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
     view.build_argument()
     a = view.argument
     blocks = _Blocks()
+    _spread_blocks(view.charts.spread, seeds, blocks)
     text: dict[str, list] = {tab.key: [] for tab in TABS[1:]}
     leads: dict[str, list] = {tab.key: [] for tab in TABS[1:]}
     drawn = {key: tab for key, tab in a.tabs.items() if tab.offline}
@@ -224,10 +225,31 @@ def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
         widths[rule] = [line.glyph.line_width for line in lines]
     return blocks, dict(
         texts=text, leads=leads, widths=widths,
-        sources={key: [list(store) for store in tab.stores] for key, tab in drawn.items()},
+        sources={"draw": [list(store) for store in SPREAD_STORES],
+                 **{key: [list(store) for store in tab.stores] for key, tab in drawn.items()}},
         text_index={key: tab.offline for key, tab in drawn.items()},
         **_training(view, seeds, blocks, table, text, leads),
         tabs=[tab.key for tab in TABS])
+
+
+#: The one draw's models that come from many draws, as an argument tab's stores: the spread
+#: of the gradient (per width and temperature), this draw in it and its axis (per setting).
+SPREAD_STORES = (("gradient-spread-source", "grid"), ("gradient-this-draw-source", "setting"),
+                 ("gradient-spread:x_range", "setting"))
+
+
+def _spread_blocks(spread, seeds: list[int], blocks: _Blocks) -> None:
+    """The one draw's spread chart (figures.SpreadChart) at every setting, as the served page
+    draws it: its blocks of :data:`SPREAD_STORES`, each at its index."""
+    for setting in _settings("setting", seeds):
+        state = core.compute_state(setting.d_k, setting.temperature, setting.seed, N,
+                                   OFFLINE_ALIGN)
+        spread.update(core.gradient_spread(setting.d_k, setting.temperature, N, OFFLINE_ALIGN),
+                      {r: v.log10_query_gradient for r, v in state.variants.items()})
+        if setting.seed == seeds[0]:
+            blocks.add(spread.source)
+        blocks.add(spread.this_draw_source)
+        blocks.add_range("gradient-spread:x_range", spread.fig.x_range)
 
 
 def _drawn_tabs(view: View, drawn: dict, seeds: list[int], blocks: _Blocks, table: _Table,
@@ -430,10 +452,14 @@ def build_view(payload: dict, seeds: list[int]) -> View:
         sources={name: a.model(name) for tab in a.tabs.values() for name, _by in tab.stores
                  if ":" not in name} | {"training-source": a.tabs["training"].source,
                                         "training-lr-sweep-source":
-                                            a.tabs["training"].sweep_source},
+                                            a.tabs["training"].sweep_source,
+                                        "gradient-spread-source": charts.spread.source,
+                                        "gradient-this-draw-source":
+                                            charts.spread.this_draw_source},
         texts=view.section_texts, leads=view.leads, training_figs=dict(a.tabs["training"].figures),
         argument_figs={name.split(":")[0]: a.figures[name.split(":")[0]]
-                       for tab in a.tabs.values() for name, _by in tab.stores if ":" in name},
+                       for tab in a.tabs.values() for name, _by in tab.stores if ":" in name}
+        | {"gradient-spread": charts.spread.fig},
         lines=[line for r in core.RULES for line in a.rule_lines[r]],
         shown=[d_ks.index(FIG3_D_K), temps.index(1.0), 0, core.RULES.index("sqrt")])
     select = CustomJS(args=dict(args, action="change"), code=script("offline-select"))

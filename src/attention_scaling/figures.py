@@ -7,6 +7,7 @@ their columns. Stable names for tests: ``scaled-weights``, ``unscaled-weights``,
 from __future__ import annotations
 
 import html
+import math
 
 import numpy as np
 from bokeh.core.properties import value, without_property_validation
@@ -16,9 +17,9 @@ from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, CustomJSHover,
 from bokeh.plotting import figure
 
 from . import core
-from .style import (DIVERGING, FONT, KEY_LABELS, LABEL_ALPHA, MUTED_ALPHA, SCALED_COLOR,
-                    SEQUENTIAL, UNSCALED_COLOR, derived_glyph_looks, script, style_figure,
-                    subtitle)
+from .style import (DIVERGING, FONT, KEY_LABELS, LABEL_ALPHA, MUTED_ALPHA, RULE_COLORS,
+                    RULE_MARKER, SCALED_COLOR, SEQUENTIAL, UNSCALED_COLOR, derived_glyph_looks,
+                    log10_axis, script, style_figure, subtitle)
 from .lead import DRAW_LEAD
 from .text import (EXPLANATION, WHICH, caption_html, divisor_html, fill, weight_label)
 
@@ -142,7 +143,8 @@ def sweep_data(state: core.State, rule) -> dict:
 #: core.RULE_TABLE.
 READOUT_ROWS = (
     ("max weight", "", "{{{r}_max_w}} on {{{r}_top}}", "", True),
-    ("effective keys e<sup>H</sup>", "the exponential of the entropy H of the weights: how "
+    ("effective keys e<sup>H</sup> (H: entropy)", "the exponential of the entropy H of the "
+     "weights: how "
      "many keys share them", "{{{r}_eff}}", "", True),
     ("largest p(1 − p)", "", "{{{r}_diag}}", "", False),
     ("‖J‖<sub>F</sub> = ‖∂p/∂u‖<sub>F</sub>", "the softmax Jacobian with respect to its own "
@@ -210,8 +212,84 @@ HEATMAPS_TEXT = (
 )
 
 
+#: The spread chart's columns per rule (core.gradient_spread): its quantiles in log10 and the
+#: shares of the draws below a tenth of the ÷√d_k median and of the rule's own median.
+SPREAD_COLUMNS = (*core.SPREAD_QUANTILES, "frozen_share", "spread_share")
+
+
+class SpreadChart:
+    """‖∂p/∂q‖_F over the draws at the current setting (core.gradient_spread), a row per rule
+    on a log10 axis: the middle half of the draws (box), the middle 90% (whiskers), the median
+    (bar), this draw (dot), and the line of a tenth of the ÷√d_k median, under which a draw
+    barely learns. Its source holds one row: each rule's columns (``<column>_<rule>``,
+    :data:`SPREAD_COLUMNS`) and ``tenth``; this draw's values are a source of their own
+    (``this_draw_<rule>``): they change with the seed, the spread does not."""
+
+    def __init__(self) -> None:
+        rules = core.RULES
+        self.source = ColumnDataSource(
+            {**{f"{c}_{r}": [0.0] for r in rules for c in SPREAD_COLUMNS}, "tenth": [0.0]},
+            name="gradient-spread-source")
+        self.this_draw_source = ColumnDataSource({f"this_draw_{r}": [0.0] for r in rules},
+                                                 name="gradient-this-draw-source")
+        rows = {r: float(len(rules) - 1 - i) for i, r in enumerate(rules)}   # unscaled on top
+        self.fig = fig = figure(
+            name="gradient-spread", title=f"Gradient to the query over {core.CURVE_DRAWS:,} draws",
+            height=230, sizing_mode="stretch_width", min_width=260, tools="",
+            x_range=Range1d(-3, 1), y_range=Range1d(-0.6, len(rules) - 0.4))
+        src = self.source
+        fig.vspan(x="tenth", source=src, line_color="#52606d", line_dash=(6,),
+                  line_width=1.5)
+        for r, y in rows.items():
+            color = RULE_COLORS[r]
+            fig.segment(x0=f"q05_{r}", x1=f"q95_{r}", y0=y, y1=y, source=src, line_color=color,
+                        line_width=2)
+            fig.hbar(y=y, left=f"q25_{r}", right=f"q75_{r}", height=0.45, source=src,
+                     fill_color=color, fill_alpha=0.35, line_color=color)
+            fig.rect(x=f"median_{r}", y=y, width=3, height=0.45, width_units="screen",
+                     source=src, fill_color=color, line_color=color)
+            fig.scatter(x=f"this_draw_{r}", y=y, source=self.this_draw_source, size=11,
+                        marker=RULE_MARKER[r], fill_color=color, line_color="#1f2933")
+        fig.yaxis.ticker = list(rows.values())
+        fig.yaxis.major_label_overrides = {y: core.RULE[r].label for r, y in rows.items()}
+        log10_axis(fig.xaxis)
+        fig.xaxis.axis_label = "‖∂p/∂q‖_F (log)"
+        style_figure(fig)
+        subtitle(fig, "box: half the draws; dot: this draw; dashed: ÷√d_k median / 10")
+        self._shown = None
+
+    def update(self, spread: dict, this_draw: dict) -> None:
+        """The spread (core.gradient_spread) and this draw's log10 ||dp/dq||_F (rule ->
+        value); the axis spans both."""
+        rules = core.RULES
+        if spread is not self._shown:
+            self.source.data = {**{f"{c}_{r}": [float(spread[f"{c}_{r}"])]
+                                   for r in rules for c in SPREAD_COLUMNS},
+                                "tenth": [float(spread["median_sqrt"]) - 1.0]}
+            self._shown = spread
+        self.this_draw_source.data = {f"this_draw_{r}": [float(this_draw[r])] for r in rules}
+        lo = min(spread["q05_" + r] for r in rules)
+        hi = max(spread["q95_" + r] for r in rules)
+        lo, hi = min(lo, *this_draw.values()), max(hi, *this_draw.values())
+        start, end = math.floor(lo - 0.3), math.ceil(hi + 0.3)
+        rng = self.fig.x_range
+        if (rng.start, rng.end) != (start, end):
+            rng.start, rng.end = start, end
+
+    @property
+    def tables(self) -> list:
+        """Its CSV: the spread's columns and this draw's."""
+        def header(c: str) -> str:
+            name, _, rule = c.rpartition("_")
+            return (c if "share" in c else "log10_grad_q_tenth_of_sqrt_median" if c == "tenth"
+                    else f"log10_grad_q_{name}_{rule}")
+        return [(self.source, [[c, header(c)] for c in self.source.data]),
+                (self.this_draw_source, [[c, f"this_draw_log10_grad_q_{c.rpartition('_')[2]}"]
+                                         for c in self.this_draw_source.data])]
+
+
 class Charts:
-    """The explorer's four Bokeh figures and their data sources, created once."""
+    """The one draw's Bokeh figures and their data sources, created once."""
 
     def __init__(self, caption_extra: str = "") -> None:
         #: The caption, the live explanation and the gradient readout: Divs whose HTML is
@@ -243,6 +321,8 @@ class Charts:
         for source in (self.scaled_source, self.unscaled_source):
             source.js_on_change("data", describe)
         self.diagonal_fig, self.diagonal_source, self.marker_source = self._diagonal()
+        #: The gradient to the query over many draws, and this draw among them.
+        self.spread = SpreadChart()
         self.heatmaps_text = Div(text=HEATMAPS_TEXT, name="heatmaps-text", disable_math=True,
                                  sizing_mode="stretch_width", margin=0)
         heatmaps = CustomJS(args=dict(cells=self.jacobian_labels_source,
@@ -271,12 +351,14 @@ class Charts:
             "unscaled-weights": self.unscaled_fig,
             "jacobian": self.jacobian_fig,
             "jacobian-diagonal": self.diagonal_fig,
+            "gradient-spread": self.spread.fig,
         }
 
     @property
     def sources(self) -> list[ColumnDataSource]:
         return [self.scaled_source, self.unscaled_source, self.jacobian_source,
-                self.jacobian_labels_source, self.diagonal_source, self.marker_source]
+                self.jacobian_labels_source, self.diagonal_source, self.marker_source,
+                self.spread.source, self.spread.this_draw_source]
 
     def _jacobian(self):
         n = len(KEY_LABELS)
@@ -374,6 +456,9 @@ class Charts:
             self._sweep_key = sweep_key
         self.marker_source.data = dict(width=[str(state.d_k)], y=[self._n / 2],
                                        h=[self._n + 0.2])
+        self.spread.update(core.gradient_spread(state.d_k, state.temperature, self._n,
+                                                state.align),
+                           {r: v.log10_query_gradient for r, v in state.variants.items()})
         if rule != self._styled_for:
             self._style_variant(rule)
         if fields:

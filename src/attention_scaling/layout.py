@@ -139,7 +139,7 @@ class View:
         self.seed_div = Div(text="", stylesheets=css, disable_math=True, name="seed",
                             margin=(4, 10))
         labels = {"resample": ("Resample q and k", "primary"),
-                  "fig3": ("Reset to Fig. 3", "default"),
+                  "fig3": ("Reset to the reference draw", "default"),
                   "copy": ("Copy link to this view", "default")}
         self.buttons = {key: Button(label=labels[key][0], button_type=labels[key][1],
                                     name=key, sizing_mode="stretch_width", margin=(5, 10),
@@ -268,17 +268,20 @@ class View:
         return theme
 
     def _one_draw(self):
-        """The one draw's tab: its lead, its charts, "Try this" (the guide), the readout and
-        heat maps, its downloads, and "More detail" (caption, formulas, explanation, the
+        """The one draw's tab: its lead, its bars, the gradient's spread over many draws beside
+        the readout, "Try this" (the guide), the heat maps, its downloads, and "More detail" (caption, formulas, explanation, the
         readout's other rows)."""
         c = self.charts
         css = self._css
         formulas = Div(text=FORMULAS, stylesheets=[*css, InlineStyleSheet(
             css=FULL_WIDTH_CSS)], disable_math=True, sizing_mode="stretch_width")
         #: Each tab's buttons to take it away: PNG, SVG and CSV (assets/js/download.js).
-        self.downloads = {"draw": self._download_row("draw", [c.scaled_fig, c.unscaled_fig], [
-            (src, [["key", "key"]] + [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
-            for src, side in ((c.scaled_source, "scaled"), (c.unscaled_source, "unscaled"))],
+        self.downloads = {"draw": self._download_row(
+            "draw", [c.scaled_fig, c.unscaled_fig, c.spread.fig], [
+                *((src, [["key", "key"]] + [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
+                  for src, side in ((c.scaled_source, "scaled"), (c.unscaled_source,
+                                                                  "unscaled"))),
+                *c.spread.tables],
             keyed=c.scaled_source)}
         text = not self._hide_text
         guide = Div(text=self._guide, name="guide", disable_math=True, margin=(5, 10),
@@ -287,10 +290,10 @@ class View:
         return column(
             *([c.lead] if text else []),
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
+            wrapping_row(c.spread.fig, c.readout),
             self.downloads["draw"],
             *([guide] if text and self._guide else []),
-            wrapping_row(c.jacobian_fig, c.readout),
-            c.diagonal_fig, c.heatmaps_text,
+            wrapping_row(c.jacobian_fig, c.diagonal_fig), c.heatmaps_text,
             *([self._more("draw", c.caption, formulas, c.explanation, c.readout_detail)]
               if text else []),
             sizing_mode="stretch_width", stylesheets=[InlineStyleSheet(css=FIT_CSS)])

@@ -9,29 +9,15 @@ import math
 import numpy as np
 
 from . import core
-from .text import RULE_LABELS_HTML, _distinct, _fmt, _median_weight, _names
+from .text import RULE_LABELS_HTML, _distinct, _fmt, _median_weight, _names, _share_of_draws
 
 #: Words a lead sentence may hold.
 LEAD_WORDS = 30
 
 #: The one draw's lead: {field} slots of text.text_fields, filled in the browser as the
 #: controls move (text.fill).
-DRAW_LEAD = ("At d<sub>k</sub> = {d}, this draw's largest weight is {sqrt_max_w} with the "
-             "logits divided by √d<sub>k</sub> and {none_max_w} raw; over {mc_n} draws, the "
-             "median raw max weight is {mc_u}.")
-
-
-def share(x: float) -> str:
-    """A share of draws in words: "no draw", "every draw", "26% of draws"."""
-    if x <= 0:
-        return "no draw"
-    if x >= 1:
-        return "every draw"
-    if x < 0.005:
-        return "under 1% of draws"
-    if x > 0.995:
-        return "over 99% of draws"
-    return f"{round(100 * x)}% of draws"
+DRAW_LEAD = ("At d<sub>k</sub> = {d}, this draw puts {none_max_w} on one key unscaled and "
+             "{sqrt_max_w} scaled; {grad_spread}.")
 
 
 #: The training tab's lead before a run (core.rule_learning_rate: base · s²/d_k).
@@ -103,11 +89,11 @@ def gradient_lead(d_k: int, curves: dict) -> str:
     if none[i] <= 0:
         return (f"At d<sub>k</sub> = {d_k}, no unscaled draw gets under a tenth of the "
                 f"÷√d<sub>k</sub> median gradient to the query; under ÷√d<sub>k</sub>, "
-                f"{share(sqrt[i])}.")
+                f"{_share_of_draws(sqrt[i])}.")
     verb = "gets" if none[i] >= 1 else "get"
-    return (f"At d<sub>k</sub> = {d_k}, unscaled, {share(none[i])} {verb} under a tenth "
+    return (f"At d<sub>k</sub> = {d_k}, unscaled, {_share_of_draws(none[i])} {verb} under a tenth "
             f"of the ÷√d<sub>k</sub> median gradient to the query and barely learn; under "
-            f"÷√d<sub>k</sub>, {share(sqrt[i])}.")
+            f"÷√d<sub>k</sub>, {_share_of_draws(sqrt[i])}.")
 
 
 def budget_lead(budget: dict, width: int) -> str:
@@ -135,10 +121,10 @@ TRY = {
                    "÷√d<sub>k</sub> stays flat.</li>"
                    "<li>Set <b>ρ</b> to 0.5: now ÷√d<sub>k</sub> climbs too, ÷d<sub>k</sub> "
                    "does not.</li>"),
-    "gradient": ("<li>Drag <b>d<sub>k</sub></b> from 16 to 512 and watch the unscaled row of "
-                 "the upper chart spread out to the left.</li>"
-                 "<li>Set <b>T</b> to 0.125: the ÷√d<sub>k</sub> row spreads like the "
-                 "unscaled one at T = 1.</li>"),
+    "gradient": ("<li>Drag <b>d<sub>k</sub></b> from 16 to 512: the unscaled share in the "
+                 "upper chart climbs.</li>"
+                 "<li>Set <b>T</b> to 0.125: the ÷√d<sub>k</sub> share rises to about a "
+                 "quarter, the unscaled share at d<sub>k</sub> = 64 and T = 1.</li>"),
     "training": ("<li>Press <b>Train</b> at d<sub>k</sub> = 64: every rule learns, unscaled "
                  "least.</li>"
                  "<li>Set <b>d<sub>k</sub></b> to 1024 and press <b>Train</b> again: the "

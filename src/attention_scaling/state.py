@@ -320,7 +320,7 @@ def parse_query(args) -> tuple[dict, set[str], list[str]]:
 
 #: Presets, each a link to a view: (label, the controls it sets; the others at their defaults).
 PRESETS = (
-    ("Fig. 3: one draw, in context", {}),
+    ("Reference draw: 27% scaled, 80% unscaled", {}),
     ("softmax([1, 5, 10])", {"tab": "saturation"}),
     ("112 / √64 = 14", {"tab": "variance"}),
     ("Temperature 0.5", {"temperature": 0.5}),

@@ -81,21 +81,21 @@ MILD = (" Unscaled, this draw is milder than two draws in three: it understates 
 EXTREME = " Unscaled, this draw is more extreme than two draws in three."
 
 
-#: The gradient comparison of the live explanation, by which variant lets more through.
-GRAD_SCALED = "scaling lets more gradient reach the query here."
-GRAD_UNSCALED = ("more reaches the query without scaling here: the unscaled logits are "
-                 "√d_k times larger, and at this setting that outweighs the saturation "
-                 "of their softmax.")
+#: The gradient comparison of the live explanation, by which variant lets more through in
+#: this draw (the spread chart shows how it goes over many draws).
+GRAD_SCALED = "more reaches the query scaled, in this draw."
+GRAD_UNSCALED = ("more reaches the query unscaled, in this draw; the chart of many draws "
+                 "shows how often unscaled gets almost none.")
 GRAD_SAME = "the same, since at d_k = 1 scaling divides by √1 = 1."
 
 
-def guide_html(resample: str = "Press <b>Resample</b> a few times: one draw varies, the "
-               "median in the first sentence does not.") -> str:
+def guide_html(resample: str = "Press <b>Resample</b> a few times: the bars and dots move, "
+               "the boxes do not.") -> str:
     """The one draw's "Try this"; ``resample`` is its second step's wording."""
     return (
         "<div class='try'><h4>Try this</h4><ol>"
-        "<li>Move <b>d<sub>k</sub></b> from 64 to 512: the median raw max weight in the "
-        "first sentence climbs.</li>"
+        "<li>At T = 1, move <b>d<sub>k</sub></b> from 64 to 512: the unscaled gradients "
+        "spread further left.</li>"
         f"<li>{resample}</li>"
         "<li>At d<sub>k</sub> = 64, set <b>T</b> to 0.125 = 1/√64: the scaled chart becomes "
         "what the raw one was at T = 1.</li></ol></div>"
@@ -176,6 +176,37 @@ def align_texts(r: core.State, n_words: str) -> dict[str, str]:
     }
 
 
+def _share_of_draws(x: float) -> str:
+    """A share of draws, in words: "no draw", "every draw", "26% of draws"."""
+    if x <= 0:
+        return "no draw"
+    if x >= 1:
+        return "every draw"
+    if x < 0.005:
+        return "under 1% of draws"
+    if x > 0.995:
+        return "over 99% of draws"
+    return f"{round(100 * x)}% of draws"
+
+
+def spread_clause(d_k: int, spread: dict) -> str:
+    """What the spread of the gradient to the query over many draws (core.gradient_spread)
+    says, unscaled against ÷√d_k ("scaled"), in plain text: which median is larger and the
+    shares of draws that barely learn (under a tenth of the scaled median)."""
+    if d_k == 1:
+        return "every rule divides by 1, so their gradients match, draw by draw"
+    none, sqrt = spread["frozen_share_none"], spread["frozen_share_sqrt"]
+    larger = spread["median_none"] > spread["median_sqrt"]
+    head = f"unscaled gradients: {'larger' if larger else 'smaller'} on median"
+    if none <= 0:
+        head += ", and none barely learn"
+    else:
+        verb = "barely learns" if none >= 1 else "barely learn"
+        head += f", {'but' if larger else 'and'} {_share_of_draws(none)} {verb}"
+    tail = "none" if sqrt <= 0 else _share_of_draws(sqrt).removesuffix(" of draws")
+    return f"{head}; scaled: {tail}"
+
+
 def readout_values(v: core.Variant) -> dict[str, str]:
     """A variant's numbers as the readout shows them (fields ``<rule>_<name>``)."""
     return {"max_w": weight_label(v), "top": f"k{v.argmax + 1}", "eff": _fmt(v.effective_keys),
@@ -235,6 +266,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         "keys": "key" if eff == "1" else "keys",
         **readout_fields(r),
         "grad_cmp": grad,
+        "grad_spread": spread_clause(r.d_k, core.gradient_spread(r.d_k, t, n_keys, align)),
         "mc_n": f"{typ.draws:,}",
         "mc_s": core.percent(typ.median[True], below_one=True),
         "mc_u": core.percent(typ.median[False], below_one=True),
@@ -467,7 +499,7 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
     text = (f"<p>‖∂<i>p</i>/∂<i>q</i>‖<sub>F</sub>, the gradient that reaches the query and "
             f"through it <i>W</i><sub><i>Q</i></sub>: over {draws:,} draws at "
             f"{_setting(d_k, temperature, n_keys, align)}, its median is {_rules(med, _grad)} "
-            f"(this draw: {_rules(this, _grad)}).</p>")
+            f"(this draw: {_rules(this, _grad)}).</p>" + _share_text(i, curves))
     # at d_k = 1 the rules coincide (sqrt(1) = 1): the comparison starts at d_k = 2
     below = [k for k in range(1, len(none))
              if all(none[j] < sqrt[j] for j in range(k, len(none)))]
@@ -494,6 +526,23 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
     return text
 
 
+def _share_text(i: int, curves: dict) -> str:
+    """The upper chart of the gradient tab at width index ``i``: the shares of the draws under
+    a tenth of the ÷√d_k median (core.saturation_curves), and what ÷d_k's mean."""
+    shares = {r: float(curves[f"frozen_share_{r}"][i]) for r in core.RULES}
+    own = float(curves["spread_share_linear"][i])
+    text = ("<p>The upper chart counts the draws whose gradient is under a tenth of the "
+            "÷√d<sub>k</sub> median, rows that barely learn at a learning rate that suits "
+            f"÷√d<sub>k</sub>: here {_rules(shares, _share_of_draws)}.")
+    if shares["linear"] > 0:
+        alike = ("none of them under a tenth of its own median" if own <= 0 else
+                 f"{_share_of_draws(own)} under a tenth of its own median")
+        text += (f" ÷d<sub>k</sub>'s gradients are small but alike ({alike}): a learning "
+                 "rate d<sub>k</sub> times larger gives its logits the same step (the Training "
+                 "tab).")
+    return text + "</p>"
+
+
 #: The training tab before its first run.
 TRAINING_INTRO = (
     "<p><b>Train</b> runs one attention head under each rule at the current d<sub>k</sub>, T "
@@ -506,11 +555,6 @@ TRAINING_INTRO = (
     "step on <i>W</i><sub><i>Q</i></sub> moves a logit by about lr·d<sub>k</sub>/s², so at "
     "these rates every rule's logits move by the same step; one shared rate would compare "
     "step sizes d<sub>k</sub>² apart, not saturation.</p>")
-
-#: A sweep of learning rates in powers of 4 (core.train_seeds at d_k = 64, T = 1, 8 keys,
-#: seeds 7, 8, 9): rule -> (its best rate, the median final loss there); checked by
-#: tests/test_argument_text.py.
-TRAINING_SWEEP_64 = {"none": (0.25, 0.0119), "sqrt": (4.0, 0.00856), "linear": (64.0, 0.009)}
 
 
 def _change(before: float, after: float) -> str:
@@ -639,17 +683,8 @@ def _training_lean(runs: dict) -> str:
     sq, lin = runs["sqrt"].final["median"], runs["linear"].final["median"]
     here = ("÷d<sub>k</sub> and ÷√d<sub>k</sub> end level" if _fmt(sq) == _fmt(lin) else
             f"÷d<sub>k</sub> ends {'below' if lin < sq else 'above'} ÷√d<sub>k</sub>")
-    tuned = []
-    for r, (rate, loss) in TRAINING_SWEEP_64.items():
-        times = rate / core.rule_learning_rate(r, 64)
-        at = (f"its equal-step rate, {_rate(rate)}" if times == 1 else
-              f"{_rate(rate)}, {_rate(times)} times its equal-step rate")
-        tuned.append(f"{RULE_LABELS_HTML[r]} at {at} ({_fmt(loss)})")
-    return (
-        f"<p>Here {here} ({_fmt(lin)} against {_fmt(sq)}). The equal step leans slightly "
-        f"toward ÷d<sub>k</sub>. Over rates in powers of 4 at {_dk(64)}, T = 1, 8 keys "
-        f"(seeds 7 to 9), each rule does best: {'; '.join(tuned)}. Tuned, ÷√d<sub>k</sub> "
-        "ends ahead of ÷d<sub>k</sub>, and unscaled learns, less well than both.</p>")
+    return (f"<p>Here, at the equal step, {here} ({_fmt(lin)} against {_fmt(sq)}). The "
+            "learning-rate sweep then tunes each rule's rate.</p>")
 
 
 def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align: float) -> str:

@@ -256,7 +256,7 @@ def test_training_sentences_are_the_runs_own_numbers(d_k, seed):
                 f"{_fmt(start)}") in text
         assert f"{label} {_fmt(med)}" in lead
     sq, lin = own["sqrt"][0], own["linear"][0]
-    assert lin < sq and f"Here ÷dk ends below ÷√dk ({_fmt(lin)} against {_fmt(sq)})" in text
+    assert lin < sq and f"Here, at the equal step, ÷dk ends below ÷√dk ({_fmt(lin)} against {_fmt(sq)})" in text
     assert len(lead.split()) <= 30
     if d_k == 1024:      # THE-ARGUMENT.md point 14: unscaled does not learn at this width
         assert own["none"][0] > own["none"][3]

@@ -176,7 +176,7 @@ class Shared:
         fig.legend.location = "top_left"
         fig.legend.background_fill_alpha = 0.8
         _legend_text(fig)
-        subtitle(fig, f"of ‖∂p/∂q‖_F, {core.CURVE_DRAWS:,} draws a width; ÷d_k: small but alike")
+        subtitle(fig, f"of ‖∂p/∂q‖_F, over {core.CURVE_DRAWS:,} draws a width")
         return fig
 
     def curve_tables(self, *metrics):

@@ -449,17 +449,8 @@ def build_view(payload: dict, seeds: list[int]) -> View:
         figs=dict(charts.figures), text_source=charts.text_source, seed_div=view.seed_div,
         tabs=view.tabs, panels=panels, train=view.train_button,
         training_status=view.training_status,
-        sources={name: a.model(name) for tab in a.tabs.values() for name, _by in tab.stores
-                 if ":" not in name} | {"training-source": a.tabs["training"].source,
-                                        "training-lr-sweep-source":
-                                            a.tabs["training"].sweep_source,
-                                        "gradient-spread-source": charts.spread.source,
-                                        "gradient-this-draw-source":
-                                            charts.spread.this_draw_source},
+        **_stored_models(view),
         texts=view.section_texts, leads=view.leads, training_figs=dict(a.tabs["training"].figures),
-        argument_figs={name.split(":")[0]: a.figures[name.split(":")[0]]
-                       for tab in a.tabs.values() for name, _by in tab.stores if ":" in name}
-        | {"gradient-spread": charts.spread.fig},
         lines=[line for r in core.RULES for line in a.rule_lines[r]],
         shown=[d_ks.index(FIG3_D_K), temps.index(1.0), 0, core.RULES.index("sqrt")])
     select = CustomJS(args=dict(args, action="change"), code=script("offline-select"))
@@ -470,6 +461,22 @@ def build_view(payload: dict, seeds: list[int]) -> View:
     # inflate the payload as soon as the page is shown, before the first change
     view.ready.append(CustomJS(args=dict(args, action="ready"), code=script("offline-select")))
     return view
+
+
+def _stored_models(view: View) -> dict:
+    """The models the offline program assigns blocks to: ``sources`` by name (the argument's
+    stores, the training run's and sweep's sources, the one draw's spread) and
+    ``argument_figs``, the figures whose axis ranges are stored."""
+    a, spread = view.argument, view.charts.spread
+    stores = [name for tab in a.tabs.values() for name, _by in tab.stores]
+    training = a.tabs["training"]
+    return dict(
+        sources={name: a.model(name) for name in stores if ":" not in name} | {
+            "training-source": training.source, "training-lr-sweep-source": training.sweep_source,
+            "gradient-spread-source": spread.source,
+            "gradient-this-draw-source": spread.this_draw_source},
+        argument_figs={name.split(":")[0]: a.figures[name.split(":")[0]] for name in stores
+                       if ":" in name} | {"gradient-spread": spread.fig})
 
 
 def _PayloadHolder(payload: dict) -> Div:

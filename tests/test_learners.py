@@ -168,6 +168,19 @@ def test_every_control_has_a_name_and_works_by_keyboard(page, server):
     page.keyboard.press("End")
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('sections').active === 5")
     page.wait_for_url("**tab=budget**")
+    # the groups of buttons: named, each button saying whether it is pressed, following clicks
+    for group, pressed in (("Scaling of the logits", "÷√d_k"), ("Theme", "auto")):
+        buttons = page.get_by_role("group", name=group).get_by_role("button")
+        assert [buttons.nth(i).get_attribute("aria-pressed") == "true"
+                for i in range(buttons.count())] == [
+            buttons.nth(i).inner_text() == pressed for i in range(buttons.count())], group
+    from playwright.sync_api import expect
+    rule = page.get_by_role("group", name="Scaling of the logits")
+    rule.get_by_role("button", name="unscaled", exact=True).click()
+    expect(rule.get_by_role("button", name="unscaled", exact=True)).to_have_attribute(
+        "aria-pressed", "true")
+    expect(rule.get_by_role("button", name="÷√d_k", exact=True)).to_have_attribute(
+        "aria-pressed", "false")
     assert page.console_errors == []
 
 
@@ -238,8 +251,18 @@ def test_the_view_downloads_as_png_svg_and_csv_named_after_the_state(page, serve
     stem = "attention-draw-dk128-T2-seed7-keys8-none"
     name, data = _download(page, "Download CSV")
     assert name == stem + ".csv"
+    table = list(csv.reader(io.StringIO(data.decode())))
+    assert len(set(table[0])) == len(table[0]), table[0]          # no column twice
     rows = list(csv.DictReader(io.StringIO(data.decode())))
     assert [r["key"] for r in rows] == [f"k{i + 1}" for i in range(8)]
+    # the gradient over many draws at this setting, and this draw in it: one row
+    spread = core.gradient_spread(128, 2.0)
+    for r in core.RULES:
+        assert float(rows[0][f"log10_grad_q_median_{r}"]) == spread[f"median_{r}"]
+        assert float(rows[0][f"frozen_share_{r}"]) == spread[f"frozen_share_{r}"]
+        assert float(rows[0][f"this_draw_log10_grad_q_{r}"]) == \
+            st.variants[r].log10_query_gradient
+        assert rows[1][f"frozen_share_{r}"] == ""
     for i, r in enumerate(rows):
         for v, side in ((st.scaled, "scaled"), (st.unscaled, "unscaled")):
             assert float(r[f"weight_{side}"]) == v.probs[i]
@@ -252,7 +275,7 @@ def test_the_view_downloads_as_png_svg_and_csv_named_after_the_state(page, serve
     assert name == stem + ".svg"
     svg = ET.fromstring(data)
     charts = _charts(svg)
-    assert list(charts) == ["scaled-weights", "unscaled-weights"]
+    assert list(charts) == ["scaled-weights", "unscaled-weights", "gradient-spread"]
     scales = []
     for chart, title, v, color in (("scaled-weights", "Scaled by 1/√d_k", st.scaled, SCALED_COLOR),
                                    ("unscaled-weights", "Unscaled", st.unscaled, UNSCALED_COLOR)):

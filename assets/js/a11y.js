@@ -1,13 +1,14 @@
 // Names and keys for what BokehJS draws without them (WCAG 2.2: name, role, value; keyboard):
 // each slider handle gets its slider's title as its name and the value it shows as
-// aria-valuetext; the tabs become a tablist that Tab reaches and the arrow keys, Home and End
+// aria-valuetext; each group of buttons (a choice of one) is a named group whose buttons say
+// whether they are pressed (aria-pressed); the tabs become a tablist that Tab reaches and the arrow keys, Home and End
 // move through; the main column and the sidebar become landmarks. Run on document_ready and
 // whenever the tabs change (their headers are drawn anew then); a slider's change relabels
 // its own handle only, once the slider has drawn the new value (a microtask: before the
 // server's answer is handled, at a fraction of the whole pass's cost).
 // A slider's handles, noted for the slider while they are in the page (finding the view walks
 // every view of the page: most of a relabel's cost).
-/* global AS, sliders, tabs, regions, cb_obj */
+/* global AS, sliders, groups, tabs, regions, cb_obj */
 const handles = (slider) => {
   const kept = AS.noted(slider, 'handles');
   if (kept != null && kept.length && kept.every((h) => h.isConnected)) return kept;
@@ -24,9 +25,27 @@ const label = (slider, labels) => {
   }
   return true;
 };
+const pressed = (group, name) => {
+  const root = AS.root(group);
+  if (root == null) return false;
+  const box = root.querySelector('.bk-btn-group');
+  if (box != null) {
+    box.setAttribute('role', 'group');
+    box.setAttribute('aria-label', name);
+  }
+  root.querySelectorAll('button').forEach((button, i) => {
+    button.setAttribute('aria-pressed', String(i === group.active));
+  });
+  return true;
+};
 const moved = sliders.find(([slider]) => slider === cb_obj);
 if (moved != null) {
   queueMicrotask(() => label(...moved));
+  return;
+}
+const chosen = groups.find(([group]) => group === cb_obj);
+if (chosen != null) {
+  queueMicrotask(() => pressed(...chosen));
   return;
 }
 // Views still missing (not drawn yet) are looked for again every 0.1 s, at most 100 passes
@@ -36,6 +55,9 @@ const apply = () => {
   let missing = false;
   for (const [slider, labels] of sliders) {
     if (!label(slider, labels)) missing = true;
+  }
+  for (const [group, name] of groups) {
+    if (!pressed(group, name)) missing = true;
   }
   for (const [model, role, name] of regions) {
     const view = AS.view(model);

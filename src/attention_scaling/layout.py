@@ -278,7 +278,8 @@ class View:
         #: Each tab's buttons to take it away: PNG, SVG and CSV (assets/js/download.js).
         self.downloads = {"draw": self._download_row(
             "draw", [c.scaled_fig, c.unscaled_fig, c.spread.fig], [
-                *((src, [["key", "key"]] + [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
+                (c.scaled_source, [["key", "key"]]),
+                *((src, [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
                   for src, side in ((c.scaled_source, "scaled"), (c.unscaled_source,
                                                                   "unscaled"))),
                 *c.spread.tables],
@@ -326,16 +327,23 @@ class View:
             self.widgets["tab"] = self.tabs
 
     def _a11y(self, argument: bool, no_controls: bool) -> CustomJS:
-        """Names and keys for the sliders, tabs and regions (assets/js/a11y.js)."""
+        """Names and keys for the sliders, tabs and regions, and the state of the groups of
+        buttons (assets/js/a11y.js)."""
         sliders = [[w, [c.show(v) for v in c.values]] for c in CONTROLS
                    if c.kind == "choice" and (w := self.widgets.get(c.name)) is not None]
+        groups = [] if no_controls else [
+            *([w, c.label] for c in CONTROLS
+              if c.kind == "option" and (w := self.widgets.get(c.name)) is not None),
+            [self.theme_buttons, "Theme"]]
         a11y = CustomJS(args=dict(
-            sliders=sliders, tabs=self.tabs if argument else None,
+            sliders=sliders, groups=groups, tabs=self.tabs if argument else None,
             regions=[[self.main, "main", "Charts and explanation"],
                      *([[self.sidebar, "region", "Controls"], [self.notes, "region", "Guide"]]
                        if not no_controls else [])]), code=script("a11y"))
         for widget, _labels in sliders:
             widget.js_on_change("value", a11y)
+        for widget, _label in groups:
+            widget.js_on_change("active", a11y)
         if argument:
             self.tabs.js_on_change("active", a11y)
             self.tabs.js_on_change("tabs", a11y)

@@ -702,8 +702,9 @@ def test_every_title_fits_its_chart_and_no_two_axis_labels_overlap(browser, serv
 
 def test_a_gradient_of_hundreds_of_decades_still_has_a_usable_log_axis(page, server):
     """With the first key aligned (ρ = 0.5) the unscaled gradient falls below float64 at the
-    widest heads: the curves span 300 decades, and every value is drawn inside the frame, the
-    highest near its top and the lowest near its bottom."""
+    widest heads: the curves, in log10 on the axis, span hundreds of decades, and every value
+    is drawn inside the frame (none at a floor), the highest near its top and the lowest near
+    its bottom."""
     open_at(page, server, "?tab=gradient&align=0.5")
     curves = core.saturation_curves(1.0, 8, 0.5)
     page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
@@ -717,9 +718,11 @@ def test_a_gradient_of_hundreds_of_decades_still_has_a_usable_log_axis(page, ser
         .get_model_by_name('saturation-curves-source').data; const get = (k) => Array.from(
         d instanceof Map ? d.get(k) : d[k]); const f = v.frame.bbox; const out = [];
         for (const r of ['none', 'sqrt', 'linear']) for (const q of ['median', 'q25', 'q75'])
-          for (const x of get(`grad_q_${q}_${r}`)) out.push(v.frame.y_scale.compute(x));
+          for (const x of get(`log10_grad_q_${q}_${r}`)) out.push(v.frame.y_scale.compute(x));
         return [f.top, f.bottom, out]; }""")
     top, bottom, pixels = ys
+    assert min(curves["log10_grad_q_q25_none"]) < -300          # below float64's range
+    assert len(pixels) == 9 * len(core.D_K_VALUES)
     assert all(top <= y <= bottom for y in pixels)
     assert min(pixels) - top < 0.1 * (bottom - top)
     assert bottom - max(pixels) < 0.1 * (bottom - top)

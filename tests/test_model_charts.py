@@ -135,7 +135,7 @@ def test_text_source_carries_the_fields_and_the_divs_are_written_once():
 def test_figures_have_stable_names():
     charts = Charts()
     assert {f.name for f in charts.figures.values()} == {
-        "scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"}
+        "scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal", "gradient-spread"}
 
 
 def test_text_fields_are_shared_per_setting_but_handed_out_as_copies():

@@ -165,7 +165,7 @@ class Shared:
     def share_figure(self, name: str) -> figure:
         """Per rule against d_k, the share of the draws whose gradient to the query is under a
         tenth of the ÷√d_k median, and the current width."""
-        fig = log_figure(name, "Share of draws under a tenth of the ÷√d_k median",
+        fig = log_figure(name, "Share under ÷√d_k's median / 10",
                          "head width d_k (log)", "share of draws", x_range=self.x_range)
         for r in core.RULES:
             self.rule_line(fig, "d_k", f"frozen_share_{r}", self.curves_source, r)
@@ -330,7 +330,7 @@ class SaturationTab(TabView):
         for name, metric, title, label in (
                 ("saturation-curves", "max_weight", "Max weight: median and middle half",
                  "max weight"),
-                ("saturation-eff-keys", "eff_keys", "Effective keys e^H, H the weights' entropy",
+                ("saturation-eff-keys", "eff_keys", "Effective keys e^H (H: entropy)",
                  "effective keys")):
             self.figures[name] = shared.curve_figure(name, metric, title, label)
         self.tables = shared.curve_tables("max_weight", "eff_keys")

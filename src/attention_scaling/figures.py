@@ -234,7 +234,7 @@ class SpreadChart:
                                                  name="gradient-this-draw-source")
         rows = {r: float(len(rules) - 1 - i) for i, r in enumerate(rules)}   # unscaled on top
         self.fig = fig = figure(
-            name="gradient-spread", title=f"Gradient to the query over {core.CURVE_DRAWS:,} draws",
+            name="gradient-spread", title=f"Gradient to q over {core.CURVE_DRAWS:,} draws",
             height=230, sizing_mode="stretch_width", min_width=260, tools="",
             x_range=Range1d(-3, 1), y_range=Range1d(-0.6, len(rules) - 0.4))
         src = self.source
@@ -255,7 +255,7 @@ class SpreadChart:
         log10_axis(fig.xaxis)
         fig.xaxis.axis_label = "‖∂p/∂q‖_F (log)"
         style_figure(fig)
-        subtitle(fig, "box: half the draws; dot: this draw; dashed: ÷√d_k median / 10")
+        subtitle(fig, "dot: this draw; dashed: ÷√d_k median / 10")
         self._shown = None
 
     def update(self, spread: dict, this_draw: dict) -> None:

@@ -190,7 +190,8 @@ def data_sources(doc: Document) -> dict:
 
 ARGUMENT_SOURCES = {"saturation-curves-source", "saturation-draw-source", "logit-histogram-source",
                     "logit-std-source", "logit-width-source", "head-budget-source",
-                    "training-source", "gradient-spread-source", "gradient-this-draw-source"}
+                    "training-source", "training-lr-sweep-source", "gradient-spread-source",
+                    "gradient-this-draw-source"}
 
 
 def test_streams_and_patches_into_every_source_reach_no_other_session(tmp_path):

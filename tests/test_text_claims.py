@@ -634,7 +634,7 @@ def test_the_issue_s_underflow_states_print_true_exponents_and_ranks():
     assert "100%" not in text and "= 0," not in text and " 0 unscaled" not in text
     assert "This draw puts >99.9% scaled (88th percentile) and >99.9% unscaled (88th percentile)." in text
     assert "largest p(1 − p) = 4.09 × 10^-621" in text
-    assert "scaling lets more gradient reach the query here." in text
+    assert "more reaches the query scaled, in this draw." in text
     c = Context(31337, 2048, 1.0, "none", 8, 1.0)
     _check_state("issue (b)", c, {})
     assert ">99.9% unscaled (12th percentile)" in " ".join(texts(c))

@@ -25,7 +25,7 @@ const page = (views, drawnAfter = 0) => {
 test('each run looks again for what is not drawn yet: the retries start anew every time', () => {
   const main = {};
   const p = page(new Map());                      // never drawn
-  const a11y = program('a11y', {sliders: [], tabs: null, regions: [[main, 'main', 'Charts']],
+  const a11y = program('a11y', {sliders: [], groups: [], tabs: null, regions: [[main, 'main', 'Charts']],
                                 cb_obj: null}, p.globals);
   const passes = () => { const before = p.lookups(); a11y(); p.time.flush(); return p.lookups() - before; };
   const first = passes(), second = passes(), third = passes();
@@ -37,7 +37,7 @@ test('each run looks again for what is not drawn yet: the retries start anew eve
 test('once everything is drawn the retries stop, and the regions are named', () => {
   const main = {}, view = {el: element()};
   const p = page(new Map([[main, view]]), 5);      // drawn after five look-ups
-  const a11y = program('a11y', {sliders: [], tabs: null, regions: [[main, 'main', 'Charts']],
+  const a11y = program('a11y', {sliders: [], groups: [], tabs: null, regions: [[main, 'main', 'Charts']],
                                 cb_obj: null}, p.globals);
   a11y();
   p.time.flush();
@@ -51,7 +51,8 @@ test('slider handles get their title and the value shown; a moved slider relabel
   const s1 = {title: 'Head width d_k', value: 2}, s2 = {title: 'Temperature', value: 0};
   const slider = (h) => ({shadow_el: {querySelectorAll: () => [h]}});
   const p = page(new Map([[s1, slider(h1)], [s2, slider(h2)]]));
-  const args = {sliders: [[s1, ['1', '4', '16']], [s2, ['0.1']]], tabs: null, regions: []};
+  const args = {sliders: [[s1, ['1', '4', '16']], [s2, ['0.1']]], groups: [], tabs: null,
+                regions: []};
   program('a11y', {...args, cb_obj: null}, p.globals)();
   p.time.flush();
   assert.deepStrictEqual(h1.attrs, {'aria-label': 'Head width d_k', 'aria-valuetext': '16'});
@@ -63,12 +64,30 @@ test('slider handles get their title and the value shown; a moved slider relabel
   assert.strictEqual(p.time.flush(), 0);                     // and no whole pass
 });
 
+test('a group of buttons is named and says which is pressed; a click re-marks only it', () => {
+  const box = element(), buttons = [element(), element(), element()];
+  const group = {active: 1};
+  const root = {querySelector: (sel) => (sel === '.bk-btn-group' ? box : null),
+                querySelectorAll: (sel) => (sel === 'button' ? buttons : [])};
+  const p = page(new Map([[group, {shadow_el: root}]]));
+  const args = {sliders: [], groups: [[group, 'Scaling of the logits']], tabs: null,
+                regions: []};
+  program('a11y', {...args, cb_obj: null}, p.globals)();
+  p.time.flush();
+  assert.deepStrictEqual(box.attrs, {role: 'group', 'aria-label': 'Scaling of the logits'});
+  assert.deepStrictEqual(buttons.map((b) => b.attrs['aria-pressed']), ['false', 'true', 'false']);
+  group.active = 2;
+  program('a11y', {...args, cb_obj: group}, p.globals)();
+  assert.deepStrictEqual(buttons.map((b) => b.attrs['aria-pressed']), ['false', 'false', 'true']);
+  assert.strictEqual(p.time.flush(), 0);                     // no whole pass
+});
+
 test('the tabs are a tablist the arrow keys, Home and End move through', () => {
   const list = element();
   const heads = [0, 1, 2].map(() => element({parentElement: list}));
   const tabs = {active: 1};
   const p = page(new Map([[tabs, {shadow_el: {querySelectorAll: () => heads, activeElement: null}}]]));
-  program('a11y', {sliders: [], tabs, regions: [], cb_obj: null}, p.globals)();
+  program('a11y', {sliders: [], groups: [], tabs, regions: [], cb_obj: null}, p.globals)();
   p.time.flush();
   assert.deepStrictEqual(list.attrs, {role: 'tablist', 'aria-label': 'Sections of the explorer'});
   assert.deepStrictEqual(heads.map((h) => [h.attrs.role, h.attrs['aria-selected'], h.tabIndex]),

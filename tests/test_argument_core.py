@@ -580,3 +580,16 @@ def test_a_run_that_diverges_is_an_infinite_loss_and_drawn_as_a_cross(monkeypatc
         assert np.isnan(np.array(data[f"final_median_{rule}"][:n])[high]).all()
         assert np.array(data[f"diverged_{rule}"][:n])[high].tolist() == [top / 1.5] * high.sum()
         assert np.isnan(np.array(data[f"diverged_{rule}"][:n])[~high]).all()
+
+
+@pytest.mark.parametrize("d_k, t, n, rho", [(64, 1.0, 8, 0.0), (512, 0.5, 16, 0.5),
+                                            (4096, 0.1, 2, 1.0), (1, 10.0, 3, 0.3)])
+def test_one_width_s_spread_is_the_curves_own_bit_for_bit(d_k, t, n, rho):
+    """gradient_spread computes its width alone (what the one draw's tab shows at every
+    change); its every number is the one the curves (the Gradient tab) computed there."""
+    core._width_spread.cache_clear()
+    spread = core.gradient_spread(d_k, t, n, rho)
+    full = core._saturation_curves(t, n, rho)[1][core.D_K_VALUES.index(d_k)]
+    assert spread.keys() == full.keys()
+    for k, v in full.items():
+        assert np.array_equal(np.asarray(spread[k]), np.asarray(v)), k

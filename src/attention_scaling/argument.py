@@ -53,32 +53,34 @@ def log_figure(name: str, title: str, x_label: str, y_label: str, *, y_log=False
     return fig
 
 
+def _span(values, log: bool = False) -> tuple[float, float] | None:
+    """The ends of an axis over the finite ``values`` (their log10 where ``log``: the
+    positive ones) with a little room on each side; None if there are none."""
+    v = np.concatenate([np.ravel(np.asarray(x, float)) for x in values])
+    v = v[np.isfinite(v) & (v > 0)] if log else v[np.isfinite(v)]
+    if not len(v):
+        return None
+    lo, hi = (float(np.log10(v.min())), float(np.log10(v.max()))) if log else \
+        (float(v.min()), float(v.max()))
+    pad = max(0.06 * (hi - lo), 0.25)
+    return (10.0 ** (lo - pad), 10.0 ** (hi + pad)) if log else (lo - pad, hi + pad)
+
+
+def _set_range(rng: Range1d, ends) -> None:
+    if ends is not None and (rng.start, rng.end) != ends:
+        rng.start, rng.end = ends
+
+
 def fit_range(rng: Range1d, *values) -> None:
     """Span ``rng`` over the finite ``values`` (log10 values: every one is drawn) with a
     little room on each side."""
-    v = np.concatenate([np.ravel(np.asarray(x, float)) for x in values])
-    v = v[np.isfinite(v)]
-    if not len(v):
-        return
-    lo, hi = float(v.min()), float(v.max())
-    pad = max(0.06 * (hi - lo), 0.25)
-    start, end = lo - pad, hi + pad
-    if (rng.start, rng.end) != (start, end):
-        rng.start, rng.end = start, end
+    _set_range(rng, _span(values))
 
 
 def fit_log_range(rng: Range1d, *values) -> None:
     """Span the log axis ``rng`` over the positive ``values`` (learning rates and losses,
     well inside float64's range) with a little room on each side."""
-    v = np.concatenate([np.ravel(np.asarray(x, float)) for x in values])
-    v = v[(v > 0) & np.isfinite(v)]
-    if not len(v):
-        return
-    lo, hi = float(np.log10(v.min())), float(np.log10(v.max()))
-    pad = max(0.06 * (hi - lo), 0.25)
-    start, end = 10.0 ** (lo - pad), 10.0 ** (hi + pad)
-    if (rng.start, rng.end) != (start, end):
-        rng.start, rng.end = start, end
+    _set_range(rng, _span(values, log=True))
 
 
 def _legend_text(fig) -> None:

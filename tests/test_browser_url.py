@@ -5,7 +5,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from attention_scaling import core
-from conftest import column, open_at
+from conftest import column, open_at, wait_column
 
 pytestmark = pytest.mark.browser
 
@@ -89,3 +89,40 @@ def test_embed_mode_hides_header_controls_and_text(page, server):
     assert page.locator(".noUi-handle").count() == 0
     assert "Dividing by" not in page.inner_text("body")
     assert page.evaluate("() => Bokeh.documents[0].get_model_by_name('jacobian') !== null")
+
+
+def test_a_preset_changes_the_controls_in_place_and_keeps_the_embed(page, server):
+    """assets/js/presets.js: in an embed with the text hidden and the dark theme, a click on
+    a preset sets the controls without loading the page again (the window's marker and its
+    one navigation survive); embed, hide, theme and the open tab stay, the address follows,
+    and the charts show core's values at the preset."""
+    open_at(page, server, "?embed=1&hide=text&theme=dark&d_k=128&seed=7&tab=gradient")
+    page.evaluate("() => { window.__marker = 'still here'; }")
+    link = page.get_by_role("link", name="Temperature 2")
+    link.hover()            # the link's address: the preset's controls and the kept keys
+    href = dict(parse_qs(link.get_attribute("href")[1:]))
+    assert {k: v[-1] for k, v in href.items()} == {
+        "d_k": "64", "rule": "sqrt", "temperature": "2", "seed": "2288", "tab": "gradient",
+        "keys": "8", "align": "0", "embed": "1", "hide": "text", "theme": "dark"}
+    link.click()
+    expected = core.compute_state(64, 2.0, 2288).scaled.probs.tolist()
+    wait_column(page, "scaled-weights-source", "weight", expected)
+    page.wait_for_function("() => window.location.search.includes('temperature=2&')",
+                           timeout=10_000)
+    assert query(page) == {k: v[-1] for k, v in href.items()}
+    assert page.evaluate("() => [window.__marker, "
+                         "performance.getEntriesByType('navigation').length, "
+                         "document.documentElement.dataset.theme]") == ["still here", 1, "dark"]
+    assert page.locator("#header").count() == 0
+    assert page.locator(".bk-tab.bk-active").inner_text() == "3 Gradient"
+    # a preset that names a tab opens it, still in place
+    page.get_by_role("link", name="softmax([1, 5, 10])").click()
+    page.wait_for_function("() => window.location.search.includes('tab=saturation')",
+                           timeout=10_000)
+    wait_column(page, "scaled-weights-source", "weight",
+                core.compute_state(64, 1.0, 2288).scaled.probs.tolist())
+    assert page.locator(".bk-tab.bk-active").inner_text() == "2 Saturation"
+    assert query(page)["embed"] == "1" and query(page)["theme"] == "dark"
+    assert page.evaluate("() => window.__marker") == "still here"
+    assert page.console_errors == []
+

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from contextlib import contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -102,6 +103,22 @@ window.__spans = (name) => {
   if (t) out.__active = t.dataset.active;
   return out;
 };"""
+
+
+@contextmanager
+def page_of_its_own(browser, width, height):
+    """A page in a browser context of its own, for the offline copy (``console_errors``: its
+    errors), closed after."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    try:
+        page = context.new_page()
+        page.console_errors = []
+        page.on("pageerror", lambda e: page.console_errors.append(str(e)))
+        page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+        page.add_init_script(INIT)
+        yield page
+    finally:
+        context.close()
 
 
 @pytest.fixture
@@ -553,13 +570,7 @@ def test_the_offline_tabs_fit_the_screen_and_pass_axe(browser, exported, width):
     from axe_playwright_python.sync_playwright import Axe
 
     out, _ = exported
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    try:
-        page = context.new_page()
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-        page.add_init_script(INIT)
+    with page_of_its_own(browser, width, 900) as page:
         page.goto(out.resolve().as_uri())
         page.wait_for_function("() => window.__model('sections') !== null", timeout=30_000)
         for title, name in (("1 Variance", "logit-std"), ("2 Saturation", "saturation-curves"),
@@ -580,6 +591,51 @@ def test_the_offline_tabs_fit_the_screen_and_pass_axe(browser, exported, width):
                 found = Axe().run(page).response["violations"]
                 assert [(v["id"], v["impact"]) for v in found
                         if v["impact"] in ("serious", "critical")] == [], title
-        assert errors == []
-    finally:
-        context.close()
+        assert page.console_errors == []
+
+
+@pytest.mark.browser
+def test_the_offline_copy_reads_and_writes_its_address(browser, exported):
+    """assets/js/offline-address.js: the offline copy opens at the controls its address names
+    (read as state.parse_query reads them: d_k=300 is the nearest width, 256; a temperature
+    of -1 and a seed it holds no draw of are ignored), writes them back as the served page
+    does, and the address follows a control moved with the keyboard."""
+    from urllib.parse import parse_qs, urlparse
+
+    out, _ = exported
+    seeds = export.seed_list(export.DEFAULT_SEEDS)
+    with page_of_its_own(browser, 1440, 1000) as page:
+        def address():
+            return {k: v[-1] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+        def shows(d_k, temperature, seed):
+            state = core.compute_state(d_k, temperature, seed)
+            page.wait_for_function(
+                "([s, u]) => JSON.stringify(window.__col('scaled-weights-source', 'weight')) "
+                "=== JSON.stringify(s) && JSON.stringify(window.__col("
+                "'unscaled-weights-source', 'weight')) === JSON.stringify(u)",
+                arg=[state.scaled.probs.tolist(), state.unscaled.probs.tolist()],
+                timeout=30_000)
+
+        page.goto(out.resolve().as_uri() + f"?d_k=300&temperature=2&seed={seeds[1]}"
+                  "&rule=none&tab=saturation&embed=1")
+        shows(256, 2.0, seeds[1])
+        page.wait_for_function("() => window.location.search.includes('tab=')", timeout=10_000)
+        assert address() == {"d_k": "256", "rule": "none", "temperature": "2",
+                             "seed": str(seeds[1]), "tab": "saturation", "embed": "1"}
+        assert page.locator(".bk-tab.bk-active").inner_text() == "2 Saturation"
+        assert page.evaluate("() => window.__model('rule').active") == core.RULES.index("none")
+        page.locator(".noUi-handle").first.focus()
+        page.keyboard.press("ArrowRight")                      # 256 -> 384
+        page.wait_for_function("() => window.location.search.includes('d_k=384')",
+                               timeout=10_000)
+        shows(384, 2.0, seeds[1])
+        assert address()["seed"] == str(seeds[1]) and address()["tab"] == "saturation"
+        # what the copy cannot show is ignored: its defaults, and the address says so
+        page.goto(out.resolve().as_uri() + "?d_k=abc&temperature=-1&seed=999&tab=nowhere")
+        shows(64, 1.0, seeds[0])
+        page.wait_for_function("() => window.location.search.includes('d_k=64')",
+                               timeout=10_000)
+        assert address() == {"d_k": "64", "rule": "sqrt", "temperature": "1",
+                             "seed": str(seeds[0]), "tab": "draw"}
+        assert page.console_errors == []

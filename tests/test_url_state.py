@@ -5,7 +5,7 @@ import math
 import pytest
 
 from attention_scaling import core
-from attention_scaling.state import MAX_SEED, ExplorerState, parse_query, to_query
+from attention_scaling.state import CONTROLS, MAX_SEED, ExplorerState, parse_query, to_query
 
 
 def q(**kw):
@@ -80,3 +80,37 @@ def test_the_tab_and_the_argument_controls_round_trip_and_bad_ones_are_named():
     assert values == {"align": 0.0}
     assert notices[0] == "Ignored tab='<script>': use one of draw, variance, saturation, " \
         "gradient, training, budget."
+
+
+#: Values the browser reads as state.parse_query reads them (assets/js/helpers.js
+#: AS.position), for every kind of control: numbers in and between the choices, at and past
+#: their ends, in other notations, and text.
+RAW = ("64", "300", "1e3", "-5", "0", "nan", "inf", "-inf", "1e999", " 64 ", "1_000", "1__0",
+       "_1", "0x10", "", "abc", "2.5", "0.125", ".5", "1.", "+8", "0.3", "0.55", "1e-9",
+       "sqrt", "SQRT", " none ", "linear", "draw", "budget", "7", "007", "-1", "1.5",
+       "99999999999999999999999", "2147483647", "2147483648", "１２")
+
+
+@pytest.mark.browser
+def test_the_browser_reads_every_control_as_parse_query_does(page):
+    """The rows the served page hands the browser (layout.View.address, from state.CONTROLS)
+    and AS.position agree with parse_query on every control and value of RAW: the same
+    position (or seed), or both refuse it."""
+    from attention_scaling.page import Explorer
+    from conftest import HELPERS
+    explorer = Explorer()
+    rows = [{k: v for k, v in row.items() if k != "widget"}
+            for row in explorer.view.address(explorer.seed_input)]
+    by_key = {c.url_key: c for c in CONTROLS}
+    assert sorted(row["key"] for row in rows) == sorted(by_key)
+    page.set_content("<html><body></body></html>")
+    page.add_script_tag(content=HELPERS)
+    for row in rows:
+        c = by_key[row["key"]]
+        browser = page.evaluate("([row, raws]) => raws.map((raw) => window.__AS.position(row, raw))",
+                                [row, list(RAW)])
+        for raw, got in zip(RAW, browser):
+            value = parse_query({c.url_key: [raw]})[0].get(c.name)
+            want = None if value is None else (value if c.kind == "count"
+                                               else list(c.values).index(value))
+            assert got == want, (c.url_key, raw, got, want)

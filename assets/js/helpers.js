@@ -49,5 +49,60 @@ const AS = (() => {
     return value;
   };
   const noted = (object, key) => notes.get(object)?.get(key);
-  return {col, fields, view, root, repaint, documents, note, noted};
+  // The page's address and its controls. `rows` are the controls a page has, one per row of
+  // state.CONTROLS (layout.View.address builds them): {key (the URL key), widget, prop (the
+  // widget's "value" or "active"), kind, values, shown, linear, positive}; kind "choice": a
+  // position over the numbers `values` (shown in the address as `shown`), "word": a position
+  // over the words `values`, "count": a whole number from values[0] to values[1], the
+  // widget's value itself or, with `positions`, its position in them. A value is read as
+  // state.parse_query reads it (the last one given; a number between two choices takes the
+  // nearest, on a log scale unless `linear`; a count above its range the largest); one it
+  // refuses leaves its control as it is.
+  const DECIMAL = /^[+-]?(\d(_?\d)*(\.(\d(_?\d)*)?)?|\.\d(_?\d)*)([eE][+-]?\d(_?\d)*)?$/;
+  const position = (row, text) => {
+    const raw = text.trim();
+    if (row.kind === 'word') return row.values.includes(raw) ? row.values.indexOf(raw) : null;
+    if (row.kind === 'count') {
+      if (!/^[0-9]{1,30}$/.test(raw)) return null;
+      const n = Math.max(row.values[0], Math.min(row.values[1], Number(raw)));
+      if (row.positions == null) return n;
+      return row.positions.includes(n) ? row.positions.indexOf(n) : null;
+    }
+    const x = DECIMAL.test(raw) ? Number(raw.replace(/_/g, '')) : NaN;
+    if (!Number.isFinite(x) || (row.positive && x <= 0)) return null;
+    const options = row.values, lo = options[0], hi = options[options.length - 1];
+    const clamped = Math.min(Math.max(x, lo), hi);
+    const far = (o) => (row.linear ? Math.abs(o - clamped) : Math.abs(Math.log(o) - Math.log(clamped)));
+    let best = 0;
+    options.forEach((o, i) => { if (far(o) < far(options[best])) best = i; });
+    return best;
+  };
+  // Set the widgets of `rows` to the address `search` (a query string): the served page's
+  // Python callbacks, or the offline copy's programs, then draw what they show.
+  const apply = (search, rows) => {
+    const params = new URLSearchParams(search);
+    for (const row of rows) {
+      const given = params.getAll(row.key);
+      if (given.length === 0) continue;
+      const at = position(row, given[given.length - 1]);
+      if (at !== null && row.widget[row.prop] !== at) row.widget[row.prop] = at;
+    }
+  };
+  // The controls of `rows` as a query string, as state.to_query writes them.
+  const query = (rows) => new URLSearchParams(rows.map((row) => {
+    const at = row.widget[row.prop];
+    if (row.kind !== 'count') return [row.key, row.shown[at]];
+    return [row.key, String(row.positions == null ? at : row.positions[at])];
+  })).toString();
+  // Put the query string `search` into the address with history.replaceState, keeping any
+  // other parameter (hide, embed, theme) but "scaled", which older links carry and the "rule"
+  // control holds.
+  const writeAddress = (search) => {
+    const url = new URL(window.location.href);
+    for (const [k, v] of new URLSearchParams(search)) url.searchParams.set(k, v);
+    url.searchParams.delete('scaled');
+    if (url.href !== window.location.href) window.history.replaceState(window.history.state, '', url.href);
+  };
+  return {col, fields, view, root, repaint, documents, note, noted, position, apply, query,
+          writeAddress};
 })();

@@ -460,6 +460,12 @@ def build_view(payload: dict, seeds: list[int]) -> View:
     view.train_button.js_on_event("button_click", select)
     # inflate the payload as soon as the page is shown, before the first change
     view.ready.append(CustomJS(args=dict(args, action="ready"), code=script("offline-select")))
+    # the address: read once the page is shown, written with every change
+    rows = view.address(seed, seeds)
+    write = CustomJS(args=dict(rows=rows, action="change"), code=script("offline-address"))
+    for row in rows:
+        row["widget"].js_on_change(row["prop"], write)
+    view.ready.append(CustomJS(args=dict(rows=rows, action="ready"), code=script("offline-address")))
     return view
 
 

@@ -215,6 +215,32 @@ class View:
                 sizing_mode="stretch_width"))
         return rows, argument_rows
 
+    def address(self, seed, seeds=None) -> list[dict]:
+        """The controls this page reads from its address and writes to it, as rows for the
+        browser (assets/js/helpers.js: AS.apply, AS.query), one per row of state.CONTROLS
+        with a widget here: its URL key, widget and property, and the values it allows, from
+        the row itself (so that the browser reads a value as state.parse_query does).
+        ``seed`` is the seed's widget: its value the seed, or with ``seeds`` its position in
+        them."""
+        rows = []
+        for c in CONTROLS:
+            widget = seed if c.kind == "count" else self.widgets.get(c.name)
+            if widget is None:
+                continue
+            row = dict(key=c.url_key, widget=widget,
+                       prop="active" if isinstance(widget, (Tabs, RadioButtonGroup)) else "value")
+            if c.kind == "count":
+                row.update(kind="count", values=list(c.values),
+                           positions=None if seeds is None else list(seeds))
+            elif c.kind == "choice":
+                row.update(kind="choice", values=list(c.values),
+                           shown=[c.show(v) for v in c.values], linear=c.linear,
+                           positive=c.positive)
+            else:
+                row.update(kind="word", values=list(c.values), shown=list(c.values))
+            rows.append(row)
+        return rows
+
     def _idle_note(self, name: str) -> Div:
         """The note under control ``name`` saying why the open tab does not use it."""
         self.idle_notes[name] = note = Div(text="", name=f"{name}-idle", visible=False,
@@ -258,12 +284,14 @@ class View:
             f"--as-theme-text-{r.key}: {r.ink_dark};" for r in core.RULE_TABLE)),
             code=script("theme"))
         self.theme_buttons.js_on_change("active", theme)
+        #: The presets' links (assets/js/presets.js), or None.
+        self.presets = Div(text=presets, name="presets", stylesheets=css, disable_math=True,
+                           sizing_mode="stretch_width", margin=(5, 10)) if presets else None
         self.notes = column(
             Div(text="Theme", disable_math=True, margin=(5, 10, 0, 10),
                 stylesheets=css, css_classes=["control-label"]),
             self.theme_buttons,
-            *([Div(text=presets, name="presets", stylesheets=css, disable_math=True,
-                   sizing_mode="stretch_width", margin=(5, 10))] if presets else []),
+            *([self.presets] if presets else []),
             sizing_mode="stretch_width", css_classes=["app-notes"], stylesheets=css, margin=0)
         return theme
 

@@ -14,22 +14,21 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import panel as pn
-from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Tabs
+from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Spinner, Tabs
 from tornado.ioloop import IOLoop
 
 from . import core, seams
 from .argument import TRAINING_STEPS
 from .layout import View
-from .state import (CONTROLS, PRESETS, TABS, ExplorerState, Setting, parse_query, preset_query,
+from .state import (CONTROLS, MAX_SEED, TABS, ExplorerState, Setting, parse_query, preset_links,
                     to_query)
 from .style import ASSETS, script
 from .text import TITLE, guide_html, notice_html, presets_html
 
-#: The presets' links (state.PRESETS), the same for every page.
 log = logging.getLogger(__name__)
 
-PRESETS_HTML = presets_html([(label, urllib.parse.urlencode(preset_query(overrides)))
-                             for label, overrides in PRESETS])
+#: The presets' links (state.PRESETS), the same for every page.
+PRESETS_HTML = presets_html(preset_links())
 
 #: A served training run's slice (argument.TRAINING_STEPS steps in all): the steps the training
 #: thread takes before the page shows them, as long as this (at least a step of each rule).
@@ -149,6 +148,27 @@ def bind_index(widget, state, name: str) -> None:
     state.param.watch(to_browser, name)
 
 
+def bind_count(widget: Spinner, state, name: str) -> None:
+    """Keep a number widget and an Integer parameter of ``state`` in sync both ways; a value
+    outside the parameter's bounds (a forged message) puts the widget back."""
+    low, high = state.param[name].bounds
+
+    def from_browser(_attr, _old, new) -> None:
+        value = _position(new, high + 1)
+        if value is None or value < low:
+            widget.value = getattr(state, name)
+        elif value != getattr(state, name):
+            with held(widget.document):
+                setattr(state, name, value)
+
+    def to_browser(event) -> None:
+        if widget.value != event.new:
+            widget.value = event.new
+
+    widget.on_change("value", from_browser)
+    state.param.watch(to_browser, name)
+
+
 def on_click(button: Button, action) -> None:
     """Run ``action()`` (held: one message) when ``button`` is clicked."""
 
@@ -191,6 +211,15 @@ class Explorer(pn.viewable.Viewer):
         self.d_k_slider = self.view.widgets["d_k"]
         self.temperature_slider = self.view.widgets["temperature"]
         self.rule_buttons = self.view.widgets["rule"]
+        #: The seed, for the presets (assets/js/presets.js sets it as it sets the others).
+        self.seed_input = Spinner(low=0, high=MAX_SEED, step=1, value=s.seed, visible=False,
+                                  name="seed-value")
+        bind_count(self.seed_input, s, "seed")
+        self.view.sidebar.children.append(self.seed_input)
+        if "controls" not in hidden:
+            self.view.ready.append(CustomJS(args=dict(
+                presets=self.view.presets, rows=self.view.address(self.seed_input)),
+                code=script("presets")))
         buttons = self.view.buttons
         on_click(buttons["resample"], s.draw_new_seed)
         on_click(buttons["fig3"], s.reset_to_fig3)

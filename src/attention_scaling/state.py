@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+import urllib.parse
 from dataclasses import dataclass, fields, make_dataclass
 from typing import Callable
 
@@ -121,6 +122,9 @@ Setting = make_dataclass("Setting", [c.name for c in CONTROLS if c.kind != "tab"
 
 #: Parts of the page that ``?hide=`` can hide; ``?embed=1`` hides the header.
 VIEW_PARTS = ("header", "controls", "text")
+#: The address's keys that are not controls: the view switches (:func:`parse_query`) and the
+#: theme (assets/js/theme.js). A preset keeps them.
+VIEW_KEYS = ("embed", "hide", "theme")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -261,10 +265,11 @@ class _Query:
         return max(n, low)
 
     def choice(self, c: Control, raw: str):
-        """The value of ``values`` nearest a finite number (positive where it must be)."""
+        """The value of ``values`` nearest a finite number written in ASCII (positive where
+        it must be)."""
         key = c.url_key
         try:
-            x = float(raw)
+            x = float(raw) if raw.isascii() else float("nan")
         except ValueError:
             x = float("nan")
         if not math.isfinite(x):
@@ -336,3 +341,11 @@ def preset_query(overrides: dict) -> dict[str, str]:
     """The query string of a preset: every control, at its default unless ``overrides``
     sets it."""
     return to_query(ExplorerState(**overrides))
+
+
+def preset_links() -> list[tuple[str, str, tuple[str, ...]]]:
+    """Each preset as (label, its query string, the address keys it keeps from the page's:
+    :data:`VIEW_KEYS`, and the tab unless the preset sets one)."""
+    return [(label, urllib.parse.urlencode(preset_query(overrides)),
+             VIEW_KEYS + (() if "tab" in overrides else ("tab",)))
+            for label, overrides in PRESETS]

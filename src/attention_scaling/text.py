@@ -721,9 +721,13 @@ def divisor_html(rule: core.Rule) -> str:
 
 
 def presets_html(presets) -> str:
-    """The presets as links: ``presets`` is (label, query string) pairs."""
-    links = "".join(f"<li><a href='?{html.escape(query, quote=True)}'>{html.escape(label)}</a></li>"
-                    for label, query in presets)
+    """The presets as links: ``presets`` is (label, query string, the address keys a click
+    keeps) triples (state.preset_links); assets/js/presets.js reads their data-preset and
+    data-keep."""
+    links = "".join(
+        f"<li><a href='?{html.escape(query, quote=True)}' data-preset='"
+        f"{html.escape(query, quote=True)}' data-keep='{' '.join(keep)}'>"
+        f"{html.escape(label)}</a></li>" for label, query, keep in presets)
     return f"<div class='presets'><h4>Presets</h4><ul>{links}</ul></div>"
 
 

@@ -126,3 +126,57 @@ def test_a_preset_changes_the_controls_in_place_and_keeps_the_embed(page, server
     assert page.evaluate("() => window.__marker") == "still here"
     assert page.console_errors == []
 
+
+ARGUMENT_TABS = ("variance", "saturation", "gradient", "training", "budget")
+#: Every element of prose on the page, by name: the one draw's lead, "Try this" (the guide),
+#: "More detail" (caption, explanation, the readout's other rows), each argument tab's lead,
+#: "Try this" and "More detail", and the notes under the controls saying why a tab does not
+#: use them.
+PROSE = ("draw-lead", "guide", "draw-more-toggle", "caption", "explanation", "readout-detail",
+         *(f"{key}-{part}" for key in ARGUMENT_TABS
+           for part in ("lead", "try", "more-toggle", "text")),
+         *(f"{name}-idle" for name in ("d_k", "rule", "temperature", "seed", "keys", "align")))
+
+#: The names of PROSE drawn on the page (a view in it: shown, or in a tab not shown), and
+#: the text of the Divs drawn.
+IN_PAGE = """(names) => {
+  const drawn = (m) => { const v = window.__AS.view(m); return v != null && v.el != null && v.el.isConnected; };
+  const models = Bokeh.documents.flatMap((d) => [...d.all_models]).filter(drawn);
+  const held = names.filter((n) => models.some((m) => m.name === n));
+  const texts = models.filter((m) => m.type === 'Div').map((m) => m.text);
+  return [held, texts.join(' ')]; }"""
+
+
+def open_every_tab(page):
+    """Show each tab (the argument's are built when first shown), the variance tab last;
+    each until its downloads are drawn."""
+    for key in ("draw", "saturation", "gradient", "training", "budget", "variance"):
+        page.evaluate("(k) => { const tabs = Bokeh.documents[0].get_model_by_name('sections');"
+                      " tabs.active = ['draw', 'variance', 'saturation', 'gradient', 'training',"
+                      " 'budget'].indexOf(k); }", key)
+        page.wait_for_function(
+            "(k) => { const m = Bokeh.documents[0].get_model_by_name('downloads-' + k);"
+            " const v = m && window.__AS.view(m); return v != null && v.el.isConnected &&"
+            " v.el.getBoundingClientRect().height > 0; }", arg=key, timeout=60_000)
+
+
+def test_hide_text_leaves_out_every_sentence_of_prose(page, server):
+    """state.VIEW_PARTS' "text" (layout.View._text): with hide=text none of the prose is
+    drawn, on any tab (the argument's tabs built and shown); the same page without it draws
+    every one, so the list names real elements."""
+    open_at(page, server, "")
+    open_every_tab(page)
+    held, text = page.evaluate(IN_PAGE, list(PROSE))
+    assert held == list(PROSE)
+    assert "Not used on this tab" in text and "Try this" in text
+    open_at(page, server, "?hide=text")
+    page.wait_for_function("() => window.location.search.includes('seed=')", timeout=10_000)
+    open_every_tab(page)
+    held, text = page.evaluate(IN_PAGE, list(PROSE))
+    assert held == []
+    for words in ("Not used on this tab", "Try this", "More detail", "At d"):
+        assert words not in text
+    # the controls still follow the tab: the variance tab disables those it does not use
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('temperature').disabled",
+                           timeout=10_000)
+    assert page.console_errors == []

@@ -148,7 +148,7 @@ class View:
         #: The controls, and the notes under them (guide, presets): beside the charts on a
         #: wide screen, above and below them on a narrow one (assets/style.css, LAYOUT_CSS).
         self.sidebar = column(
-            *rows, self.seed_div, *self.buttons.values(), self._idle_note("seed"),
+            *rows, self.seed_div, *self.buttons.values(), *self._idle_note("seed"),
             *argument_rows,
             sizing_mode="stretch_width", css_classes=["app-sidebar"],
             stylesheets=[*css, InlineStyleSheet(css=SIDEBAR_CSS)], margin=0)
@@ -206,7 +206,7 @@ class View:
                                    css_classes=["control-label"]), widget,
                                sizing_mode="stretch_width")
             (argument_rows if control.group == "argument" else rows).extend(
-                [shown, self._idle_note(control.name)])
+                [shown, *self._idle_note(control.name)])
             self.widgets[control.name] = widget
         if argument_rows:
             argument_rows.insert(0, Div(
@@ -241,11 +241,20 @@ class View:
             rows.append(row)
         return rows
 
-    def _idle_note(self, name: str) -> Div:
-        """The note under control ``name`` saying why the open tab does not use it."""
-        self.idle_notes[name] = note = Div(text="", name=f"{name}-idle", visible=False,
-                                           stylesheets=self._css, disable_math=True,
-                                           margin=(0, 10), sizing_mode="stretch_width")
+    def _text(self, *parts) -> list:
+        """Of ``parts``, the page's prose (a tab's lead, "Try this", "More detail", a
+        control's idle note), those that are not None; none with ?hide=text. What "text"
+        hides is what passes through here."""
+        return [] if self._hide_text else [part for part in parts if part is not None]
+
+    def _idle_note(self, name: str) -> list:
+        """The note under control ``name`` saying why the open tab does not use it (none
+        with ?hide=text: the control is disabled all the same)."""
+        note = self._text(Div(text="", name=f"{name}-idle", visible=False,
+                              stylesheets=self._css, disable_math=True, margin=(0, 10),
+                              sizing_mode="stretch_width"))
+        if note:
+            self.idle_notes[name] = note[0]
         return note
 
     def _idle(self) -> CustomJS:
@@ -312,19 +321,18 @@ class View:
                                                                   "unscaled"))),
                 *c.spread.tables],
             keyed=c.scaled_source)}
-        text = not self._hide_text
         guide = Div(text=self._guide, name="guide", disable_math=True, margin=(5, 10),
                     stylesheets=[*css, InlineStyleSheet(css=NO_PRINT_CSS)],
-                    sizing_mode="stretch_width")
+                    sizing_mode="stretch_width") if self._guide else None
         return column(
-            *([c.lead] if text else []),
+            *self._text(c.lead),
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
             wrapping_row(c.spread.fig, c.readout),
             self.downloads["draw"],
-            *([guide] if text and self._guide else []),
+            *self._text(guide),
             wrapping_row(c.jacobian_fig, c.diagonal_fig), c.heatmaps_text,
-            *([self._more("draw", c.caption, formulas, c.explanation, c.readout_detail)]
-              if text else []),
+            *self._text(self._more("draw", c.caption, formulas, c.explanation,
+                                   c.readout_detail)),
             sizing_mode="stretch_width", stylesheets=[InlineStyleSheet(css=FIT_CSS)])
 
     def _more(self, key: str, *children):
@@ -439,12 +447,11 @@ class View:
             key, list(tab.figures.values()), tab.tables,
             run=tab.source if key == "training" else None)
         steps = try_html(key)
-        words = [] if self._hide_text else [
-            *([Div(text=steps, name=f"{key}-try", disable_math=True, margin=(5, 10),
-                   stylesheets=[*self._css, InlineStyleSheet(css=NO_PRINT_CSS)],
-                   sizing_mode="stretch_width")] if steps else []),
-            self._more(key, self.section_texts[key])]
-        return column(*([] if self._hide_text else [self.leads[key]]), *body, *words,
+        guide = Div(text=steps, name=f"{key}-try", disable_math=True, margin=(5, 10),
+                    stylesheets=[*self._css, InlineStyleSheet(css=NO_PRINT_CSS)],
+                    sizing_mode="stretch_width") if steps else None
+        return column(*self._text(self.leads[key]), *body,
+                      *self._text(guide, self._more(key, self.section_texts[key])),
                       self.downloads[key], sizing_mode="stretch_width")
 
     def draw_tab(self, key: str, setting: Setting) -> None:

@@ -120,7 +120,8 @@ def _setting_of(cls, state):
 Setting = make_dataclass("Setting", [c.name for c in CONTROLS if c.kind != "tab"], frozen=True,
                          namespace={"of": classmethod(_setting_of)})
 
-#: Parts of the page that ``?hide=`` can hide; ``?embed=1`` hides the header.
+#: Parts of the page that ``?hide=`` can hide (``text``: every sentence of prose, what
+#: layout.View._text lets through); ``?embed=1`` hides the header.
 VIEW_PARTS = ("header", "controls", "text")
 #: The address's keys that are not controls: the view switches (:func:`parse_query`) and the
 #: theme (assets/js/theme.js). A preset keeps them.

@@ -8,6 +8,8 @@ import pytest
 from conftest import column, open_app, open_at, wait_column
 
 from attention_scaling import core
+from attention_scaling.argument import gradient_window
+from attention_scaling.state import TABS
 
 pytestmark = pytest.mark.browser
 
@@ -702,27 +704,349 @@ def test_every_title_fits_its_chart_and_no_two_axis_labels_overlap(browser, serv
 
 def test_a_gradient_of_hundreds_of_decades_still_has_a_usable_log_axis(page, server):
     """With the first key aligned (ρ = 0.5) the unscaled gradient falls below float64 at the
-    widest heads: the curves, in log10 on the axis, span hundreds of decades, and every value
-    is drawn inside the frame (none at a floor), the highest near its top and the lowest near
-    its bottom."""
+    widest heads: the curves, in log10 on the axis, span hundreds of decades. The axis spans
+    the widths the tab's sentence compares (argument.gradient_window): their every value is
+    drawn inside the frame, the highest near its top and the lowest near its bottom, and the
+    chart's second line says up to which width."""
     open_at(page, server, "?tab=gradient&align=0.5")
     curves = core.saturation_curves(1.0, 8, 0.5)
+    n = gradient_window(curves)
+    assert 0 < n <= len(core.D_K_VALUES)
     page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
                            "'saturation-gradient'); return m && window.__AS.view(m); }",
                            timeout=15_000)
     wait_column(page, "saturation-curves-source", "max_weight_median_none",
                 curves["max_weight_median_none"].tolist(), timeout=15_000)
     page.wait_for_timeout(300)
-    ys = page.evaluate("""() => { const m = Bokeh.documents[0].get_model_by_name(
+    ys = page.evaluate("""(n) => { const m = Bokeh.documents[0].get_model_by_name(
         'saturation-gradient'); const v = window.__AS.view(m); const d = Bokeh.documents[0]
         .get_model_by_name('saturation-curves-source').data; const get = (k) => Array.from(
         d instanceof Map ? d.get(k) : d[k]); const f = v.frame.bbox; const out = [];
-        for (const r of ['none', 'sqrt', 'linear']) for (const q of ['median', 'q25', 'q75'])
-          for (const x of get(`log10_grad_q_${q}_${r}`)) out.push(v.frame.y_scale.compute(x));
-        return [f.top, f.bottom, out]; }""")
-    top, bottom, pixels = ys
+        for (const r of ['none', 'sqrt', 'linear']) for (const q of ['q25', 'q75'])
+          for (const x of get(`log10_grad_q_${q}_${r}`).slice(0, n))
+            out.push(v.frame.y_scale.compute(x));
+        return [f.top, f.bottom, out, m.above.map((t) => t.text)]; }""", n)
+    top, bottom, pixels, lines = ys
+    assert (f"≤ {core.D_K_VALUES[n - 1]}:" if n < len(core.D_K_VALUES) else "every") \
+        in " ".join(lines)
     assert min(curves["log10_grad_q_q25_none"]) < -300          # below float64's range
-    assert len(pixels) == 9 * len(core.D_K_VALUES)
+    assert len(pixels) == 6 * n
     assert all(top <= y <= bottom for y in pixels)
     assert min(pixels) - top < 0.1 * (bottom - top)
     assert bottom - max(pixels) < 0.1 * (bottom - top)
+
+
+# ---- dark mode that reads, and legends and labels that leave the data alone
+
+def _wcag(rgb) -> float:
+    c = [x / 255 for x in rgb]
+    c = [x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+    return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+
+
+def _ratio(a, b) -> float:
+    hi, lo = sorted((_wcag(a), _wcag(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def _over(layers):
+    """The colour of [r, g, b, alpha] layers painted bottom first (the first one opaque)."""
+    out = list(layers[0][:3])
+    for r, g, b, a in layers[1:]:
+        out = [a * x + (1 - a) * y for x, y in zip((r, g, b), out)]
+    return out
+
+
+#: In the page: every figure drawn, walked generically. Each text BokehJS draws on a chart
+#: (a visual with a text colour, of every title, axis, colour bar, legend, label, and every
+#: text glyph on a background of its own) with the colours as BokehJS resolves them for this
+#: theme (its CSS variables or the model's value) and what lies under it, bottom first: the
+#: plot's border fill (for what sits in a side panel) or its background fill, then the
+#: renderer's own background and, for a legend, its items' background. Each line that marks
+#: something: the plot's outline and every glyph line on a plot without a colour map (on a
+#: heat map the lines lie on the cells). Colours as [r, g, b, alpha].
+CHART_COLOURS = """() => {
+  const ctx = document.createElement('canvas').getContext('2d');
+  const rgba = (color, alpha) => {
+    if (color == null || alpha === 0) return null;
+    if (typeof color === 'number') {      // a glyph's colour: packed RGBA (BokehJS's uint32)
+      const a = ((color & 255) / 255) * (alpha ?? 1);
+      return a > 0 ? [color >>> 24, (color >>> 16) & 255, (color >>> 8) & 255, a] : null;
+    }
+    ctx.clearRect(0, 0, 1, 1); ctx.fillStyle = '#000'; ctx.fillStyle = String(color);
+    ctx.fillRect(0, 0, 1, 1);
+    const [r, g, b, a] = ctx.getImageData(0, 0, 1, 1).data;
+    return [r, g, b, (a / 255) * (alpha ?? 1)];
+  };
+  const fill = (v) => v && v.get_fill_color ? rgba(v.get_fill_color(), v.get_fill_alpha()) : null;
+  const texts = [], lines = [], boxes = [];
+  for (const doc of Bokeh.documents) for (const m of doc.all_models) {
+    if (m.type !== 'Figure' && m.type !== 'Plot') continue;
+    const v = window.__AS.view(m);
+    if (v == null || !v.el.checkVisibility()) continue;
+    const border = fill(v.visuals.border_fill), background = fill(v.visuals.background_fill);
+    const side = new Set([...m.above, ...m.below, ...m.left, ...m.right]);
+    const mapped = m.renderers.length > 0 && [...side, ...m.center].some(
+      (r) => r.type === 'ColorBar');
+    const outline = v.visuals.outline_line;
+    const line = rgba(outline.get_line_color(), outline.get_line_alpha());
+    if (line) lines.push({where: `${m.name} outline`, color: line, under: [border]});
+    for (const rv of v.renderer_views.values()) {
+      const r = rv.model;
+      if (!r.visible) continue;
+      const where = `${m.name} ${r.type}`;
+      if (r.type === 'GlyphRenderer') {
+        const g = rv.glyph, gv = g.visuals;
+        if (g.model.type === 'Text' && gv.background_fill.doit) {
+          const shown = Array.from(g.text ?? [], (t, i) => [t, i]).filter(([t]) => t);
+          for (const [t, i] of shown) {
+            texts.push({where: `${where} "${t}"`,
+                        color: rgba(gv.text.text_color.get(i), gv.text.text_alpha.get(i)),
+                        under: [background, rgba(gv.background_fill.fill_color.get(i),
+                                                 gv.background_fill.fill_alpha.get(i))]});
+          }
+        } else if (!mapped && gv.line) {
+          const n = Math.max(1, g.data_size ?? 1);
+          for (let i = 0; i < n; i++) {
+            const c = rgba(gv.line.line_color.get(i), gv.line.line_alpha.get(i));
+            if (gv.line.line_width.get(i) > 0 && c != null) {
+              lines.push({where: `${where} ${g.model.type}`, color: c, under: [background]});
+            }
+          }
+        }
+        continue;
+      }
+      const base = side.has(r) ? border : background;
+      if (r.type === 'Legend') {      // drawn as HTML: its colours as the browser shows them
+        const css = (el, key) => rgba(getComputedStyle(el)[key]);
+        boxes.push({where, color: css(rv.el, 'backgroundColor'), under: [base]});
+        for (const {el, label_el, label} of rv.entries) {
+          texts.push({where: `${where} "${label}"`, color: css(label_el, 'color'),
+                      under: [base, css(rv.el, 'backgroundColor'),
+                              css(el, 'backgroundColor')].filter((x) => x)});
+        }
+        continue;
+      }
+      const own = [fill(rv.visuals.background_fill)];
+      for (const [name, vis] of Object.entries(rv.visuals)) {
+        if (!vis.get_text_color) continue;
+        const color = rgba(vis.get_text_color(), vis.get_text_alpha());
+        if (color) texts.push({where: `${where} ${name}`, color,
+                               under: [base, ...own.filter((x) => x)]});
+      }
+    }
+  }
+  return {texts, lines, boxes};
+}"""
+
+
+def _chart_contrasts(page):
+    """Every text on the charts shown, every marking line and every legend's box, each
+    with its contrast ratio against what lies under it."""
+    found = page.evaluate(CHART_COLOURS)
+    return [[(x["where"], _ratio(_over([*x["under"], x["color"]]) if x["color"] else
+                                 _over(x["under"]), _over(x["under"])))
+             for x in found[kind]] for kind in ("texts", "lines", "boxes")]
+
+
+@pytest.mark.parametrize("tab", list(TAB_FIGURES))
+def test_every_text_and_mark_on_the_charts_reads_in_both_themes(browser, server, tab):
+    """WCAG AA in the light and the dark theme, from the colours BokehJS draws with: every
+    text drawn on a chart (titles, axis labels, colour bars, legends, labels) at least 4.5:1
+    against what lies under it, the frame of the chart the model uses, the highest bar's
+    outline and every other line that marks something at least 3:1; every legend in the
+    chart's own colours."""
+    ctx, page = _open(browser, server, 1280, f"?tab={tab}&theme=dark&rule=none")
+    try:
+        page.wait_for_function("(names) => names.every((n) => { const m = Bokeh.documents[0]"
+                               ".get_model_by_name(n); return m && window.__AS.view(m); })",
+                               arg=TAB_FIGURES[tab], timeout=20_000)
+        for theme in ("dark", "light"):
+            if theme == "light":
+                page.get_by_role("button", name="light", exact=True).click()
+                page.wait_for_url("**theme=light**")
+            page.wait_for_timeout(300)
+            texts, lines, boxes = _chart_contrasts(page)
+            kinds = {w.split(" ")[1] for w, _ in texts}
+            assert {"Title", "LinearAxis"} <= kinds or {"Title", "CategoricalAxis"} <= kinds
+            if tab == "draw":
+                assert {"ColorBar", "GlyphRenderer"} <= kinds          # the max weight label
+                assert any("outline" in w for w, _ in lines)           # the model uses this
+            else:
+                assert "Legend" in kinds
+            low = [(w, round(c, 2)) for w, c in texts if c < 4.5]
+            assert low == [], (theme, low)
+            faint = [(w, round(c, 2)) for w, c in lines if c < 3]
+            assert faint == [], (theme, faint)
+            # a legend's box is the chart's own colour: no light box on a dark chart
+            boxed = [(w, round(c, 2)) for w, c in boxes if c > 1.1]
+            assert boxed == [], (theme, boxed)
+        assert page.console_errors == []
+    finally:
+        ctx.close()
+
+
+#: Records every text the page draws on a canvas: [text, x, y, width] in the canvas's CSS
+#: pixels (its transform applied, the device pixel ratio taken out), per canvas, in
+#: window.__drawn (a Map the test clears before it has the charts painted again).
+RECORD_TEXT = """window.__drawn = new Map();
+const fillText = CanvasRenderingContext2D.prototype.fillText;
+CanvasRenderingContext2D.prototype.fillText = function (text, x, y, ...rest) {
+  const t = this.getTransform(), r = window.devicePixelRatio || 1;
+  const list = window.__drawn.get(this.canvas) ?? [];
+  list.push([String(text), (t.a * x + t.c * y + t.e) / r, (t.b * x + t.d * y + t.f) / r,
+             this.measureText(String(text)).width, t.b !== 0 || t.c !== 0]);
+  window.__drawn.set(this.canvas, list);
+  return fillText.call(this, text, x, y, ...rest);
+};"""
+
+#: The texts drawn by each named figure when it is painted next, and its frame's size.
+DRAWN = """async (names) => {
+  window.__drawn.clear();
+  const views = names.map((n) => window.__AS.view(Bokeh.documents[0].get_model_by_name(n)));
+  views.forEach((v) => v.request_paint());
+  await new Promise((done) => setTimeout(done, 400));
+  return views.map((v) => ({texts: window.__drawn.get(v.canvas_view.primary.canvas) ?? [],
+                            width: v.frame.bbox.width, height: v.frame.bbox.height})); }"""
+
+
+@pytest.mark.parametrize("width", [375, 1280])
+@pytest.mark.parametrize("keys", [8, 64])
+def test_key_labels_and_cell_numbers_fit_where_they_are_drawn(browser, server, width, keys):
+    """As drawn on the canvas: the labels k1 … kn along each key axis of the bars, the
+    Jacobian and the diagonal map at least 14 px apart and clear of each other (thinned to
+    every 2nd, 4th, 8th … key where the chart is narrow), and the numbers in the Jacobian's
+    diagonal cells only where each fits inside its cell."""
+    ctx = browser.new_context(viewport={"width": width, "height": 900})
+    page = ctx.new_page()
+    page.add_init_script(RECORD_TEXT)
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        open_at(page, server, f"?keys={keys}")
+        page.wait_for_timeout(800)
+        names = ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"]
+        import re
+        for name, drawn in zip(names, page.evaluate(DRAWN, names)):
+            labels = [t for t in drawn["texts"] if re.fullmatch(r"k\d+", t[0])]
+            assert {"k1", f"k{keys}"} & {t[0] for t in labels}, name
+            for along, axis in ((1, "x"), (2, "y")):     # x: labels on one line; y: a column
+                row = {}
+                for t in labels:
+                    row.setdefault(round(t[3 - along]), []).append(t)
+                for line in row.values():
+                    if len(line) < 2:
+                        continue
+                    line.sort(key=lambda t: t[along])
+                    for a, b in zip(line, line[1:]):
+                        gap = b[along] - a[along]
+                        need = max(14, (a[3] + b[3]) / 2 + 2) if axis == "x" else 14
+                        assert gap >= need, (name, width, keys, a[0], b[0], gap)
+            drawn_keys = {int(t[0][1:]) for t in labels}
+            assert len(drawn_keys) >= min(keys, 4), (name, sorted(drawn_keys))
+            if name == "jacobian":
+                numbers = [t for t in drawn["texts"] if re.fullmatch(r"<0\.001|\d\.\d{3}", t[0])]
+                cell_w, cell_h = drawn["width"] / keys, drawn["height"] / keys
+                assert all(t[3] <= cell_w - 2 for t in numbers) and (not numbers or cell_h >= 14), \
+                    (width, keys, cell_w, cell_h, numbers[:2])
+                if width >= 1280 and keys == 8:
+                    assert len(numbers) == keys           # shown where they fit
+        assert errors == []
+    finally:
+        ctx.close()
+
+
+#: In the page, for every legend of a figure drawn: its box, the plot's frame and canvas, and
+#: the data its figure draws, in the canvas's pixels: every glyph's points (x, y) and the x of
+#: every vertical span; its entries (drawn as HTML): label, the left and right of the label
+#: and the left and top of the entry (its line's sample, then its label).
+LEGENDS = """() => {
+  const figures = [];
+  for (const m of Bokeh.documents[0].all_models) {
+    if (m.type !== 'Figure') continue;
+    const v = window.__AS.view(m);
+    if (v != null && v.el.checkVisibility() && m.select({type: 'Legend'}).length) figures.push([m, v]);
+  }
+  const box = (b) => [b.left, b.top, b.right, b.bottom];
+  const out = [];
+  for (const [m, v] of figures) {
+    const points = [], spans = [];
+    for (const rv of v.renderer_views.values()) {
+      if (rv.model.type !== 'GlyphRenderer' || !rv.model.visible) continue;
+      const g = rv.glyph;
+      if (g.model.type === 'VSpan') { spans.push(...Array.from(g.sx ?? [])); continue; }
+      for (const ys of ['sy', 'sy1', 'sy2']) {
+        if (g.sx == null || g[ys] == null) continue;
+        const xs = Array.from(g.sx), yv = Array.from(g[ys]);
+        xs.forEach((x, i) => { if (Number.isFinite(x) && Number.isFinite(yv[i])) points.push([x, yv[i]]); });
+      }
+    }
+    for (const legend of m.select({type: 'Legend'})) {
+      const lv = v.renderer_views.get(legend);
+      const origin = v.canvas_view.primary.canvas.getBoundingClientRect();
+      const entries = lv.entries.map(({el, label_el, label}) => {
+        const l = label_el.getBoundingClientRect(), e = el.getBoundingClientRect();
+        return [label, l.left - origin.left, l.right - origin.left, e.left - origin.left,
+                e.top - origin.top]; });
+      out.push({name: m.name, legend: box(lv.bbox), frame: box(v.frame.bbox),
+                canvas: [0, 0, v.bbox.width, v.bbox.height], points, spans, entries,
+                labels: legend.items.map((item) => item.label?.value ?? '')});
+    }
+  }
+  return out; }"""
+
+#: The controls' corners (d_k 1 and 4096, T 0.1 and 10, keys 2 and 64; each value twice),
+#: each on a phone or a wide screen (each twice).
+CORNERS = ((375, "d_k=1&temperature=0.1&keys=2"), (1280, "d_k=4096&temperature=10&keys=64"),
+           (1280, "d_k=1&temperature=10&keys=64"), (375, "d_k=4096&temperature=0.1&keys=2"))
+
+
+def _inside(point, box, pad=0) -> bool:
+    return box[0] - pad <= point[0] <= box[2] + pad and box[1] - pad <= point[1] <= box[3] + pad
+
+
+@pytest.mark.parametrize("width, corner", CORNERS)
+def test_legends_leave_the_data_alone_at_every_corner(browser, server, width, corner):
+    """At the corners of the controls, on a phone and a wide screen: every legend of every
+    argument tab lies inside its chart's canvas and covers none of the data (outside the
+    plot's frame, or clear of every glyph's points and spans), and its entries, in a row,
+    keep 10 px or more between one's label and the next one's line."""
+    ctx, page = browser.new_context(viewport={"width": width, "height": 900}), None
+    try:
+        page = ctx.new_page()
+        page.console_errors = []
+        page.on("pageerror", lambda e: page.console_errors.append(str(e)))
+        seen = set()
+        open_at(page, server, f"?{corner}")
+        for tab in ("variance", "saturation", "gradient", "training", "budget"):
+            label = next(t.title for t in TABS if t.key == tab)
+            page.get_by_role("tab", name=label, exact=True).click()
+            page.wait_for_url(f"**tab={tab}**")
+            page.wait_for_function("(names) => names.every((n) => { const m = Bokeh.documents[0]"
+                                   ".get_model_by_name(n); const v = m && window.__AS.view(m);"
+                                   " return v && v.el.checkVisibility(); })",
+                                   arg=TAB_FIGURES[tab], timeout=20_000)
+            page.wait_for_timeout(600)
+            for found in page.evaluate(LEGENDS):
+                name, legend, frame = found["name"], found["legend"], found["frame"]
+                seen.add(name)
+                assert all(_inside(p, found["canvas"], 0.5) for p in
+                           (legend[:2], legend[2:])), (name, legend, found["canvas"])
+                overlaps = not (legend[2] <= frame[0] or legend[0] >= frame[2]
+                                or legend[3] <= frame[1] or legend[1] >= frame[3])
+                if overlaps:
+                    covered = [p for p in found["points"] if _inside(p, legend)]
+                    crossed = [x for x in found["spans"] if legend[0] <= x <= legend[2]]
+                    assert covered == [] and crossed == [], (name, corner, legend, covered[:3])
+                entries = sorted(found["entries"], key=lambda e: e[3])
+                assert [e[0] for e in found["entries"]] == found["labels"], name
+                assert all(_inside(e[3:5], legend, 1) for e in entries), (name, legend, entries)
+                if len({round(e[4]) for e in entries}) == 1:       # a row
+                    for a, b in zip(entries, entries[1:]):
+                        assert b[3] - a[2] >= 10, (name, a[0], b[0], b[3] - a[2])
+        assert seen >= {"logit-std", "saturation-curves", "saturation-eff-keys",
+                        "gradient-frozen-share", "saturation-gradient", "training-loss",
+                        "head-budget", "head-budget-gradient"}
+        assert page.console_errors == []
+    finally:
+        ctx.close()

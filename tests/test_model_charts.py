@@ -162,3 +162,22 @@ def test_the_max_label_reads_towards_the_middle_near_an_edge(top, align):
     # on the highest bar only
     assert bars["label"] == [text if k == top else "" for k in range(len(KEY_LABELS))]
     assert bars["align"][top] == align
+
+
+def _luminance(color: str) -> float:
+    c = [int(color[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    c = [x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+    return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+
+
+def test_the_cell_numbers_read_on_every_colour_of_the_map():
+    """Each number printed on a Jacobian cell is at least 4.5:1 (WCAG) against the cell's
+    colour as BokehJS's LinearColorMapper picks it, for every value a diagonal cell holds
+    (p(1 - p), 0 to 1/4)."""
+    from attention_scaling.figures import cell_ink
+    from attention_scaling.style import DIVERGING
+    low, high = -core.JACOBIAN_BOUND, core.JACOBIAN_BOUND
+    for x in np.linspace(0, core.JACOBIAN_BOUND, 2001):
+        cell = DIVERGING[min(int((x - low) / (high - low) * len(DIVERGING)), len(DIVERGING) - 1)]
+        hi, lo = sorted((_luminance(cell_ink(x)), _luminance(cell)), reverse=True)
+        assert (hi + 0.05) / (lo + 0.05) >= 4.5, (x, cell, cell_ink(x))

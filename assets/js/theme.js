@@ -3,18 +3,15 @@
 // dark theme is a set of CSS variables on the document, inherited by every pane: the page's
 // own (--as-theme-*) and Bokeh's overrides of the charts' visual properties (--bk-*), so the
 // figures are drawn dark by Bokeh itself, not filtered. `rule_inks` are the rules' names'
-// colours on the dark page (--as-theme-text-<rule>, from core.RULE_TABLE).
-/* global AS, buttons, cb_obj, rule_inks */
+// colours on the dark page (--as-theme-text-<rule>, from core.RULE_TABLE); `chart_colors`
+// the charts' dark colours as Bokeh's variables (style.CHART_THEMES).
+/* global AS, buttons, cb_obj, chart_colors, rule_inks */
 const DARK = `color-scheme: dark;
   --as-theme-ink: #e4e7eb; --as-theme-muted: #bcc6d0; --as-theme-line: #3e4c59;
   --as-theme-panel: #1a2027; --as-theme-card: #11161b; --as-theme-highlight: #4a3a12;
   --as-theme-code: #2a333d; --as-theme-link: #8cc8ff;
   ${rule_inks}
-  --bk-background-fill-color: #1a2027; --bk-border-fill-color: #1a2027;
-  --bk-text-color: #e4e7eb; --bk-axis-label-text-color: #bcc6d0;
-  --bk-major-label-text-color: #bcc6d0; --bk-axis-line-color: #7b8794;
-  --bk-major-tick-line-color: #7b8794; --bk-grid-line-color: #323f4b;
-  --bk-label-text-color: #e4e7eb;
+  ${chart_colors}
   background: #11161b;`;
 if (!document.getElementById('as-theme')) {
   const style = document.createElement('style');

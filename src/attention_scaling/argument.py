@@ -15,8 +15,9 @@ from bokeh.plotting import figure
 
 from . import core
 from .state import Setting
-from .style import (FONT, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNSCALED_COLOR,
-                    derived_glyph_looks, log10_axis, script, style_figure, subtitle)
+from .style import (MARK, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNSCALED_COLOR,
+                    derived_glyph_looks, legend_below, log10_axis, script, style_figure,
+                    style_legend, subtitle)
 from .lead import (TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead,
                    training_lead, variance_lead)
 from .text import (RULE_LABELS, TRAINING_INTRO, budget_html, gradient_html, saturation_html,
@@ -83,11 +84,6 @@ def fit_log_range(rng: Range1d, *values) -> None:
     _set_range(rng, _span(values, log=True))
 
 
-def _legend_text(fig) -> None:
-    fig.legend.label_text_font = FONT
-    fig.legend.label_text_font_size = "12px"
-
-
 def _same(*names):
     return [[n, n] for n in names]
 
@@ -99,6 +95,19 @@ CURVE_METRICS = ("max_weight", "eff_keys", "log10_grad_q")
 #: per rule the share of the draws under a tenth of the ÷√d_k median gradient.
 CURVE_COLUMNS = (*(f"{m}_{q}_{r}" for m in CURVE_METRICS for q in ("median", "q25", "q75")
                    for r in core.RULES), *(f"frozen_share_{r}" for r in core.RULES))
+
+
+def gradient_window(curves: dict) -> int:
+    """How many widths (the first of core.D_K_VALUES) the gradient chart's y axis spans: those
+    its sentence compares, up to 4x the width from which on the unscaled median stays below
+    the ÷√d_k one (core.unscaled_below_from), and at least to d_k = 64; every width when the
+    unscaled median is not below at the widest. The medians at 4096 lie up to ~20 decades
+    apart: an axis over all of them leaves the crossing a thin band."""
+    k = core.unscaled_below_from(curves)
+    if k is None:
+        return len(core.D_K_VALUES)
+    last = max(64, 4 * core.D_K_VALUES[k])
+    return sum(w <= last for w in core.D_K_VALUES)
 
 
 class Shared:
@@ -147,20 +156,17 @@ class Shared:
                       source=self.curves_source, fill_color=RULE_COLORS[r], fill_alpha=0.15)
             self.rule_line(fig, "d_k", f"{metric}_median_{r}", self.curves_source, r)
         # the current width: a vertical line from the dots' own source (one message)
-        fig.vspan(x="d_k", source=self.draw_source, line_color="#52606d", line_dash=DOTTED,
+        fig.vspan(x="d_k", source=self.draw_source, line_color=MARK, line_dash=DOTTED,
                   line_width=1.5)
         fig.scatter(x="d_k", y=metric, source=self.draw_source, size=11, fill_color="color",
-                    line_color="#1f2933", marker="marker")
-        # where the curves are not: the gradient falls on the right, the effective keys of
-        # the unscaled rule fall to 1 on the right
-        fig.legend.location = {"max_weight": "top_left", "eff_keys": "top_right",
-                               "log10_grad_q": "bottom_left"}[metric]
-        fig.legend.background_fill_alpha = 0.8
-        _legend_text(fig)
+                    line_color=MARK, marker="marker")
+        legend_below(fig)
         if metric == "max_weight":
             fig.y_range = Range1d(0, 1.04)
         elif log10:
-            fig.y_range = Range1d(-3, 1)      # fit_range sets it to the data
+            fig.y_range = Range1d(-3, 1)      # update_curves sets it to the data
+            #: What the y axis spans (:func:`gradient_window`).
+            self.gradient_note = subtitle(fig, "")
         self.curve_figs[name] = fig
         return fig
 
@@ -171,13 +177,11 @@ class Shared:
                          "head width d_k (log)", "share of draws", x_range=self.x_range)
         for r in core.RULES:
             self.rule_line(fig, "d_k", f"frozen_share_{r}", self.curves_source, r)
-        fig.vspan(x="d_k", source=self.draw_source, line_color="#52606d", line_dash=DOTTED,
+        fig.vspan(x="d_k", source=self.draw_source, line_color=MARK, line_dash=DOTTED,
                   line_width=1.5)
         fig.y_range = Range1d(-0.02, 1.04)
         fig.yaxis.formatter = NumeralTickFormatter(format="0%")
-        fig.legend.location = "top_left"
-        fig.legend.background_fill_alpha = 0.8
-        _legend_text(fig)
+        legend_below(fig)
         subtitle(fig, f"of ‖∂p/∂q‖_F, over {core.CURVE_DRAWS:,} draws a width")
         return fig
 
@@ -204,9 +208,15 @@ class Shared:
             eff_keys=[v.effective_keys for v in variants],
             log10_grad_q=log10_grad_q)
         if "saturation-gradient" in self.curve_figs:
-            fit_range(self.curve_figs["saturation-gradient"].y_range, log10_grad_q,
-                      *(curves[f"log10_grad_q_{q}_{r}"] for q in ("q25", "q75")
+            n = gradient_window(curves)
+            fit_range(self.curve_figs["saturation-gradient"].y_range,
+                      log10_grad_q if d_k <= core.D_K_VALUES[n - 1] else [],
+                      *(curves[f"log10_grad_q_{q}_{r}"][:n] for q in ("q25", "q75")
                         for r in core.RULES))
+            note = (f"the axis spans d_k ≤ {core.D_K_VALUES[n - 1]}: wider, lines leave it"
+                    if n < len(core.D_K_VALUES) else "the axis spans every d_k")
+            if self.gradient_note.text != note:
+                self.gradient_note.text = note
 
     def draw_curves(self, s: Setting) -> tuple[dict, dict]:
         """Draw the curves at ``s``; the curves and this draw, for the tab's text."""
@@ -267,7 +277,7 @@ class VarianceTab(TabView):
                          min_width=240, tools="")
             fig.quad(left=f"left_{rule}", right=f"right_{rule}", top=f"top_{rule}", bottom=0,
                      source=self.hist_source, fill_color=color, fill_alpha=0.7,
-                     line_color="#ffffff")
+                     line_color=None)
             fig.xaxis.axis_label = "logit"
             fig.yaxis.axis_label = "density"
             style_figure(fig)
@@ -278,16 +288,15 @@ class VarianceTab(TabView):
                                            name="logit-std-source")
         fig = log_figure("logit-std", "Spread of q·k against d_k", "head width d_k (log)",
                          "standard deviation (log)", y_log=True, x_range=shared.x_range)
-        fig.line(x="d_k", y="sqrt_d_k", source=self.std_source, line_color="#52606d",
+        fig.line(x="d_k", y="sqrt_d_k", source=self.std_source, line_color=MARK,
                  line_dash=DASHED, legend_label="√d_k")
         fig.scatter(x="d_k", y="std_raw", source=self.std_source, size=7,
-                    fill_color=UNSCALED_COLOR, line_color="#1f2933", legend_label="measured")
-        fig.legend.location = "top_left"
-        fig.legend.label_text_font = FONT
+                    fill_color=UNSCALED_COLOR, line_color=MARK, legend_label="measured")
+        legend_below(fig)
         fig.yaxis.ticker = FixedTicker(ticks=[1, 2, 4, 8, 16, 32, 64])
         fig.yaxis.formatter = BasicTickFormatter(use_scientific=False)
         self.width_source = ColumnDataSource(dict(d_k=[64.0]), name="logit-width-source")
-        fig.vspan(x="d_k", source=self.width_source, line_color="#52606d", line_dash=DOTTED)
+        fig.vspan(x="d_k", source=self.width_source, line_color=MARK, line_dash=DOTTED)
         self.figures["logit-std"] = fig
         self.tables = [(self.hist_source, _same(*self.hist_source.data)),
                        (self.std_source, _same("d_k", "std_raw", "sqrt_d_k"))]
@@ -425,12 +434,10 @@ class TrainingTab(TabView):
         fig.yaxis.axis_label = "‖∂L/∂W‖_F (log)"
         self.figures["training-gradients"] = fig
         self.figures["training-lr-sweep"] = self._sweep_figure(shared)
-        for name, fig in self.figures.items():
+        for fig in self.figures.values():
             style_figure(fig)
             fig.min_border_right = 24          # room for the last step's tick label
-            fig.legend.location = {"training-loss": "top_right",
-                                   "training-lr-sweep": "top_center"}.get(name, "bottom_left")
-            _legend_text(fig)
+            legend_below(fig)
         #: The sweep source's rows (None: as many as the sweep's longest rule has rates).
         self.sweep_rows = None
         self.tables = [(self.source, _same(*self.source.data)),
@@ -601,20 +608,20 @@ class BudgetTab(TabView):
                          min_width=240, tools="", x_axis_type="log",
                          **({"y_range": Range1d(-3, 1)} if log10 else {}))
             # the key under the plot, in a row: inside it, it covered a line on a phone
-            fig.add_layout(Legend(orientation="horizontal", location="center",
-                                  margin=0, padding=4, border_line_color=None), "below")
+            legend = Legend(orientation="horizontal", location="center", margin=0, padding=4)
+            style_legend(legend)
+            fig.add_layout(legend, "below")
             for r in core.RULES:
                 shared.rule_line(fig, "heads", f"{metric}_median_{r}", self.source, r)
                 fig.scatter(x="heads", y=f"{metric}_median_{r}", source=self.source,
                             marker=RULE_MARKER[r], size=8, fill_color=RULE_COLORS[r],
-                            line_color="#1f2933")
+                            line_color=MARK)
             fig.xaxis.ticker = FixedTicker(ticks=[2 ** i for i in range(13)])
             fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
             fig.xaxis.axis_label = "number of heads h (d_k = width / h)"
             fig.yaxis.axis_label = label
             if log10:
                 log10_axis(fig.yaxis)
-            _legend_text(fig)
             style_figure(fig)
             self.figures[name] = fig
         self.tables = [(self.source, _same(*self.source.data))]

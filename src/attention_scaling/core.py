@@ -953,6 +953,16 @@ def _check_choice(name: str, value, options) -> None:
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
 
 
+def unscaled_below_from(curves: dict) -> int | None:
+    """The index in :data:`D_K_VALUES` of the first width from which on, to the widest, the
+    unscaled median gradient to the query is below the ÷√d_k one (``curves``:
+    :func:`saturation_curves`); None if it is not below at the widest. The search starts at
+    d_k = 2: at 1 every rule divides by 1."""
+    below = (np.asarray(curves["log10_grad_q_median_none"], float)
+             < np.asarray(curves["log10_grad_q_median_sqrt"], float))
+    return next((k for k in range(1, len(below)) if below[k:].all()), None)
+
+
 def saturation_curves(temperature: float = 1.0, n_keys: int = N_KEYS, align: float = 0.0) -> dict:
     """Median and quartiles, over :data:`CURVE_DRAWS` random draws at every width of
     :data:`D_K_VALUES`, of the max weight, the effective number of keys and the gradient

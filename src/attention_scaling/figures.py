@@ -17,9 +17,9 @@ from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, CustomJSHover,
 from bokeh.plotting import figure
 
 from . import core
-from .style import (DIVERGING, FONT, KEY_LABELS, LABEL_ALPHA, MUTED_ALPHA, RULE_COLORS,
-                    RULE_MARKER, SCALED_COLOR, SEQUENTIAL, UNSCALED_COLOR, derived_glyph_looks,
-                    log10_axis, script, style_figure, subtitle)
+from .style import (DIVERGING, FONT, KEY_LABELS, LABEL_ALPHA, MARK, MUTED_ALPHA, RULE_COLORS,
+                    RULE_MARKER, SCALED_COLOR, SEQUENTIAL, UNSCALED_COLOR, contrast,
+                    derived_glyph_looks, log10_axis, script, style_figure, subtitle)
 from .lead import DRAW_LEAD
 from .text import (EXPLANATION, WHICH, caption_html, divisor_html, fill, weight_label)
 
@@ -40,7 +40,7 @@ def _bars(name: str, title: str, color: str, note: str) -> tuple:
         height=330, sizing_mode="stretch_width", min_width=260, tools="",
     )
     bars = fig.vbar(x="key", top="weight", width=0.72, source=source, fill_color=color,
-                    fill_alpha="alpha", line_color="#1f2933", line_width="line")
+                    fill_alpha="alpha", line_color=MARK, line_width="line")
     # dark on a light pill: readable over the light and the dark theme's backgrounds
     fig.text(x="key", y="weight", text="label", source=source, text_align="align",
              text_baseline="bottom", y_offset=-6, text_font=value(FONT), text_font_size="14px",
@@ -57,6 +57,7 @@ def _bars(name: str, title: str, color: str, note: str) -> tuple:
     fig.yaxis.ticker = [0, 0.2, 0.4, 0.6, 0.8, 1.0]
     fig.yaxis.formatter.use_scientific = False
     fig.xaxis.axis_label = "key"
+    fig.xaxis.formatter = key_labels(fig, "x")
     style_figure(fig)
     subtitle(fig, note)
     fig.xgrid.grid_line_color = None
@@ -107,8 +108,26 @@ SWEEP_LABEL_EVERY = tuple(str(w) for w in core.D_K_VALUES if w & (w - 1) == 0 an
                           (w.bit_length() - 1) % 2 == 0)
 
 
-#: Text colour of the numbers printed in the heatmap's cells (white on the darkest cells).
-INK, INK_ON_DARK = "#1f2933", "#ffffff"
+def key_labels(fig, dim: str) -> CustomJSTickFormatter:
+    """The labels of a key axis of ``fig`` along ``dim`` ("x" or "y"): thinned in the browser
+    to what the chart's width or height has room for (assets/js/key-ticks.js)."""
+    return CustomJSTickFormatter(args=dict(fig=fig, dim=dim), code=script("key-ticks"))
+
+
+#: The outline of the heatmap's diagonal cells.
+INK = "#1f2933"
+#: The colour of a number printed on each colour of the Jacobian's map: black or white,
+#: whichever contrasts more with the cell (at least 4.5:1 on every colour of the map).
+CELL_INKS = tuple(max(("#000000", "#ffffff"), key=lambda ink, c=c: contrast(ink, c))
+                  for c in DIVERGING)
+
+
+def cell_ink(x: float) -> str:
+    """The colour of a number printed on the Jacobian's cell of value ``x``: the cell's
+    colour as the map's LinearColorMapper picks it (BokehJS: the palette's entry at
+    floor((x - low) / (high - low) * size), the last one at high)."""
+    low, high, size = -core.JACOBIAN_BOUND, core.JACOBIAN_BOUND, len(DIVERGING)
+    return CELL_INKS[min(max(int((x - low) / (high - low) * size), 0), size - 1)]
 
 
 def cell_text(x: float) -> str:
@@ -124,12 +143,12 @@ def jacobian_data(v: core.Variant) -> dict:
 
 
 def diagonal_label_data(v: core.Variant) -> dict:
-    """The diagonal p_i(1 - p_i) printed in the heatmap's diagonal cells (``text``), white
-    (``ink``) on the darkest of them: one row per key, the off-diagonal cells hold no text."""
+    """The diagonal p_i(1 - p_i) printed in the heatmap's diagonal cells (``text``), in the
+    colour (``ink``) that reads on the cell (:func:`cell_ink`): one row per key, the off-diagonal cells hold no text."""
     text, ink = [], []
     for x in v.diagonal.tolist():
         text.append(cell_text(x))
-        ink.append(INK_ON_DARK if x > 0.6 * core.JACOBIAN_BOUND else INK)
+        ink.append(cell_ink(x))
     return dict(text=text, ink=ink)
 
 
@@ -238,7 +257,7 @@ class SpreadChart:
             height=230, sizing_mode="stretch_width", min_width=260, tools="",
             x_range=Range1d(-3, 1), y_range=Range1d(-0.6, len(rules) - 0.4))
         src = self.source
-        fig.vspan(x="tenth", source=src, line_color="#52606d", line_dash=(6,),
+        fig.vspan(x="tenth", source=src, line_color=MARK, line_dash=(6,),
                   line_width=1.5)
         for r, y in rows.items():
             color = RULE_COLORS[r]
@@ -249,7 +268,7 @@ class SpreadChart:
             fig.rect(x=f"median_{r}", y=y, width=3, height=0.45, width_units="screen",
                      source=src, fill_color=color, line_color=color)
             fig.scatter(x=f"this_draw_{r}", y=y, source=self.this_draw_source, size=11,
-                        marker=RULE_MARKER[r], fill_color=color, line_color="#1f2933")
+                        marker=RULE_MARKER[r], fill_color=color, line_color=MARK)
         fig.yaxis.ticker = list(rows.values())
         fig.yaxis.major_label_overrides = {y: core.RULE[r].label for r, y in rows.items()}
         log10_axis(fig.xaxis)
@@ -333,7 +352,12 @@ class Charts:
             source.js_on_change("data", heatmaps)
         #: Browser programs to run once the document is shown (doc.js_on_event
         #: "document_ready"): the charts' text.
-        self.ready = [describe, heatmaps]
+        # the diagonal cells' numbers only where they fit (assets/js/cell-numbers.js)
+        cell_numbers = CustomJS(args=dict(fig=self.jacobian_fig, cells=self._cell_text,
+                                          source=self.jacobian_labels_source),
+                                code=script("cell-numbers"))
+        self.jacobian_labels_source.js_on_change("data", cell_numbers)
+        self.ready = [describe, heatmaps, cell_numbers]
         derived_glyph_looks(self.figures.values())
         self._sweep_key = None
         self._n = len(KEY_LABELS)               # the number of keys the charts show
@@ -381,9 +405,10 @@ class Charts:
                          fill_color={"field": "value", "transform": mapper}, line_color=None)
         fig.rect(x="key", y="key", width=1, height=1, source=diagonal, fill_alpha=0,
                  line_color=INK, line_width=1.5)
-        self._cell_text = fig.text(x="key", y="key", text="text", source=diagonal, text_align="center",
-                 text_baseline="middle", text_font=value(FONT), text_font_size="11px",
-                 text_color="ink")
+        self._cell_text = fig.text(
+            x="key", y="key", text="text", source=diagonal, text_align="center",
+            text_baseline="middle", text_font=value(FONT), text_font_size="11px",
+            text_color="ink")
         fig.add_tools(HoverTool(renderers=[cells], tooltips=[
             ("∂p", "@row"), ("∂u", "@col"), ("J = ∂p/∂u", "@value{%.4g}")],
             formatters={"@value": "printf"}))
@@ -392,6 +417,8 @@ class Charts:
         fig.add_layout(bar, "right")
         fig.xaxis.axis_label = "softmax input u_j = z_j / T"
         fig.yaxis.axis_label = "weight p_i"
+        fig.xaxis.formatter = key_labels(fig, "x")
+        fig.yaxis.formatter = key_labels(fig, "y")
         style_figure(fig)
         fig.grid.grid_line_color = None
         fig.axis.axis_line_color = None
@@ -426,6 +453,7 @@ class Charts:
         fig.add_layout(bar, "right")
         fig.xaxis.axis_label = "head width d_k (log-spaced)"
         fig.yaxis.axis_label = "key"
+        fig.yaxis.formatter = key_labels(fig, "y")
         fig.xaxis.major_label_orientation = SWEEP_LABEL_ANGLE
         # every width labelled where there is room, the powers of four where there is not
         fig.xaxis.formatter = CustomJSTickFormatter(
@@ -490,20 +518,8 @@ class Charts:
         self.diagonal_fig.y_range.factors = labels[::-1]
         self.marker_source.data = dict(width=list(self.marker_source.data["width"]),
                                        y=[n / 2], h=[n + 0.2])
-        self._label_keys(labels)
         self._sweep_key = None
         self._n = n
-
-    def _label_keys(self, labels: list[str]) -> None:
-        """Above 16 keys, only every 8th key is labelled and the cells hold no numbers (too
-        small for them)."""
-        crowded = len(labels) > 16
-        shown = {k for i, k in enumerate(labels) if not crowded or i == 0 or (i + 1) % 8 == 0}
-        hidden_labels = {k: "" for k in labels if k not in shown}
-        for axis in (self.scaled_fig.xaxis, self.unscaled_fig.xaxis, self.jacobian_fig.xaxis,
-                     self.jacobian_fig.yaxis, self.diagonal_fig.yaxis):
-            axis.major_label_overrides = hidden_labels
-        self._cell_text.visible = not crowded
 
     def _style_variant(self, rule: str) -> None:
         """Titles and outlines that say which rule the model uses (the ÷d_k logits have no
@@ -513,7 +529,7 @@ class Charts:
         self.jacobian_fig.title.text = f"Jacobian ∂p_i/∂u_j, {variant} logits"
         self.diagonal_fig.title.text = f"Diagonal p_i(1 − p_i), {variant} logits"
         for fig, on in ((self.scaled_fig, rule == "sqrt"), (self.unscaled_fig, rule == "none")):
-            fig.outline_line_color = "#1f2933" if on else None
+            fig.outline_line_color = MARK if on else None
             fig.outline_line_width = 3 if on else 1
             base = fig.title.text.removesuffix("  ◀ model uses this")
             fig.title.text = base + ("  ◀ model uses this" if on else "")

@@ -13,7 +13,7 @@ from . import core
 from .argument import Argument
 from .figures import Charts
 from .state import CONTROLS, TABS, Setting
-from .style import page_css, position_formatter, script
+from .style import page_css, position_formatter, script, theme_css
 from .lead import try_html
 from .text import FORMULAS, header_html
 
@@ -290,7 +290,8 @@ class View:
                                               name="theme", margin=(5, 10, 10, 10),
                                               stylesheets=self._controls_css)
         theme = CustomJS(args=dict(buttons=self.theme_buttons, rule_inks=" ".join(
-            f"--as-theme-text-{r.key}: {r.ink_dark};" for r in core.RULE_TABLE)),
+            f"--as-theme-text-{r.key}: {r.ink_dark};" for r in core.RULE_TABLE),
+            chart_colors=theme_css("dark")),
             code=script("theme"))
         self.theme_buttons.js_on_change("active", theme)
         #: The presets' links (assets/js/presets.js), or None.

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 import numpy as np
-from bokeh.models import BasicTicker, CustomJSTickFormatter, GlyphRenderer, Title
+from bokeh.models import (BasicTicker, CategoricalAxis, ColorBar, CustomJSTickFormatter,
+                          GlyphRenderer, InlineStyleSheet, Title)
 from bokeh.palettes import Inferno256
 
 from . import core
@@ -35,6 +36,19 @@ def lab_to_hex(lab: np.ndarray) -> list[str]:
     rgb = np.clip(rgb, 0, 1)
     rgb = np.where(rgb <= 0.0031308, 12.92 * rgb, 1.055 * rgb ** (1 / 2.4) - 0.055)
     return ["#%02x%02x%02x" % tuple(row) for row in np.round(255 * rgb).astype(int)]
+
+
+def luminance(color: str) -> float:
+    """WCAG's relative luminance of a "#rrggbb" colour."""
+    c = np.array([int(color[i:i + 2], 16) for i in (1, 3, 5)]) / 255
+    c = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return float(c @ [0.2126, 0.7152, 0.0722])
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG's contrast ratio of two "#rrggbb" colours, 1 to 21."""
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
 
 
 def diverging_palette(n: int = 255, low=(38.0, 18.0, -62.0), high=(38.0, 58.0, 44.0),
@@ -97,28 +111,127 @@ def position_formatter(labels: list[str]) -> CustomJSTickFormatter:
     return CustomJSTickFormatter(code=f"return {json.dumps(labels)}[tick] ?? '';")
 FONT = "'Inter', 'Segoe UI', 'Helvetica Neue', Arial, sans-serif"
 
+#: The charts' colours that differ between the light and the dark theme, by the name of the
+#: CSS variable (``--bk-<name>``) through which BokehJS draws them: a chart's visual property
+#: ``<prefix>_<attr>`` (an axis's ``major_label_text_color``, a legend's
+#: ``background_fill_color``) takes the colour of ``--bk-<prefix>-<attr>`` where the page
+#: defines it. :func:`style_figure` gives the models the light theme's; assets/js/theme.js
+#: defines the dark theme's as those variables. Text is at least 4.5:1 against its
+#: background in both (tests/test_learners.py measures it in the page).
+CHART_THEMES = {
+    "light": {
+        "background-fill-color": "#ffffff",    # plots, legends and colour bars
+        "border-fill-color": "#ffffff",        # around the plot: titles, axes, colour bars
+        "text-color": "#1f2933",               # titles
+        "axis-label-text-color": "#52606d",
+        "major-label-text-color": "#52606d",   # axes' and colour bars' tick labels
+        "title-text-color": "#52606d",         # colour bars' titles
+        "label-text-color": "#1f2933",         # legends' entries
+        "group-text-color": "#52606d",
+        "subgroup-text-color": "#52606d",
+        "grid-line-color": "#e4e7eb",
+    },
+    "dark": {
+        "background-fill-color": "#1a2027",
+        "border-fill-color": "#1a2027",
+        "text-color": "#e4e7eb",
+        "axis-label-text-color": "#bcc6d0",
+        "major-label-text-color": "#bcc6d0",
+        "title-text-color": "#bcc6d0",
+        "label-text-color": "#e4e7eb",
+        "group-text-color": "#bcc6d0",
+        "subgroup-text-color": "#bcc6d0",
+        "grid-line-color": "#323f4b",
+    },
+}
+#: The lines that mark something on a chart (the frame of the chart the model uses, the
+#: highest bar's outline, the dots' outlines, the current width, the axes): one grey at least
+#: 3:1 against the light and the dark theme's backgrounds (4.0:1 and 4.1:1), so a line drawn
+#: as a glyph (which no CSS variable reaches) reads in both.
+MARK = "#72808e"
+
+
+def theme_css(theme: str) -> str:
+    """The CSS variables of ``theme``'s chart colours (:data:`CHART_THEMES`)."""
+    return " ".join(f"--bk-{name}: {color};" for name, color in CHART_THEMES[theme].items())
+
 
 def style_figure(fig) -> None:
-    """The explorer's look on a figure: no toolbar, no outline, its fonts and greys."""
+    """The explorer's look on a figure: no toolbar, no outline, its fonts and the light
+    theme's colours (:data:`CHART_THEMES`)."""
+    light = CHART_THEMES["light"]
     fig.toolbar.logo = None
     fig.toolbar_location = None
     fig.outline_line_color = None
-    fig.background_fill_color = "#ffffff"
-    fig.border_fill_color = "#ffffff"
+    fig.background_fill_color = light["background-fill-color"]
+    fig.border_fill_color = light["border-fill-color"]
     fig.title.text_font = FONT
     fig.title.text_font_size = "15px"
-    fig.title.text_color = "#1f2933"
+    fig.title.text_color = light["text-color"]
     fig.min_border_left = 10
     for axis in (fig.xaxis, fig.yaxis):
         axis.axis_label_text_font = FONT
         axis.axis_label_text_font_style = "normal"
-        axis.axis_label_text_color = "#52606d"
+        axis.axis_label_text_color = light["axis-label-text-color"]
         axis.major_label_text_font = FONT
-        axis.major_label_text_color = "#52606d"
-        axis.axis_line_color = "#9aa5b1"
-        axis.major_tick_line_color = "#9aa5b1"
+        axis.major_label_text_color = light["major-label-text-color"]
+        axis.axis_line_color = MARK
+        axis.major_tick_line_color = MARK
         axis.minor_tick_line_color = None
-    fig.grid.grid_line_color = "#e4e7eb"
+    for axis in fig.select({"type": CategoricalAxis}):     # labels of nested factors
+        axis.group_text_color = light["group-text-color"]
+        axis.subgroup_text_color = light["subgroup-text-color"]
+    fig.grid.grid_line_color = light["grid-line-color"]
+    for bar in fig.select({"type": ColorBar}):
+        bar.major_label_text_color = light["major-label-text-color"]
+        bar.title_text_color = light["title-text-color"]
+        bar.title_text_font_style = "normal"
+        bar.background_fill_color = light["background-fill-color"]
+    for legend in fig.legend:
+        style_legend(legend)
+
+
+def legend_css() -> str:
+    """A legend's colours from the theme's variables (:data:`CHART_THEMES`; the light
+    theme's where the page defines none). BokehJS draws a legend as HTML and writes the
+    colours it resolves into the legend's own style sheet once, when it renders it (before
+    the page's theme applies to a chart built later, or to a theme chosen later): this
+    style sheet, read by the browser whenever the theme's variables change, takes over."""
+    light = CHART_THEMES["light"]
+    return (":host { background-color: var(--bk-background-fill-color, "
+            f"{light['background-fill-color']}) !important; }}\n"
+            ".bk-item .bk-label { color: var(--bk-label-text-color, "
+            f"{light['label-text-color']}) !important; }}\n")
+
+
+def style_legend(legend) -> None:
+    """A legend in the explorer's look: a row of entries with room between them, in the
+    theme's colours (:func:`legend_css`), no border (it sits outside the plot:
+    :func:`legend_below`)."""
+    light = CHART_THEMES["light"]
+    legend.stylesheets = [InlineStyleSheet(css=legend_css())]
+    legend.label_text_font = FONT
+    legend.label_text_font_size = "12px"
+    legend.label_text_color = light["label-text-color"]
+    legend.background_fill_color = light["background-fill-color"]
+    legend.border_line_color = None
+    legend.item_background_fill_color = None
+    legend.spacing = 18
+    legend.glyph_width = 26
+    legend.label_standoff = 6
+
+
+def legend_below(fig) -> None:
+    """The figure's legend under its plot, its entries in a row: outside the data at every
+    state (inside, a legend covered a band or a line somewhere on the controls' range)."""
+    legend = fig.legend[0]
+    fig.center.remove(legend)
+    legend.orientation = "horizontal"
+    legend.location = "center"
+    legend.margin = 0
+    legend.padding = 4
+    fig.add_layout(legend, "below")
+    style_legend(legend)
 
 
 def derived_glyph_looks(figures) -> None:
@@ -143,11 +256,13 @@ def log10_axis(axis) -> None:
     axis.formatter = CustomJSTickFormatter(code=script("power-ticks"))
 
 
-def subtitle(fig, text: str) -> None:
+def subtitle(fig, text: str) -> Title:
     """A second, smaller line under the figure's title: what does not fit on the title's own
-    line on a phone (static; the title carries what changes with the rule)."""
-    fig.add_layout(Title(text=text, text_font=FONT, text_font_size="13px",
-                         text_font_style="normal", text_color="#52606d"), "above")
+    line on a phone; the Title, for a chart that changes it."""
+    line = Title(text=text, text_font=FONT, text_font_size="13px", text_font_style="normal",
+                  text_color=CHART_THEMES["light"]["axis-label-text-color"])
+    fig.add_layout(line, "above")
+    return line
 
 
 

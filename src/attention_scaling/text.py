@@ -500,12 +500,9 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
             f"through it <i>W</i><sub><i>Q</i></sub>: over {draws:,} draws at "
             f"{_setting(d_k, temperature, n_keys, align)}, its median is {_rules(med, _grad)} "
             f"(this draw: {_rules(this, _grad)}).</p>" + _share_text(i, curves))
-    # at d_k = 1 the rules coincide (sqrt(1) = 1): the comparison starts at d_k = 2
-    below = [k for k in range(1, len(none))
-             if all(none[j] < sqrt[j] for j in range(k, len(none)))]
+    k = core.unscaled_below_from(curves)
     start = core.D_K_VALUES[1]
-    if below:
-        k = below[0]
+    if k is not None:
         se = math.hypot(curves["log10_grad_q_median_se_none"][-1],
                         curves["log10_grad_q_median_se_sqrt"][-1])
         if k == 1:

@@ -399,8 +399,9 @@ class TrainingTab(TabView):
                             for m, qs in TRAINING_COLUMNS for q in qs}},
             name="training-source")
         fig = figure(name="training-loss",
-                     title=f"Loss: median of {core.TRAIN_SEEDS} seeds, range",
-                     height=260, sizing_mode="stretch_width", min_width=260, tools="")
+                     title="Loss", height=260, sizing_mode="stretch_width", min_width=260,
+                     tools="")
+        subtitle(fig, f"median of {core.TRAIN_SEEDS} seeds, and their range")
         for r in core.RULES:
             fig.varea(x="step", y1=f"loss_min_{r}", y2=f"loss_max_{r}", source=self.source,
                       fill_color=RULE_COLORS[r], fill_alpha=0.15)
@@ -413,7 +414,7 @@ class TrainingTab(TabView):
         # log10 of the norms on a linear axis, its ticks written as powers of ten: they may
         # fall below float64's range (core takes them in the log domain there)
         fig = figure(name="training-gradients",
-                     title="Median query weight gradient (thin: key's)",
+                     title="Gradient to the query's weights",
                      height=260, sizing_mode="stretch_width", min_width=260, tools="")
         for r in core.RULES:
             shared.rule_line(fig, "step", f"log10_grad_wq_median_{r}", self.source, r,
@@ -425,6 +426,7 @@ class TrainingTab(TabView):
         log10_axis(fig.yaxis)
         fig.xaxis.axis_label = "step"
         fig.yaxis.axis_label = "Frobenius norm ‖∂L/∂W‖ (log)"
+        subtitle(fig, "median; thin lines: the key's weights")
         self.figures["training-gradients"] = fig
         self.figures["training-lr-sweep"] = self._sweep_figure(shared)
         for name, fig in self.figures.items():

@@ -51,8 +51,8 @@ def test_the_aligned_sentences_hold_over_explicit_draws():
     text = plain(fill(EXPLANATION, f)) + plain(fill(caption_html(), f))
     s = core.compute_state(d_k, 1.0, ExplorerState().seed, 8, rho)
     assert f"its logit is {s.raw_logits[0]:.3g} raw" in text
-    assert "average of ρ·d_k = 128 raw and ρ√d_k = 8 scaled" in text
-    assert "only ÷d_k keeps its average fixed, at ρ" in text
+    assert "average of ρ·dₖ = 128 raw and ρ√dₖ = 8 scaled" in text
+    assert "only ÷dₖ keeps its average fixed, at ρ" in text
     assert ", with k1 aligned at ρ = 0.5, the median" in text
     # the averages the text states, against q . k1 over explicit vectors
     rng = np.random.default_rng(5)

@@ -107,7 +107,7 @@ def test_the_rule_the_model_uses_is_highlighted_on_the_open_tab(page, server):
     Argument.highlight draws them (the setting of the curves is the same)."""
     open_app(page, server)
     show_tab(page, "2 Saturation")
-    for label, rule in (("unscaled", "none"), ("÷d_k", "linear")):
+    for label, rule in (("unscaled", "none"), ("÷dₖ", "linear")):
         page.get_by_role("button", name=label, exact=True).click()
         a = argument.Argument()
         a.shared.highlight(rule)
@@ -152,7 +152,7 @@ def test_training_grows_while_it_runs_and_ends_as_cores_run(page, server):
 
 def test_a_preset_is_a_link_to_its_view(page, server):
     open_app(page, server)
-    page.get_by_role("link", name="Trained keys (ρ = 0.5): ÷√d_k sharpens as heads widen").click()
+    page.get_by_role("link", name="Trained keys (ρ = 0.5): ÷√dₖ sharpens as heads widen").click()
     page.wait_for_url("**align=0.5**")
     assert "tab=saturation" in page.url
     curves = core.saturation_curves(1.0, 8, 0.5)
@@ -167,11 +167,11 @@ def test_a_preset_is_a_link_to_its_view(page, server):
 def test_the_temperature_link_shows_the_unscaled_bars_on_the_scaled_chart(page, server):
     open_app(page, server)
     unscaled_at_one = column(page, "unscaled-weights-source", "weight")
-    page.get_by_role("link", name="÷√d_k at T = 1/√64 = 0.125: the same bars").click()
+    page.get_by_role("link", name="÷√dₖ at T = 1/√64 = 0.125: the same bars").click()
     page.wait_for_url("**temperature=0.125**")
     wait_column(page, "scaled-weights-source", "weight", unscaled_at_one, rel=0)
     assert unscaled_at_one == core.compute_state(64, 1.0, 2288).unscaled.probs.tolist()
     page.get_by_text("At T = 1/√64 the scaled chart is the unscaled chart at T = 1").wait_for(state="attached")
-    page.get_by_role("link", name="Unscaled at d_k = 64, T = 1").click()
+    page.get_by_role("link", name="Unscaled at dₖ = 64, T = 1").click()
     page.wait_for_url("**rule=none**")
     assert "temperature=1&" in page.url

@@ -214,7 +214,7 @@ def test_the_trained_keys_preset_says_what_its_curves_show():
     from attention_scaling.state import PRESETS
 
     label, values = next((k, v) for k, v in PRESETS if k.startswith("Trained keys"))
-    assert label == "Trained keys (ρ = 0.5): ÷√d_k sharpens as heads widen"
+    assert label == "Trained keys (ρ = 0.5): ÷√dₖ sharpens as heads widen"
     c = core.saturation_curves(1.0, 8, values["align"])
     j = core.D_K_VALUES.index(64)
     sq = c["max_weight_median_sqrt"][j:]

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[1]
 def test_page_loads_with_named_plots_and_no_errors(page, server):
     open_app(page, server)
-    assert "√d_k" in page.title()
+    assert "√dₖ" in page.title()
     assert_plots_drawn(page)
     body = page.inner_text("body")
     assert "Traceback" not in body and "NaN" not in body

@@ -384,7 +384,7 @@ def move_slider(page) -> None:
 def test_the_page_works_through_nginx_with_its_websocket(deployment, browser):
     context, page, _ = open_tab(browser, deployment.url)
     try:
-        assert "√d_k" in page.title()
+        assert "√dₖ" in page.title()
         assert_plots_drawn(page)
         cookie = affinity_cookie(context)
         assert re.fullmatch(r"[0-9a-f]{32}", cookie["value"]) and cookie["httpOnly"]

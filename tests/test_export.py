@@ -48,7 +48,7 @@ class _Attrs(HTMLParser):
 def test_export_writes_one_small_self_contained_file(exported):
     out, stdout = exported
     size = out.stat().st_size
-    assert 0 < size <= export.MAX_BYTES == 6_000_000
+    assert 0 < size <= export.MAX_BYTES == 7_500_000
     n_states = len(core.D_K_VALUES) * len(core.TEMPERATURES) * export.DEFAULT_SEEDS
     assert f"{n_states} states" in stdout and "MB" in stdout and " s" in stdout
     assert f"each under the {len(core.RULES)} scaling rules" in stdout
@@ -60,7 +60,7 @@ def test_export_writes_one_small_self_contained_file(exported):
     for link in parser.links:
         assert not link.strip().lower().startswith(("http://", "https://", "//")), link
     assert not [link for link in parser.links if link.strip()], parser.links
-    assert "Why attention divides by √d_k" in text
+    assert "Why attention divides by √dₖ" in text
 
 
 @pytest.mark.parametrize("args,message", [
@@ -193,7 +193,7 @@ CASES = [
 @pytest.mark.browser
 def test_offline_page_shows_core_values_exactly(offline_page):
     page = offline_page
-    assert "√d_k" in page.title()
+    assert "√dₖ" in page.title()
     for seed, d_k, temperature, rule in CASES:
         show(page, seed, d_k, temperature, rule)
         st = core.compute_state(d_k, temperature, seed)

@@ -133,7 +133,7 @@ def test_every_control_has_a_name_and_works_by_keyboard(page, server):
     page.wait_for_timeout(500)
     handles = page.locator("[role='slider']")
     names = [handles.nth(i).get_attribute("aria-label") for i in range(handles.count())]
-    assert names == ["Head width d_k", "Temperature T", "Number of keys n",
+    assert names == ["Head width dₖ", "Temperature T", "Number of keys n",
                      "Trained alignment ρ"]
     first = handles.first
     assert first.get_attribute("aria-valuetext") == "64"
@@ -171,7 +171,7 @@ def test_every_control_has_a_name_and_works_by_keyboard(page, server):
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('sections').active === 5")
     page.wait_for_url("**tab=budget**")
     # the groups of buttons: named, each button saying whether it is pressed, following clicks
-    for group, pressed in (("Scaling of the logits", "÷√d_k"), ("Theme", "auto")):
+    for group, pressed in (("Scaling of the logits", "÷√dₖ"), ("Theme", "auto")):
         buttons = page.get_by_role("group", name=group).get_by_role("button")
         assert [buttons.nth(i).get_attribute("aria-pressed") == "true"
                 for i in range(buttons.count())] == [
@@ -181,7 +181,7 @@ def test_every_control_has_a_name_and_works_by_keyboard(page, server):
     rule.get_by_role("button", name="unscaled", exact=True).click()
     expect(rule.get_by_role("button", name="unscaled", exact=True)).to_have_attribute(
         "aria-pressed", "true")
-    expect(rule.get_by_role("button", name="÷√d_k", exact=True)).to_have_attribute(
+    expect(rule.get_by_role("button", name="÷√dₖ", exact=True)).to_have_attribute(
         "aria-pressed", "false")
     assert page.console_errors == []
 
@@ -279,7 +279,7 @@ def test_the_view_downloads_as_png_svg_and_csv_named_after_the_state(page, serve
     charts = _charts(svg)
     assert list(charts) == ["scaled-weights", "unscaled-weights", "gradient-spread"]
     scales = []
-    for chart, title, v, color in (("scaled-weights", "Scaled by 1/√d_k", st.scaled, SCALED_COLOR),
+    for chart, title, v, color in (("scaled-weights", "Scaled by 1/√dₖ", st.scaled, SCALED_COLOR),
                                    ("unscaled-weights", "Unscaled", st.unscaled, UNSCALED_COLOR)):
         texts = [t.text or "" for t in charts[chart].iter("{http://www.w3.org/2000/svg}text")]
         assert any(t.startswith(title) for t in texts), texts
@@ -485,7 +485,7 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
             k = max(heights) / max(expected[f"top_{rule}"])
             assert heights == pytest.approx(k * np.asarray(expected[f"top_{rule}"]), abs=0.05)
         assert len(_filled(charts["logit-std"], UNSCALED_COLOR)) == len(core.D_K_VALUES)
-        assert "Spread of q·k against d_k" in titles["logit-std"]
+        assert "Spread of q·k against dₖ" in titles["logit-std"]
     elif tab in ("saturation", "gradient"):
         names = (["saturation-curves", "saturation-eff-keys"] if tab == "saturation"
                  else ["gradient-frozen-share", "saturation-gradient"])

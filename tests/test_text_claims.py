@@ -143,7 +143,7 @@ def _grad_words(m, c):
     s, u = c.state.scaled.log10_query_gradient, c.state.unscaled.log10_query_gradient
     ok = log_shows(m["s"], s) and log_shows(m["u"], u)
     words = m["rest"]
-    if words == "the same, since at d_k = 1 scaling divides by √1 = 1.":
+    if words == "the same, since at dₖ = 1 scaling divides by √1 = 1.":
         return ok and c.d == 1 and math.isclose(s, u, rel_tol=1e-12, abs_tol=1e-12)
     if words == "more reaches the query scaled, in this draw.":
         return ok and c.d > 1 and s > u
@@ -316,8 +316,8 @@ CLAIMS: list[tuple[str, callable]] = [
                                              unscaled_medians(c.t, c.n)[1:]))),
     (r"That is for keys drawn independently of the query\.", lambda m, c: c.rho > 0),
     (r"Here k1 is aligned with it \(ρ = (?P<rho>\S+)\), as training makes keys: q·k1 averages "
-     r"ρ·d_k = (?P<mean>\S+) over draws, so it grows like d_k raw and like √d_k scaled "
-     r"\(ρ√d_k = (?P<means>\S+) here\); only ÷d_k keeps its average fixed, at ρ\.",
+     r"ρ·dₖ = (?P<mean>\S+) over draws, so it grows like dₖ raw and like √dₖ scaled "
+     r"\(ρ√dₖ = (?P<means>\S+) here\); only ÷dₖ keeps its average fixed, at ρ\.",
      lambda m, c: c.rho > 0 and number_shows(m["rho"], c.rho)
      and number_shows(m["mean"], c.rho * c.d) and number_shows(m["means"], c.rho * math.sqrt(c.d))),
     (r"Over (?P<n>[\d,]+) random draws at dk = (?P<d>\d+), T = (?P<t>\S+)(?:, with k1 aligned at "
@@ -356,13 +356,13 @@ CLAIMS: list[tuple[str, callable]] = [
     (r"This draw's (?P<n>\w+) logits have standard deviation (?P<raw>\S+) raw and (?P<sc>\S+) "
      r"scaled: one query against (?P<n2>\w+) keys, k1 among them aligned with the query "
      r"\(ρ = (?P<rho>\S+)\): its logit is (?P<k1>\S+) raw and (?P<k1s>\S+) scaled in this draw, "
-     r"against an average of ρ·d_k = (?P<mean>\S+) raw and ρ√d_k = (?P<means>\S+) scaled over "
+     r"against an average of ρ·dₖ = (?P<mean>\S+) raw and ρ√dₖ = (?P<means>\S+) scaled over "
      r"draws; the other keys are independent of q, with typical logits ±(?P<r>\S+) raw and ±1 "
      r"scaled\.", _aligned_spread),
     (r"Both charts also divide by the temperature T = (?P<t>\S+), which (?P<eff>flattens|sharpens) "
      r"the weights\.", _temperature_effect),
     (r"At T = 1/√(?P<d>\d+) the scaled chart is the unscaled chart at T = 1: "
-     r"softmax\(q·k/\(√d_k·T\)\) = softmax\(q·k\)\.",
+     r"softmax\(q·k/\(√dₖ·T\)\) = softmax\(q·k\)\.",
      lambda m, c: int(m["d"]) == c.d and math.isclose(c.t * math.sqrt(c.d), 1.0)
      and np.allclose(c.p[True], own_softmax(c.raw, 1.0), rtol=1e-12, atol=1e-300)
      and np.allclose(c.state.scaled.probs, core.compute_state(c.d, 1.0, c.seed, c.n, c.rho).unscaled.probs,
@@ -372,7 +372,7 @@ CLAIMS: list[tuple[str, callable]] = [
      lambda m, c: _heat_map_is_dp_du(c)),
     (r"What reaches the query, and through it WQ, is ∂p/∂q = J K/\(s T\), with s = √dk scaled, "
      r"1 unscaled and dk under ÷dk\.", lambda m, c: _query_gradient_is_jk(c)),
-    (r"The model here uses the (?P<which>scaled|unscaled|÷d_k) logits: largest p\(1 − p\) = "
+    (r"The model here uses the (?P<which>scaled|unscaled|÷dₖ) logits: largest p\(1 − p\) = "
      rf"(?P<diag>{NUM}), ‖J‖F = (?P<frob>{NUM}) \(‖∂p/∂z‖F = (?P<fz>{NUM})\), ‖∂p/∂q‖F = "
      rf"(?P<grad>{NUM}); max weight (?P<w>\S+), spread over (?P<eff>\S+) effective (?P<keys>keys?)\.",
      _model_line),
@@ -583,7 +583,7 @@ OFFLINE_CLAIMS = [
      * len(core.TEMPERATURES) == len(set(map(tuple, _settings(payload))))
      and set(payload["argument"]["sources"]) == {"draw", "variance", "saturation", "gradient",
                                                  "budget"}),
-    (r"Its training runs are precomputed for every d_k at T = 1 with the first seed\.",
+    (r"Its training runs are precomputed for every dₖ at T = 1 with the first seed\.",
      lambda m, payload: payload["training_temperature"] == 1.0 and set(
          payload["argument"]["training"]) == {
          f"0,{di},{core.TEMPERATURES.index(1.0)}" for di in range(len(core.D_K_VALUES))}),

@@ -20,9 +20,9 @@ from .style import (MARK, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNS
                     style_legend, subtitle)
 from .lead import (TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead,
                    training_lead, variance_lead)
-from .text import (RULE_LABELS, TRAINING_INTRO, budget_html, gradient_html, saturation_html,
-                   scaled_score_example, softmax_example, training_html,
-                   training_status_html, training_sweep_html, variance_html)
+from .text import (GRAD_Q_AXIS, RULE_LABELS, TRAINING_INTRO, budget_html,
+                   gradient_html, saturation_html, scaled_score_example, softmax_example,
+                   training_html, training_status_html, training_sweep_html, variance_html)
 
 #: The dotted line of the current width and the dashed √d_k (Bokeh's "dotted", "dashed").
 DOTTED, DASHED = (2, 4), (6,)
@@ -149,7 +149,7 @@ class Shared:
         ``metric`` (of :data:`CURVE_METRICS`) against d_k, and this draw's dots at the current
         width."""
         log10 = metric.startswith("log10_")
-        fig = log_figure(name, title, "head width d_k (log)", label, log10_y=log10,
+        fig = log_figure(name, title, f"head width {core.DK} (log)", label, log10_y=log10,
                          x_range=self.x_range)
         for r in core.RULES:
             fig.varea(x="d_k", y1=f"{metric}_q25_{r}", y2=f"{metric}_q75_{r}",
@@ -173,8 +173,8 @@ class Shared:
     def share_figure(self, name: str) -> figure:
         """Per rule against d_k, the share of the draws whose gradient to the query is under a
         tenth of the ÷√d_k median, and the current width."""
-        fig = log_figure(name, "Share under ÷√d_k's median / 10",
-                         "head width d_k (log)", "share of draws", x_range=self.x_range)
+        fig = log_figure(name, f"Share under ÷√{core.DK}'s median / 10",
+                         f"head width {core.DK} (log)", "share of draws", x_range=self.x_range)
         for r in core.RULES:
             self.rule_line(fig, "d_k", f"frozen_share_{r}", self.curves_source, r)
         fig.vspan(x="d_k", source=self.draw_source, line_color=MARK, line_dash=DOTTED,
@@ -182,7 +182,7 @@ class Shared:
         fig.y_range = Range1d(-0.02, 1.04)
         fig.yaxis.formatter = NumeralTickFormatter(format="0%")
         legend_below(fig)
-        subtitle(fig, f"of ‖∂p/∂q‖_F, over {core.CURVE_DRAWS:,} draws a width")
+        subtitle(fig, f"of the gradient to q, over {core.CURVE_DRAWS:,} draws a width")
         return fig
 
     def curve_tables(self, *metrics):
@@ -213,8 +213,8 @@ class Shared:
                       log10_grad_q if d_k <= core.D_K_VALUES[n - 1] else [],
                       *(curves[f"log10_grad_q_{q}_{r}"][:n] for q in ("q25", "q75")
                         for r in core.RULES))
-            note = (f"the axis spans d_k ≤ {core.D_K_VALUES[n - 1]}: wider, lines leave it"
-                    if n < len(core.D_K_VALUES) else "the axis spans every d_k")
+            note = (f"the axis spans {core.DK} ≤ {core.D_K_VALUES[n - 1]}: wider, lines leave it"
+                    if n < len(core.D_K_VALUES) else f"the axis spans every {core.DK}")
             if self.gradient_note.text != note:
                 self.gradient_note.text = note
 
@@ -272,7 +272,8 @@ class VarianceTab(TabView):
             name="logit-histogram-source")
         for name, rule, title, color in (
                 ("logit-histogram", "none", "q·k over many draws", UNSCALED_COLOR),
-                ("logit-histogram-scaled", "sqrt", "q·k / √d_k over many draws", SCALED_COLOR)):
+                ("logit-histogram-scaled", "sqrt", f"q·k / √{core.DK} over many draws",
+                 SCALED_COLOR)):
             fig = figure(name=name, title=title, height=250, sizing_mode="stretch_width",
                          min_width=240, tools="")
             fig.quad(left=f"left_{rule}", right=f"right_{rule}", top=f"top_{rule}", bottom=0,
@@ -286,10 +287,11 @@ class VarianceTab(TabView):
         self.std_source = ColumnDataSource(dict(d_k=widths, std_raw=[1.0] * len(widths),
                                                 sqrt_d_k=[w ** 0.5 for w in widths]),
                                            name="logit-std-source")
-        fig = log_figure("logit-std", "Spread of q·k against d_k", "head width d_k (log)",
+        fig = log_figure("logit-std", f"Spread of q·k against {core.DK}",
+                         f"head width {core.DK} (log)",
                          "standard deviation (log)", y_log=True, x_range=shared.x_range)
         fig.line(x="d_k", y="sqrt_d_k", source=self.std_source, line_color=MARK,
-                 line_dash=DASHED, legend_label="√d_k")
+                 line_dash=DASHED, legend_label=f"√{core.DK}")
         fig.scatter(x="d_k", y="std_raw", source=self.std_source, size=7,
                     fill_color=UNSCALED_COLOR, line_color=MARK, legend_label="measured")
         legend_below(fig)
@@ -341,7 +343,7 @@ class SaturationTab(TabView):
         for name, metric, title, label in (
                 ("saturation-curves", "max_weight", "Max weight: median and middle half",
                  "max weight"),
-                ("saturation-eff-keys", "eff_keys", "Effective keys e^H (H: entropy)",
+                ("saturation-eff-keys", "eff_keys", "Effective keys eᴴ (H: entropy)",
                  "effective keys")):
             self.figures[name] = shared.curve_figure(name, metric, title, label)
         self.tables = shared.curve_tables("max_weight", "eff_keys")
@@ -368,8 +370,8 @@ class GradientTab(TabView):
         super().__init__(shared)
         self.figures["gradient-frozen-share"] = shared.share_figure("gradient-frozen-share")
         self.figures["saturation-gradient"] = shared.curve_figure(
-            "saturation-gradient", "log10_grad_q", "Gradient to the query ‖∂p/∂q‖_F",
-            "‖∂p/∂q‖_F (log)")
+            "saturation-gradient", "log10_grad_q", "Gradient to the query",
+            GRAD_Q_AXIS)
         (curves, columns), this_draw = shared.curve_tables("log10_grad_q")
         self.tables = [(curves, columns + _same(*(f"frozen_share_{r}" for r in core.RULES))),
                        this_draw]
@@ -406,8 +408,9 @@ class TrainingTab(TabView):
                             for m, qs in TRAINING_COLUMNS for q in qs}},
             name="training-source")
         fig = figure(name="training-loss",
-                     title=f"Loss: median of {core.TRAIN_SEEDS} seeds, range",
-                     height=260, sizing_mode="stretch_width", min_width=260, tools="")
+                     title="Loss", height=260, sizing_mode="stretch_width", min_width=260,
+                     tools="")
+        subtitle(fig, f"median of {core.TRAIN_SEEDS} seeds, and their range")
         for r in core.RULES:
             fig.varea(x="step", y1=f"loss_min_{r}", y2=f"loss_max_{r}", source=self.source,
                       fill_color=RULE_COLORS[r], fill_alpha=0.15)
@@ -420,7 +423,7 @@ class TrainingTab(TabView):
         # log10 of the norms on a linear axis, its ticks written as powers of ten: they may
         # fall below float64's range (core takes them in the log domain there)
         fig = figure(name="training-gradients",
-                     title="Median gradient to W_Q (W_K: thin)",
+                     title="Gradient to the query's weights",
                      height=260, sizing_mode="stretch_width", min_width=260, tools="")
         for r in core.RULES:
             shared.rule_line(fig, "step", f"log10_grad_wq_median_{r}", self.source, r,
@@ -431,7 +434,8 @@ class TrainingTab(TabView):
         fig.y_range = Range1d(-3, 1)
         log10_axis(fig.yaxis)
         fig.xaxis.axis_label = "step"
-        fig.yaxis.axis_label = "‖∂L/∂W‖_F (log)"
+        fig.yaxis.axis_label = "Frobenius norm ‖∂L/∂W‖ (log)"
+        subtitle(fig, "median; thin lines: the key's weights")
         self.figures["training-gradients"] = fig
         self.figures["training-lr-sweep"] = self._sweep_figure(shared)
         for fig in self.figures.values():
@@ -601,8 +605,8 @@ class BudgetTab(TabView):
                                         for r in core.RULES}}, name="head-budget-source")
         for name, metric, title, label in (
                 ("head-budget", "max_weight", "Median max weight per head", "max weight"),
-                ("head-budget-gradient", "log10_grad_q", "Median ‖∂p/∂q‖_F per head",
-                 "‖∂p/∂q‖_F (log)")):
+                ("head-budget-gradient", "log10_grad_q", "Median gradient to q per head",
+                 GRAD_Q_AXIS)):
             log10 = metric.startswith("log10_")
             fig = figure(name=name, title=title, height=250, sizing_mode="stretch_width",
                          min_width=240, tools="", x_axis_type="log",
@@ -618,7 +622,7 @@ class BudgetTab(TabView):
                             line_color=MARK)
             fig.xaxis.ticker = FixedTicker(ticks=[2 ** i for i in range(13)])
             fig.xaxis.formatter = BasicTickFormatter(use_scientific=False)
-            fig.xaxis.axis_label = "number of heads h (d_k = width / h)"
+            fig.xaxis.axis_label = f"number of heads h ({core.DK} = width / h)"
             fig.yaxis.axis_label = label
             if log10:
                 log10_axis(fig.yaxis)

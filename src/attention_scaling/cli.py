@@ -386,6 +386,7 @@ def _origins(args: argparse.Namespace) -> list[str]:
 def _server_options(args: argparse.Namespace) -> dict:
     """pn.serve's options from the command line."""
     from . import server
+    from .page import TITLE
     return dict(
         port=args.port,
         address=args.address,
@@ -393,7 +394,7 @@ def _server_options(args: argparse.Namespace) -> dict:
         num_procs=args.num_procs,
         prefix=args.prefix or "",
         show=args.show,
-        title="Why attention divides by √d_k",
+        title=TITLE,
         liveness=True,
         # no Panel Location: the page writes its address itself (assets/js/write-url.js), and
         # Panel's would echo the address back to the server after every change

@@ -20,6 +20,11 @@ from typing import Mapping
 
 import numpy as np
 
+#: d_k as the page writes it where HTML cannot go (chart titles, axis labels, legends, buttons,
+#: tabs, slider titles, presets, escaped text): d with Unicode's subscript k (U+2096). Prose in
+#: HTML writes d<sub>k</sub>; links, CSV columns and file names keep the ASCII ``d_k``.
+DK = "d\u2096"
+
 #: Widest head the explorer offers; the nested draws are made at this width.
 MAX_D_K = 4096
 
@@ -72,9 +77,9 @@ class Rule:
 RULE_TABLE: tuple[Rule, ...] = (
     Rule("none", 0.0, "unscaled", "unscaled", "unscaled", "#D55E00", "#B34700", "#F08A4B",
          (), "circle"),
-    Rule("sqrt", 0.5, "÷√d_k", "÷√d<sub>k</sub>", "scaled", "#0072B2", "#0072B2", "#56B4E9",
+    Rule("sqrt", 0.5, f"÷√{DK}", "÷√d<sub>k</sub>", "scaled", "#0072B2", "#0072B2", "#56B4E9",
          (6,), "square"),
-    Rule("linear", 1.0, "÷d_k", "÷d<sub>k</sub>", "÷d_k", "#009E73", "#00785A", "#3FD0A0",
+    Rule("linear", 1.0, f"÷{DK}", "÷d<sub>k</sub>", f"÷{DK}", "#009E73", "#00785A", "#3FD0A0",
          (2, 4, 6, 4), "triangle"),
 )
 #: The rules by key, and their keys in order.

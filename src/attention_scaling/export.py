@@ -41,12 +41,13 @@ from .style import KEY_LABELS, LABEL_ALPHA, script
 from .state import CONTROLS, TABS, ExplorerState, Setting
 from .text import FIG3_D_K, FIG3_SEED, TITLE, guide_html
 
-#: Largest file the export may write; every state of 4 seeds fits in it (issue 30 let it grow
-#: from 5 to 6 MB: the training runs hold 3 seeds' medians and the loss's range per width).
-MAX_BYTES = 6_000_000
+#: Largest file the export may write: every state of 4 seeds (~5.3 MB) and the formulas'
+#: MathJax (BokehJS's bokeh-mathjax bundle, 1.8 MB) fit in it.
+MAX_BYTES = 7_500_000
 DEFAULT_SEEDS = 4
-#: Each seed adds ~0.5 MB of exact data and texts, gzipped, on top of ~2.7 MB: BokehJS (~1.7
-#: MB), the argument's charts and the training runs (~0.5 MB of them).
+#: Each seed adds ~0.5 MB of exact data and texts, gzipped, on top of ~4.5 MB: BokehJS (~1.7
+#: MB) and its MathJax (1.8 MB), the argument's charts and the training runs (~0.5 MB of
+#: them).
 MAX_SEEDS = 4
 N = core.N_KEYS
 _RECORD_FLOATS = 3 * N                     # weights, ||dp_i/dq||, Jacobian diagonal
@@ -63,7 +64,7 @@ TRAINING_TEMPERATURE = 1.0
 SWEEP_WIDTHS = (16, 64, 256, 1024)
 #: The learning-rate chart's title offline at a width it holds no sweep at, and the status
 #: line's last sentence there.
-OFFLINE_NO_SWEEP_TITLE = "No sweep at this d_k offline"
+OFFLINE_NO_SWEEP_TITLE = f"No sweep at this {core.DK} offline"
 OFFLINE_NO_SWEEP = (" This offline copy holds the learning-rate sweep at d<sub>k</sub> = "
                     + ", ".join(str(d) for d in SWEEP_WIDTHS[:-1])
                     + f" and {SWEEP_WIDTHS[-1]} only; the served explorer sweeps at any "
@@ -72,7 +73,8 @@ OFFLINE_NO_SWEEP = (" This offline copy holds the learning-rate sweep at d<sub>k
 #: The offline copy's last sentences of the caption.
 OFFLINE_NOTE = ("This offline copy holds every setting of its controls, precomputed, with "
                 "eight keys and, in every tab, keys independent of the query (alignment ρ = 0). "
-                "Its training runs are precomputed for every d_k at T = 1 with the first seed. "
+                f"Its training runs are precomputed for every {core.DK} at T = 1 with the first "
+                "seed. "
                 "The number of keys, the alignment and training at other settings are in the "
                 "served explorer.")
 

@@ -21,7 +21,8 @@ from .style import (DIVERGING, FONT, KEY_LABELS, LABEL_ALPHA, MARK, MUTED_ALPHA,
                     RULE_MARKER, SCALED_COLOR, SEQUENTIAL, UNSCALED_COLOR, contrast,
                     derived_glyph_looks, log10_axis, script, style_figure, subtitle)
 from .lead import DRAW_LEAD
-from .text import (EXPLANATION, WHICH, caption_html, divisor_html, fill, weight_label)
+from .text import (EXPLANATION, GRAD_Q_AXIS, WHICH, caption_html, divisor_html, fill,
+                   weight_label)
 
 
 def _bars(name: str, title: str, color: str, note: str) -> tuple:
@@ -48,7 +49,7 @@ def _bars(name: str, title: str, color: str, note: str) -> tuple:
              background_fill_alpha="label_alpha", padding=2)
     fig.add_tools(HoverTool(renderers=[bars], tooltips=[
         ("key", "@key"), ("logit", "@logit{0.000}"), ("weight", "@weight{custom}"),
-        ("p(1 − p)", "@pq{custom}"), ("‖∂p_i/∂q‖ (to the query)", "@gq{custom}"),
+        ("p(1 − p)", "@pq{custom}"), ("‖∂pᵢ/∂q‖ (to the query)", "@gq{custom}"),
     ], formatters={"@weight": CustomJSHover(code=script("hover-weight")),
                    "@pq": CustomJSHover(code=script("hover-positive")),
                    "@gq": CustomJSHover(code=script("hover-positive"))},
@@ -169,7 +170,7 @@ READOUT_ROWS = (
     ("‖J‖<sub>F</sub> = ‖∂p/∂u‖<sub>F</sub>", "the softmax Jacobian with respect to its own "
      "input u = z/T (the heat map)", "{{{r}_frob}}", "", False),
     ("‖∂p/∂q‖<sub>F</sub>, to the query", "∂p/∂q = J K / (s T), s the rule's divisor: the "
-     "gradient that reaches the query and W_Q", "{{{r}_grad}}", "to-query", True),
+     "gradient that reaches the query and the query's weights", "{{{r}_grad}}", "to-query", True),
 )
 
 
@@ -272,9 +273,9 @@ class SpreadChart:
         fig.yaxis.ticker = list(rows.values())
         fig.yaxis.major_label_overrides = {y: core.RULE[r].label for r, y in rows.items()}
         log10_axis(fig.xaxis)
-        fig.xaxis.axis_label = "‖∂p/∂q‖_F (log)"
+        fig.xaxis.axis_label = GRAD_Q_AXIS
         style_figure(fig)
-        subtitle(fig, "dot: this draw; dashed: ÷√d_k median / 10")
+        subtitle(fig, f"dot: this draw; dashed: ÷√{core.DK} median / 10")
         self._shown = None
 
     def update(self, spread: dict, this_draw: dict) -> None:
@@ -327,11 +328,11 @@ class Charts:
         self.text_source.js_on_change("data", CustomJS(
             args=dict(source=self.text_source, divs=self.texts), code=script("fill-spans")))
         self.scaled_fig, self.scaled_source = _bars(
-            "scaled-weights", "Scaled by 1/√d_k", SCALED_COLOR,
-            "logits q·k/√d_k: unit variance at every d_k")
+            "scaled-weights", f"Scaled by 1/√{core.DK}", SCALED_COLOR,
+            f"logits q·k/√{core.DK}: unit variance at every {core.DK}")
         self.unscaled_fig, self.unscaled_source = _bars(
             "unscaled-weights", "Unscaled", UNSCALED_COLOR,
-            "logits q·k: their spread grows as √d_k")
+            f"logits q·k: their spread grows as √{core.DK}")
         self.jacobian_fig, self.jacobian_source, self.jacobian_labels_source = self._jacobian()
         self.bars_text = Div(text=BARS_TEXT, name="bars-text", disable_math=True,
                              sizing_mode="stretch_width", margin=0)
@@ -396,7 +397,7 @@ class Charts:
         mapper = LinearColorMapper(palette=DIVERGING, low=-core.JACOBIAN_BOUND,
                                    high=core.JACOBIAN_BOUND)
         fig = figure(
-            name="jacobian", title="Jacobian ∂p_i/∂u_j",
+            name="jacobian", title="Jacobian ∂pᵢ/∂uⱼ",
             x_range=FactorRange(*KEY_LABELS), y_range=FactorRange(*reversed(KEY_LABELS)),
             height=360, sizing_mode="stretch_width", min_width=300, max_width=460, tools="",
             x_axis_location="above",
@@ -415,8 +416,8 @@ class Charts:
         bar = ColorBar(color_mapper=mapper, width=12, title="J",
                        major_label_text_font=FONT, title_text_font=FONT)
         fig.add_layout(bar, "right")
-        fig.xaxis.axis_label = "softmax input u_j = z_j / T"
-        fig.yaxis.axis_label = "weight p_i"
+        fig.xaxis.axis_label = "softmax input uⱼ = zⱼ / T"
+        fig.yaxis.axis_label = "weight pᵢ"
         fig.xaxis.formatter = key_labels(fig, "x")
         fig.yaxis.formatter = key_labels(fig, "y")
         style_figure(fig)
@@ -436,7 +437,7 @@ class Charts:
                                             h=[n + 0.2]), name="jacobian-diagonal-marker")
         mapper = LinearColorMapper(palette=SEQUENTIAL, low=0, high=core.JACOBIAN_BOUND)
         fig = figure(
-            name="jacobian-diagonal", title="Diagonal p_i(1 − p_i)",
+            name="jacobian-diagonal", title="Diagonal pᵢ(1 − pᵢ)",
             x_range=FactorRange(*widths), y_range=FactorRange(*reversed(KEY_LABELS)),
             height=300, sizing_mode="stretch_width", min_width=300, tools="",
         )
@@ -445,13 +446,13 @@ class Charts:
         fig.rect(x="width", y="y", width=1, height="h", source=marker, fill_alpha=0,
                  line_color="#00b3ff", line_width=3)
         fig.add_tools(HoverTool(tooltips=[
-            ("key", "@key"), ("d_k", "@width"), ("p(1 − p)", "@value{custom}")],
+            ("key", "@key"), (core.DK, "@width"), ("p(1 − p)", "@value{custom}")],
             formatters={"@value": CustomJSHover(code=script("hover-positive"))},
             renderers=[fig.renderers[0]]))
         bar = ColorBar(color_mapper=mapper, width=12, title="p(1−p)",
                        major_label_text_font=FONT, title_text_font=FONT)
         fig.add_layout(bar, "right")
-        fig.xaxis.axis_label = "head width d_k (log-spaced)"
+        fig.xaxis.axis_label = f"head width {core.DK} (log-spaced)"
         fig.yaxis.axis_label = "key"
         fig.yaxis.formatter = key_labels(fig, "y")
         fig.xaxis.major_label_orientation = SWEEP_LABEL_ANGLE
@@ -460,7 +461,7 @@ class Charts:
             args=dict(fig=fig, angle=SWEEP_LABEL_ANGLE, every=SWEEP_LABEL_EVERY),
             code=script("sweep-ticks"))
         style_figure(fig)
-        subtitle(fig, "as the head widens (outlined: this d_k)")
+        subtitle(fig, f"as the head widens (outlined: this {core.DK})")
         fig.grid.grid_line_color = None
         fig.axis.axis_line_color = None
         return fig, source, marker
@@ -526,8 +527,8 @@ class Charts:
         bar chart: neither is outlined). Set only when the rule changes: even setting an
         equal value costs Bokeh ~0.1 ms per property."""
         variant = WHICH[rule]
-        self.jacobian_fig.title.text = f"Jacobian ∂p_i/∂u_j, {variant} logits"
-        self.diagonal_fig.title.text = f"Diagonal p_i(1 − p_i), {variant} logits"
+        self.jacobian_fig.title.text = f"Jacobian ∂pᵢ/∂uⱼ, {variant} logits"
+        self.diagonal_fig.title.text = f"Diagonal pᵢ(1 − pᵢ), {variant} logits"
         for fig, on in ((self.scaled_fig, rule == "sqrt"), (self.unscaled_fig, rule == "none")):
             fig.outline_line_color = MARK if on else None
             fig.outline_line_width = 3 if on else 1

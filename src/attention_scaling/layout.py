@@ -312,7 +312,7 @@ class View:
         c = self.charts
         css = self._css
         formulas = Div(text=FORMULAS, stylesheets=[*css, InlineStyleSheet(
-            css=FULL_WIDTH_CSS)], disable_math=True, sizing_mode="stretch_width")
+            css=FULL_WIDTH_CSS)], disable_math=False, sizing_mode="stretch_width")
         #: Each tab's buttons to take it away: PNG, SVG and CSV (assets/js/download.js).
         self.downloads = {"draw": self._download_row(
             "draw", [c.scaled_fig, c.unscaled_fig, c.spread.fig], [

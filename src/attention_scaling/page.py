@@ -430,7 +430,7 @@ def _load_extension_in_notebook() -> None:
     """In Jupyter, load Panel's JavaScript once, so ``Explorer()`` just renders."""
     in_kernel = "ipykernel" in sys.modules and pn.state.curdoc is None
     if in_kernel and not seams.panel_extension_loaded():
-        pn.extension()
+        pn.extension("mathjax")
 
 
 def create_page():
@@ -441,8 +441,11 @@ def create_page():
     ``?embed=1`` or ``?hide=header,controls,text`` gives a bare layout for an iframe.
     """
     # No BrowserInfo model: the page never asks for the browser's settings, and Panel's
-    # would send seven messages back to the server while the page is being drawn.
-    pn.extension(notifications=False, browser_info=False)
+    # would send seven messages back to the server while the page is being drawn. "mathjax":
+    # the page loads BokehJS's own MathJax bundle, from this server, for the formulas and the
+    # TeX axis labels (Panel looks for math in the document's roots only, not in the Divs
+    # and axes inside them).
+    pn.extension("mathjax", notifications=False, browser_info=False)
     doc = pn.state.curdoc
     if doc is not None:
         doc.template_variables["app_favicon"] = FAVICON

@@ -64,7 +64,7 @@ _ALL = ("d_k", "temperature", "seed", "keys", "align", "rule")
 TABS = (
     Tab("draw", "One draw", ("d_k", "temperature", "seed", "keys", "rule")),
     Tab("variance", "1 Variance", ("d_k",), idle=(
-        ("rule", "both histograms are shown, raw and ÷√d_k"),
+        ("rule", f"both histograms are shown, raw and ÷√{core.DK}"),
         ("temperature", "q·k comes before the softmax and its T"),
         ("seed", "the histograms hold 20,000 draws, not one"),
         ("keys", "each draw is one query and one key"),
@@ -75,18 +75,18 @@ TABS = (
         ("rule", "every rule trains at once"),
         ("align", "the training keys are independent of the query"))),
     Tab("budget", "5 Heads", ("temperature", "keys", "align", "rule"), idle=(
-        ("d_k", "this tab splits a width of 512 into heads of every d_k"),
+        ("d_k", f"this tab splits a width of 512 into heads of every {core.DK}"),
         ("seed", "the medians are over 2,000 draws, not one"))),
 )
 
 CONTROLS = (
-    Control("d_k", "choice", "d_k", "Head width d_k", FIG3_D_K,
+    Control("d_k", "choice", "d_k", f"Head width {core.DK}", FIG3_D_K,
             "Dimension of the query and key vectors (log-spaced, 1 to 4096).",
             values=tuple(core.D_K_VALUES), core="d_k"),
     Control("rule", "option", "rule", "Scaling of the logits", "sqrt",
-            "What the logits q·k are divided by: nothing, √d_k (the Transformer's rule) or "
-            "d_k (μP's). The model uses this rule: it drives the Jacobian heat map, the "
-            "gradient readout and the highlighted curves.",
+            f"What the logits q·k are divided by: nothing, √{core.DK} (the Transformer's rule) "
+            f"or {core.DK} (μP's). The model uses this rule: it drives the Jacobian heat map, "
+            "the gradient readout and the highlighted curves.",
             values=core.RULES, show=RULE_LABELS.get),
     Control("temperature", "choice", "temperature", "Temperature T", 1.0,
             "Softmax temperature: p = softmax(logits / T), applied to both charts.",
@@ -331,10 +331,11 @@ PRESETS = (
     ("112 / √64 = 14", {"tab": "variance"}),
     ("Temperature 0.5", {"temperature": 0.5}),
     ("Temperature 2", {"temperature": 2.0}),
-    ("Unscaled at d_k = 64, T = 1", {"rule": "none"}),
-    ("÷√d_k at T = 1/√64 = 0.125: the same bars", {"temperature": 0.125}),
+    (f"Unscaled at {core.DK} = 64, T = 1", {"rule": "none"}),
+    (f"÷√{core.DK} at T = 1/√64 = 0.125: the same bars", {"temperature": 0.125}),
     ("One head of 512 vs eight of 64", {"tab": "budget"}),
-    ("Trained keys (ρ = 0.5): ÷√d_k sharpens as heads widen", {"tab": "saturation", "align": 0.5}),
+    (f"Trained keys (ρ = 0.5): ÷√{core.DK} sharpens as heads widen",
+     {"tab": "saturation", "align": 0.5}),
 )
 
 

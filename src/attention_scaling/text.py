@@ -45,7 +45,7 @@ def _tiny(log10x: float, markup: bool = False) -> str:
     return f"{mantissa} × " + (f"10<sup>{exponent}</sup>" if markup else f"10^{exponent}")
 
 
-TITLE = "Why attention divides by √d_k"
+TITLE = f"Why attention divides by √{core.DK}"
 
 #: How each scaling rule of core.RULES is named on the charts (core.Rule.label).
 RULE_LABELS = {r.key: r.label for r in core.RULE_TABLE}
@@ -86,7 +86,7 @@ EXTREME = " Unscaled, this draw is more extreme than two draws in three."
 GRAD_SCALED = "more reaches the query scaled, in this draw."
 GRAD_UNSCALED = ("more reaches the query unscaled, in this draw; the chart of many draws "
                  "shows how often unscaled gets almost none.")
-GRAD_SAME = "the same, since at d_k = 1 scaling divides by √1 = 1."
+GRAD_SAME = f"the same, since at {core.DK} = 1 scaling divides by √1 = 1."
 
 
 def guide_html(resample: str = "Press <b>Resample</b> a few times: the bars and dots move, "
@@ -102,37 +102,28 @@ def guide_html(resample: str = "Press <b>Resample</b> a few times: the bars and 
     )
 
 
-def _mi(name: str, sub: str = "") -> str:
-    """A MathML identifier with an optional subscript of single-letter identifiers (d_k, δ_ij)."""
-    if not sub:
-        return f"<mi>{name}</mi>"
-    return f"<msub><mi>{name}</mi><mrow>{''.join(f'<mi>{c}</mi>' for c in sub)}</mrow></msub>"
+#: The fixed formulas shown above the live explanation, as TeX in $$…$$: the page's Div
+#: (disable_math=False) has Bokeh's own MathJax (BokehJS's bokeh-mathjax bundle, served by
+#: the page and inlined in the offline copy) draw them as SVG paths of MathJax's fonts, the
+#: same in every browser. Screen readers read each formula's words (``sr-only``) and skip
+#: its drawing (``aria-hidden``: MathJax's SVG has no text of its own).
+FORMULAS = "<div class='formulas'>" + "".join(
+    f"<span><span class='sr-only'>{html.escape(words)}</span>"
+    f"<span aria-hidden='true'>$${tex}$$</span></span>"
+    for tex, words in (
+        (r"\operatorname{Var}(q\cdot k) = d_k", f"Var(q·k) = {core.DK}"),
+        (r"\operatorname{Var}\bigl(q\cdot k/\sqrt{d_k}\bigr) = 1", f"Var(q·k / √{core.DK}) = 1"),
+        (r"p = \operatorname{softmax}(z/T)", "p = softmax(z / T)"),
+        (r"\frac{\partial p_i}{\partial u_j} = p_i\,(\delta_{ij} - p_j),\quad u = z/T",
+         "∂pᵢ / ∂uⱼ = pᵢ (δᵢⱼ − pⱼ), with u = z / T"),
+        (r"\frac{\partial p}{\partial q} = \frac{J K}{s\,T},\quad s = \sqrt{d_k},\ 1"
+         r"\ \text{or}\ d_k", f"∂p / ∂q = J K / (s T), with s = √{core.DK}, 1 or {core.DK}"),
+    )) + "</div>"
 
-
-def _paren(body: str) -> str:
-    """Parentheses of text height (no formula here needs taller ones)."""
-    return f"<mrow><mo stretchy='false'>(</mo>{body}<mo stretchy='false'>)</mo></mrow>"
-
-
-_QK = "<mi>q</mi><mo>·</mo><mi>k</mi>"
-_FUNCTION = "<mo>&#x2061;</mo>"          # invisible "function application"
-
-#: The fixed formulas shown above the live explanation, as MathML: the browser typesets it
-#: natively (Chromium, Firefox and Safari), so the page loads no MathJax (1.8 MB) and the
-#: offline export shows the same formulas.
-FORMULAS = "<div class='formulas'>" + "".join(f"<math display='block'><mrow>{f}</mrow></math>" for f in (
-    f"<mi>Var</mi>{_FUNCTION}{_paren(_QK)}<mo>=</mo>{_mi('d', 'k')}",
-    f"<mi>Var</mi>{_FUNCTION}{_paren(_QK + '<mo>/</mo><msqrt>' + _mi('d', 'k') + '</msqrt>')}"
-    "<mo>=</mo><mn>1</mn>",
-    f"<mi>p</mi><mo>=</mo><mi>softmax</mi>{_FUNCTION}{_paren('<mi>z</mi><mo>/</mo><mi>T</mi>')}",
-    f"<mfrac><mrow><mo>∂</mo>{_mi('p', 'i')}</mrow><mrow><mo>∂</mo>{_mi('u', 'j')}</mrow></mfrac>"
-    f"<mo>=</mo>{_mi('p', 'i')}{_paren(_mi('δ', 'ij') + '<mo>−</mo>' + _mi('p', 'j'))}"
-    "<mo>,</mo><mspace width='0.5em'/><mi>u</mi><mo>=</mo><mi>z</mi><mo>/</mo><mi>T</mi>",
-    "<mfrac><mrow><mo>∂</mo><mi>p</mi></mrow><mrow><mo>∂</mo><mi>q</mi></mrow></mfrac>"
-    "<mo>=</mo><mfrac><mrow><mi>J</mi><mi>K</mi></mrow><mrow><mi>s</mi><mi>T</mi></mrow></mfrac>"
-    "<mo>,</mo><mspace width='0.5em'/><mi>s</mi><mo>=</mo><msqrt>" + _mi('d', 'k') + "</msqrt>"
-    "<mo>,</mo><mtext>&#xA0;</mtext><mn>1</mn><mtext>&#xA0;or&#xA0;</mtext>" + _mi('d', 'k'),
-)) + "</div>"
+#: The axis of the gradient to the query, in words where the prose writes ‖∂p/∂q‖_F: a chart
+#: draws its text itself, and Unicode has no subscript F (a TeX axis label would be drawn
+#: once, in the light theme's colour).
+GRAD_Q_AXIS = "Frobenius norm ‖∂p/∂q‖ (log)"
 
 
 def header_html(subtitle: str = "") -> str:
@@ -163,14 +154,16 @@ def align_texts(r: core.State, n_words: str) -> dict[str, str]:
         "spread": (f"one query against {n_words} keys, k1 among them aligned with the query "
                    f"(ρ = {_fmt(rho)}): its logit is {_fmt(float(r.raw_logits[0]))} raw and "
                    f"{_fmt(float(r.scaled.logits[0]))} scaled in this draw, against an average "
-                   f"of ρ·d_k = {_fmt(rho * d)} raw and ρ√d_k = {_fmt(rho * math.sqrt(d))} "
+                   f"of ρ·{core.DK} = {_fmt(rho * d)} raw and ρ√{core.DK} = "
+                   f"{_fmt(rho * math.sqrt(d))} "
                    "scaled over draws; the other keys are independent of q, with typical "
                    f"logits ±{_fmt(math.sqrt(d))} raw and ±1 scaled."),
         "align_caption": (" That is for keys drawn independently of the query. Here k1 is "
                           f"aligned with it (ρ = {_fmt(rho)}), as training makes keys: q·k1 "
-                          f"averages ρ·d_k = {_fmt(rho * d)} over draws, so it grows like d_k "
-                          f"raw and like √d_k scaled (ρ√d_k = {_fmt(rho * math.sqrt(d))} "
-                          "here); only ÷d_k keeps its average fixed, at ρ."),
+                          f"averages ρ·{core.DK} = {_fmt(rho * d)} over draws, so it grows like "
+                          f"{core.DK} raw and like √{core.DK} scaled (ρ√{core.DK} = "
+                          f"{_fmt(rho * math.sqrt(d))} here); only ÷{core.DK} keeps its average "
+                          "fixed, at ρ."),
         "mc_align": f", with k1 aligned at ρ = {_fmt(rho)},",
         "corr_keys": " of the independent keys",
     }
@@ -236,7 +229,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
                 " the weights.")
         if r.d_k > 1 and t * math.sqrt(r.d_k) == 1:
             temp += (f" At T = 1/√{r.d_k} the scaled chart is the unscaled chart at T = 1: "
-                     "softmax(q·k/(√d_k·T)) = softmax(q·k).")
+                     f"softmax(q·k/(√{core.DK}·T)) = softmax(q·k).")
     typ = core.typical(r.d_k, t, n_keys, align)
     s_pct, u_pct = typ.percentile(True, s.log10_rest), typ.percentile(False, u.log10_rest)
     if r.d_k == 1:

@@ -391,6 +391,8 @@ def test_the_view_downloads_as_png_svg_and_csv_named_after_the_state(page, serve
     name, data = _download(page, "Download SVG")
     assert name == stem + ".svg"
     svg = ET.fromstring(data)
+    top = _heading(svg, "draw", {"d_k": "128", "rule": "none", "temperature": "2", "seed": "7",
+                                 "keys": "8"})
     charts = _charts(svg)
     assert list(charts) == ["scaled-weights", "unscaled-weights", "gradient-spread"]
     scales = []
@@ -415,6 +417,7 @@ def test_the_view_downloads_as_png_svg_and_csv_named_after_the_state(page, serve
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", data[16:24]) == (2 * width, 2 * height)
     assert _decoded_size(page, data) == [2 * width, 2 * height]
+    assert _inked_rows(page, data, 2 * top) > 20
     assert page.console_errors == []
 
 
@@ -590,6 +593,7 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
     charts = _charts(svg)
     titles = {c: [x.text for x in el.iter("{http://www.w3.org/2000/svg}text")]
               for c, el in charts.items()}
+    top = _heading(svg, tab, q)
     if tab == "variance":
         assert list(charts) == ["logit-histogram", "logit-histogram-scaled", "logit-std"]
         for chart, rule, color in (("logit-histogram", "none", UNSCALED_COLOR),
@@ -632,7 +636,51 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", data[16:24]) == (2 * width, 2 * height)
     assert _decoded_size(page, data) == [2 * width, 2 * height]
+    # the PNG draws the heading: the band above the charts holds ink, not only background
+    assert _inked_rows(page, data, 2 * top) > 20
     assert page.console_errors == []
+
+
+def _heading(svg, tab, query) -> float:
+    """Checks that a tab's SVG download opens with its title (the page's and the tab's) and
+    the setting it shows (each control of its row of state.TABS with the value ``query``
+    gives it, as the control shows it), above every chart; the height of that heading."""
+    from attention_scaling.state import CONTROLS, TABS
+    from attention_scaling.text import TITLE
+    ns = "{http://www.w3.org/2000/svg}"
+    tab_row = next(t for t in TABS if t.key == tab)
+    lines = [t.text for t in svg.findall(f"{ns}text")]
+    assert lines[0] == f"{TITLE}: {tab_row.title}"
+    assert svg.find(f"{ns}title").text == lines[0]
+    shown = " · ".join(lines[1:]).split(" · ")
+    controls = {c.name: c for c in CONTROLS}
+    assert shown == [f"{controls[n].label}: " + (controls[n].show(query[controls[n].url_key])
+                                                 if controls[n].kind == "option"
+                                                 else query[controls[n].url_key])
+                     for n in tab_row.names]
+    baseline = max(float(t.get("y")) for t in svg.findall(f"{ns}text"))
+    charts = _charts(svg).values()
+    top = min(float(c.get("y")) for c in charts)
+    assert top > baseline                              # the charts below the heading
+    assert float(svg.get("height")) >= top + max(float(c.get("height")) for c in charts)
+    return top
+
+
+def _inked_rows(page, png: bytes, rows: float) -> int:
+    """How many of the first ``rows`` pixel rows of ``png`` hold a pixel unlike its top-left
+    corner's (the background), as the browser decodes it."""
+    import base64
+    return page.evaluate("""async ([b64, rows]) => { const img = new Image(); img.src = b64;
+        await img.decode(); const c = document.createElement('canvas');
+        c.width = img.naturalWidth; c.height = img.naturalHeight;
+        const g = c.getContext('2d'); g.drawImage(img, 0, 0);
+        const d = g.getImageData(0, 0, c.width, Math.floor(rows)).data, w = c.width;
+        let inked = 0;
+        for (let y = 0; y < Math.floor(rows); y++) {
+          for (let x = 0; x < w; x++) { const i = 4 * (y * w + x);
+            if (Math.abs(d[i] - d[0]) + Math.abs(d[i + 1] - d[1]) + Math.abs(d[i + 2] - d[2]) > 96) {
+              inked += 1; break; } } }
+        return inked; }""", ["data:image/png;base64," + base64.b64encode(png).decode(), rows])
 
 
 def _plot_pixel(page, name="scaled-weights"):

@@ -362,8 +362,9 @@ class View:
 
     def _download_row(self, tab: str, figures: list, tables: list, keyed=None, run=None):
         """A row of three buttons that take the tab ``tab`` away (assets/js/download.js):
-        its ``figures`` as PNG and SVG, the columns of ``tables`` ((source, [[column,
-        header], ...]) in order) as CSV, named after the controls of its row of state.TABS;
+        its ``figures`` as PNG and SVG under the page's and the tab's titles and the
+        setting they show, the columns of ``tables`` ((source, [[column, header], ...]) in
+        order) as CSV, named after the controls of its row of state.TABS;
         ``keyed``, a source with a "key" column, gives the number of keys where no control
         does; ``run``, the training source, names the file after its run's setting (its
         tags)."""
@@ -378,7 +379,11 @@ class View:
                 controls={k: v for k, v in self._named.items() if k in TAB[tab].names},
                 defaults=self._defaults, text_source=self.charts.text_source,
                 figures=figures, tables=[[src, cols] for src, cols in tables], keyed=keyed,
-                run=run), code=script("download")))
+                run=run, heading=f"{TITLE}: {TAB[tab].title}", labels={
+                    ctl.name: [ctl.label, {str(v): ctl.show(v) for v in ctl.values}
+                               if ctl.kind == "option" else {}]
+                    for ctl in CONTROLS if ctl.name in TAB[tab].names}),
+                code=script("download")))
         return row(*buttons.values(), css_classes=["no-print"], name=f"downloads-{tab}",
                    stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
 

@@ -1,14 +1,18 @@
 // Names and keys for what BokehJS draws without them (WCAG 2.2: name, role, value; keyboard):
 // each slider handle gets its slider's title as its name and the value it shows as
 // aria-valuetext; each group of buttons (a choice of one) is a named group whose buttons say
-// whether they are pressed (aria-pressed); the tabs become a tablist that Tab reaches and the arrow keys, Home and End
-// move through; the main column and the sidebar become landmarks. Run on document_ready and
-// whenever the tabs change (their headers are drawn anew then); a slider's change relabels
-// its own handle only, once the slider has drawn the new value (a microtask: before the
-// server's answer is handled, at a fraction of the whole pass's cost).
+// whether they are pressed (aria-pressed); the tabs become a tablist, first in reading and
+// focus order (BokehJS puts its headers after the panels and places them above by CSS), that
+// Tab reaches and the arrow keys, Home and End move through, each tab controlling its panel
+// (role tabpanel); each chart is an image named by its title, out of the Tab order (BokehJS
+// makes the layer that takes a chart's events focusable, and no chart here uses a key); the
+// main column and the sidebar become landmarks. Run on document_ready and whenever the tabs
+// change (their headers are drawn anew then); a slider's change relabels its own handle
+// only, once the slider has drawn the new value (a microtask: before the server's answer is
+// handled, at a fraction of the whole pass's cost).
 // A slider's handles, noted for the slider while they are in the page (finding the view walks
 // every view of the page: most of a relabel's cost).
-/* global AS, sliders, groups, tabs, regions, cb_obj */
+/* global AS, sliders, groups, tabs, regions, charts, cb_obj */
 const handles = (slider) => {
   const kept = AS.noted(slider, 'handles');
   if (kept != null && kept.length && kept.every((h) => h.isConnected)) return kept;
@@ -38,6 +42,20 @@ const pressed = (group, name) => {
   });
   return true;
 };
+// A chart's event layer (in its canvas's shadow root): named by the chart's title, an image.
+const chart = (figure) => {
+  const root = AS.root(figure);
+  const canvas = root == null ? null : root.querySelector('.bk-Canvas');
+  const layer = canvas == null || canvas.shadowRoot == null ? null
+    : canvas.shadowRoot.querySelector('.bk-events');
+  if (layer == null) return false;
+  const title = figure.title == null ? '' : String(figure.title.text ?? '');
+  layer.setAttribute('role', 'img');
+  layer.setAttribute('aria-label', 'Chart: ' + (title.replace(/\s*[◀▶]\s*/g, ', ').replace(/\s+/g, ' ')
+    .trim() || figure.name));
+  layer.tabIndex = -1;
+  return true;
+};
 const moved = sliders.find(([slider]) => slider === cb_obj);
 if (moved != null) {
   queueMicrotask(() => label(...moved));
@@ -65,6 +83,9 @@ const apply = () => {
     view.el.setAttribute('role', role);
     view.el.setAttribute('aria-label', name);
   }
+  for (const figure of charts) {
+    if (!chart(figure)) missing = true;
+  }
   const tv = tabs == null ? null : AS.root(tabs);
   if (tabs != null && tv == null) missing = true;
   if (tv != null) {
@@ -73,6 +94,10 @@ const apply = () => {
       const list = heads[0].parentElement;
       list.setAttribute('role', 'tablist');
       list.setAttribute('aria-label', 'Sections of the explorer');
+      // the headers' box before the first panel, where the headers show
+      const header = heads[0].closest('.bk-header') ?? list;
+      const first = [...tv.children].find((el) => el.tagName !== 'STYLE' && el.tagName !== 'LINK');
+      if (first != null && first !== header) tv.insertBefore(header, first);
     }
     // keep the keyboard on the tabs when a key changed them, even where they were drawn anew
     const hadFocus = heads.some((h) => h === tv.activeElement)
@@ -81,6 +106,17 @@ const apply = () => {
       const on = i === tabs.active;
       head.setAttribute('role', 'tab');
       head.setAttribute('aria-selected', String(on));
+      head.id = `as-tab-${i}`;
+      const panel = AS.view(tabs.tabs[i].child);
+      if (panel == null) {
+        missing = true;
+        head.removeAttribute('aria-controls');
+      } else {
+        panel.el.id = `as-panel-${i}`;
+        panel.el.setAttribute('role', 'tabpanel');
+        panel.el.setAttribute('aria-labelledby', head.id);
+        head.setAttribute('aria-controls', panel.el.id);
+      }
       head.tabIndex = on ? 0 : -1;
       if (on && hadFocus) head.focus();
       if (AS.noted(head, 'keys')) return;

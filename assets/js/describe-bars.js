@@ -1,7 +1,8 @@
 // The paired bar charts as text for screen readers (into the "bars-text" Div, whose HTML holds
 // an empty table body and a live region): a table of every key's logit, weight and p(1 - p)
-// under both variants, rewritten after every change, and a one-sentence summary announced
-// politely once the controls have been still for 0.7 s (not on every step of a drag).
+// under both variants, rewritten after every change, and a one-sentence summary (the one
+// copy in the page) announced politely once the controls have been still for 0.7 s (not on
+// every step of a drag).
 // Written once the charts have been still for 0.25 s (a change of the bars runs this for each
 // source; a drag writes it once, at its end): off the path from a change to the new chart,
 // and no work for the page while a slider moves.
@@ -36,7 +37,5 @@ AS.note(div, 'described', setTimeout(() => {
         if (live.textContent !== sentence) live.textContent = sentence;
       }, 700));
     }
-    const now = view.querySelector('[data-now]');
-    if (now != null) now.textContent = sentence;
   }
 }, 250));

@@ -3,10 +3,13 @@
 // align0.5-sqrt.svg. CSV: the columns of `tables` ([source, [[column, header], ...]], side
 // by side, a shorter one ending in empty cells) as the charts hold them, every number
 // written so that it reads back to the same float64. SVG: the tab's `figures` as BokehJS
-// exports them, in vector form, placed as on the page. PNG: that SVG at twice its size.
+// exports them, in vector form, placed as on the page, under a heading: `heading` (the page's
+// and the tab's titles) and the setting they show, each of `parts` as its control's label
+// and value (`labels`: name -> [label, {value: as shown}]). PNG: that SVG at twice its size.
 // The number of keys, where no control holds it, is the length of `keyed`'s key column; a
 // training run's setting is its source `run`'s tags.
-/* global AS, kind, tab, parts, controls, defaults, text_source, figures, tables, keyed, run */
+/* global AS, kind, tab, parts, controls, defaults, text_source, figures, tables, keyed, run,
+   heading, labels */
 const setting = Object.assign({}, defaults, {seed: AS.fields(text_source).seed});
 for (const [name, [widget, labels]] of Object.entries(controls)) {
   const at = widget.value !== undefined ? widget.value : widget.active;
@@ -63,16 +66,33 @@ if (kind === 'csv') {
   const view = shown[0][1];
   const bg = getComputedStyle(view.el).getPropertyValue('--bk-border-fill-color').trim()
     || view.model.border_fill_color || '#ffffff';
+  // the charts' ink: the dark theme's (a CSS override of Bokeh's) or the title's own
+  const ink = getComputedStyle(view.el).getPropertyValue('--bk-text-color').trim()
+    || (view.model.title != null && view.model.title.text_color) || '#1f2933';
+  // the setting, "label: value" per control, in lines that fit the charts' width
+  const items = parts.map((p) => labels[p][0] + ': ' + (labels[p][1][setting[p]] ?? setting[p]));
+  const lines = [];
+  for (const item of items) {
+    const last = lines.length ? lines[lines.length - 1] : null;
+    if (last != null && (last + ' · ' + item).length * 7 <= W - 20) lines[lines.length - 1] += ' · ' + item;
+    else lines.push(item);
+  }
+  const top = 34 + 18 * lines.length;
+  const Ht = H + top;
+  const text = (y, size, weight, t) => '<text x="10" y="' + y + '" font-family="sans-serif" font-size="'
+    + size + '" font-weight="' + weight + '" fill="' + esc(ink) + '">' + esc(t) + '</text>';
   Promise.all(shown.map(([, v]) => v.export('svg').to_blob().then((b) => b.text()))).then((svgs) => {
     const out = ['<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
-      + ' width="' + W + '" height="' + H + '" viewBox="0 0 ' + W + ' ' + H + '">'
-      + '<rect width="100%" height="100%" fill="' + esc(bg) + '"/>'];
+      + ' width="' + W + '" height="' + Ht + '" viewBox="0 0 ' + W + ' ' + Ht + '">'
+      + '<rect width="100%" height="100%" fill="' + esc(bg) + '"/>'
+      + '<title>' + esc(heading) + '</title>' + text(22, 16, 'bold', heading)
+      + lines.map((line, i) => text(42 + 18 * i, 13, 'normal', line)).join('')];
     svgs.forEach((svg, i) => {
       const b = boxes[i];
-      out.push(svg.replace(/^[^<]*<svg /, '<svg x="' + (b.left - x0) + '" y="' + (b.top - y0)
+      out.push(svg.replace(/^[^<]*<svg /, '<svg x="' + (b.left - x0) + '" y="' + (b.top - y0 + top)
         + '" data-chart="' + esc(shown[i][0].name) + '" '));
     });
     out.push('</svg>');
-    image(out.join(''), W, H);
+    image(out.join(''), W, Ht);
   });
 }

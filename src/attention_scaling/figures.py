@@ -191,7 +191,7 @@ def _readout_table(shown: bool) -> str:
 
 def readout_html() -> str:
     """The gradient readout: its shown rows with {field} slots (see text.fill)."""
-    return ("<div class='readout'><h3>How much gradient gets through</h3>"
+    return ("<div class='readout'><h2>How much gradient gets through</h2>"
             f"{_readout_table(True)}</div>")
 
 
@@ -210,15 +210,16 @@ def readout_detail_html() -> str:
 
 
 #: The bar charts as text for screen readers (assets/js/describe-bars.js fills it): visually
-#: hidden, read in page order right after the charts.
+#: hidden, read in page order right after the charts: the summary (a polite live region,
+#: announced once the controls are still, and the one copy of it in the page) and the table.
 BARS_TEXT = (
-    "<div class='sr-only'><p data-now></p>"
+    "<div class='sr-only'><p aria-live='polite' data-summary></p>"
     "<table><caption>The two bar charts as a table: each key's logit, attention weight and "
     "p(1 − p), divided by √d<sub>k</sub> and raw</caption><thead><tr><th scope='col'>key</th>"
     "<th scope='col'>logit ÷√d<sub>k</sub></th><th scope='col'>weight, scaled</th>"
     "<th scope='col'>p(1 − p), scaled</th><th scope='col'>logit, raw</th>"
     "<th scope='col'>weight, unscaled</th><th scope='col'>p(1 − p), unscaled</th></tr></thead>"
-    "<tbody data-bars></tbody></table><p aria-live='polite' data-summary></p></div>"
+    "<tbody data-bars></tbody></table></div>"
 )
 
 

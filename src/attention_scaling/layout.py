@@ -5,6 +5,8 @@ the tabs from ``state.TABS`` (the one draw from :mod:`figures`, the argument's f
 
 from __future__ import annotations
 
+import html
+
 from bokeh.layouts import column, row
 from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGroup, Slider,
                           TabPanel, Tabs, Toggle)
@@ -15,7 +17,7 @@ from .figures import Charts
 from .state import CONTROLS, TABS, Setting
 from .style import page_css, position_formatter, script, theme_css
 from .lead import try_html
-from .text import FORMULAS, header_html
+from .text import FORMULAS, TITLE, header_html
 
 #: For a Bokeh Div whose content should span its width (Bokeh sets ``display: inline-block``
 #: on the element that holds the HTML).
@@ -158,6 +160,10 @@ class View:
         one_draw = self._one_draw()
         self._tabs(values, one_draw, argument)
         self.main = column(
+            # without its title bar the page keeps its title as its heading, for screen
+            # readers
+            *([Div(text=f"<h1 class='sr-only'>{html.escape(TITLE)}</h1>", stylesheets=css,
+                   disable_math=True, margin=0, name="title")] if "header" in hidden else []),
             *([Div(text=notice, stylesheets=css, disable_math=True, name="notice",
                    sizing_mode="stretch_width")] if notice else []),
             self.tabs if argument else one_draw,
@@ -210,7 +216,7 @@ class View:
             self.widgets[control.name] = widget
         if argument_rows:
             argument_rows.insert(0, Div(
-                text="<h4 class='group'>Trained keys</h4>", stylesheets=css,
+                text="<h2 class='group'>Trained keys</h2>", stylesheets=css,
                 disable_math=True, margin=(12, 10, 0, 10),
                 sizing_mode="stretch_width"))
         return rows, argument_rows
@@ -372,8 +378,10 @@ class View:
             *([w, c.label] for c in CONTROLS
               if c.kind == "option" and (w := self.widgets.get(c.name)) is not None),
             [self.theme_buttons, "Theme"]]
+        c = self.charts
         a11y = CustomJS(args=dict(
             sliders=sliders, groups=groups, tabs=self.tabs if argument else None,
+            charts=[c.scaled_fig, c.unscaled_fig, c.spread.fig, c.jacobian_fig, c.diagonal_fig],
             regions=[[self.main, "main", "Charts and explanation"],
                      *([[self.sidebar, "region", "Controls"], [self.notes, "region", "Guide"]]
                        if not no_controls else [])]), code=script("a11y"))
@@ -384,12 +392,16 @@ class View:
         if argument:
             self.tabs.js_on_change("active", a11y)
             self.tabs.js_on_change("tabs", a11y)
+        #: The browser program that names the controls, tabs and charts (its charts grow
+        #: by the argument's when :meth:`build_argument` builds them).
+        self._a11y_js = a11y
         return a11y
 
     def _download_row(self, tab: str, figures: list, tables: list, keyed=None, run=None):
         """A row of three buttons that take the tab ``tab`` away (assets/js/download.js):
-        its ``figures`` as PNG and SVG, the columns of ``tables`` ((source, [[column,
-        header], ...]) in order) as CSV, named after the controls of its row of state.TABS;
+        its ``figures`` as PNG and SVG under the page's and the tab's titles and the
+        setting they show, the columns of ``tables`` ((source, [[column, header], ...]) in
+        order) as CSV, named after the controls of its row of state.TABS;
         ``keyed``, a source with a "key" column, gives the number of keys where no control
         does; ``run``, the training source, names the file after its run's setting (its
         tags)."""
@@ -404,7 +416,11 @@ class View:
                 controls={k: v for k, v in self._named.items() if k in TAB[tab].names},
                 defaults=self._defaults, text_source=self.charts.text_source,
                 figures=figures, tables=[[src, cols] for src, cols in tables], keyed=keyed,
-                run=run), code=script("download")))
+                run=run, heading=f"{TITLE}: {TAB[tab].title}", labels={
+                    ctl.name: [ctl.label, {str(v): ctl.show(v) for v in ctl.values}
+                               if ctl.kind == "option" else {}]
+                    for ctl in CONTROLS if ctl.name in TAB[tab].names}),
+                code=script("download")))
         return row(*buttons.values(), css_classes=["no-print"], name=f"downloads-{tab}",
                    stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
 
@@ -434,6 +450,9 @@ class View:
             self._show_texts("training", training.draw(None))
         if wire is not None:
             wire(self)
+        self._a11y_js.args = {**self._a11y_js.args, "charts": [
+            *self._a11y_js.args["charts"], *(f for tab in a.tabs.values()
+                                            for f in tab.figures.values())]}
         # new panels, not new children: BokehJS redraws the tabs when their list changes,
         # not when a panel's child does
         self.tabs.tabs = [panel if tab.key not in children else TabPanel(

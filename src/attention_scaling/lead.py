@@ -139,4 +139,4 @@ def try_html(key: str) -> str:
     """An argument tab's "Try this" as HTML, "" for a tab without one (the one draw's is
     text.guide_html)."""
     steps = TRY.get(key)
-    return f"<div class='try'><h4>Try this</h4><ol>{steps}</ol></div>" if steps else ""
+    return f"<div class='try'><h2>Try this</h2><ol>{steps}</ol></div>" if steps else ""

@@ -93,7 +93,7 @@ def guide_html(resample: str = "Press <b>Resample</b> a few times: the bars and 
                "the boxes do not.") -> str:
     """The one draw's "Try this"; ``resample`` is its second step's wording."""
     return (
-        "<div class='try'><h4>Try this</h4><ol>"
+        "<div class='try'><h2>Try this</h2><ol>"
         "<li>At T = 1, move <b>d<sub>k</sub></b> from 64 to 512: the unscaled gradients "
         "spread further left.</li>"
         f"<li>{resample}</li>"
@@ -718,7 +718,7 @@ def presets_html(presets) -> str:
         f"<li><a href='?{html.escape(query, quote=True)}' data-preset='"
         f"{html.escape(query, quote=True)}' data-keep='{' '.join(keep)}'>"
         f"{html.escape(label)}</a></li>" for label, query, keep in presets)
-    return f"<div class='presets'><h4>Presets</h4><ul>{links}</ul></div>"
+    return f"<div class='presets'><h2>Presets</h2><ul>{links}</ul></div>"
 
 
 def softmax_example() -> str:

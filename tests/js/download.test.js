@@ -25,7 +25,10 @@ const draw = {
   controls: {d_k: [{value: 3}, ['1', '4', '16', '64']], rule: [{active: 1}, ['sqrt', 'none', 'linear']]},
   defaults: {temperature: '1'},
   text_source: source({field: ['seed', 'query'], value: ['7', 'seed=7']}),
-  figures: [], run: null,
+  figures: [], run: null, heading: 'Why attention: One draw',
+  labels: {d_k: ['Head width d_k', {}], temperature: ['Temperature T', {}], seed: ['Random seed', {}],
+           keys: ['Number of keys n', {}],
+           rule: ['Scaling of the logits', {none: 'unscaled', sqrt: '÷√d_k', linear: '÷d_k'}]},
 };
 
 test('the CSV: every column of the tables side by side, float64s that read back exactly', async () => {
@@ -50,7 +53,8 @@ test('a training run is named after its own setting (its source\'s tags)', async
                                              'loss_sqrt\n2.5\n1.25\n']]);
 });
 
-test('the SVG: each figure as BokehJS exports it, placed as on the page', async () => {
+test('the SVG: each figure as BokehJS exports it, placed as on the page under its title and setting',
+     async () => {
   const exported = (inner) => ({export: () => ({to_blob: async () => new Blob(
     ['<svg xmlns="http://www.w3.org/2000/svg" width="10" height="5">'
      + inner + '</svg>'])})});
@@ -66,9 +70,34 @@ test('the SVG: each figure as BokehJS exports it, placed as on the page', async 
   assert.strictEqual(name, 'attention-draw-dk64-T1-seed7-keys2-none.svg');
   assert.strictEqual(svg,
     '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
-    + ' width="810" height="301" viewBox="0 0 810 301"><rect width="100%" height="100%" fill="#fefefe"/>'
-    + '<svg x="0" y="0" data-chart="scaled-weights" xmlns="http://www.w3.org/2000/svg" width="10" height="5">'
+    + ' width="810" height="353" viewBox="0 0 810 353"><rect width="100%" height="100%" fill="#fefefe"/>'
+    + '<title>Why attention: One draw</title>'
+    + '<text x="10" y="22" font-family="sans-serif" font-size="16" font-weight="bold" fill="#1f2933">'
+    + 'Why attention: One draw</text>'
+    + '<text x="10" y="42" font-family="sans-serif" font-size="13" font-weight="normal" fill="#1f2933">'
+    + 'Head width d_k: 64 · Temperature T: 1 · Random seed: 7 · Number of keys n: 2 · '
+    + 'Scaling of the logits: unscaled</text>'
+    + '<svg x="0" y="52" data-chart="scaled-weights" xmlns="http://www.w3.org/2000/svg" width="10" height="5">'
     + '<path d="M0 0"/></svg>'
-    + '<svg x="410" y="0.5" data-chart="unscaled-weights" xmlns="http://www.w3.org/2000/svg" width="10" height="5">'
+    + '<svg x="410" y="52.5" data-chart="unscaled-weights" xmlns="http://www.w3.org/2000/svg" width="10" height="5">'
     + '<rect/></svg></svg>');
+});
+
+test('a setting too long for the charts\' width takes more lines, and the title its chart\'s ink',
+     async () => {
+  const view = {el: {getBoundingClientRect: () => ({left: 0, top: 0, right: 300, bottom: 200})},
+                model: {border_fill_color: '#000', title: {text_color: '#e0e6eb'}},
+                export: () => ({to_blob: async () => new Blob(['<svg></svg>'])})};
+  const a = {name: 'chart'};
+  const p = page(new Map([[a, view]]));
+  program('download', {...draw, kind: 'svg', keyed: source({key: ['k1', 'k2']}), figures: [a],
+                       tables: []}, p.globals)();
+  const [[, svg]] = await p.saved();
+  const lines = [...svg.matchAll(/<text [^>]*font-size="13"[^>]*>([^<]*)<\/text>/g)].map((m) => m[1]);
+  assert.deepStrictEqual(lines, ['Head width d_k: 64 · Temperature T: 1',
+                                 'Random seed: 7 · Number of keys n: 2',
+                                 'Scaling of the logits: unscaled']);
+  assert.ok(lines.every((line) => line.length * 7 <= 280), String(lines));
+  assert.match(svg, /height="288"/);                    // 200 + 34 + 3 × 18
+  assert.match(svg, /fill="#e0e6eb">Why attention: One draw</);
 });

@@ -33,8 +33,9 @@ def position_slider(title: str, labels: list[str], position: int, name: str,
 
 
 #: The page's grid: controls and notes in a 300 px column beside the charts, or, on a screen
-#: narrower than 900 px, the controls above the charts and the notes below them. Rows of
-#: charts wrap on narrow screens.
+#: narrower than 900 px, a column of controls, charts and notes (a column, not a grid: the
+#: controls' bar stays at the top of the screen over all of it, STICKY_CSS). Rows of charts
+#: wrap on narrow screens.
 LAYOUT_CSS = """
 :host { display: grid !important; grid-template-columns: 300px minmax(0, 1fr);
         grid-template-rows: auto 1fr; grid-template-areas: "controls main" "notes main"; }
@@ -57,6 +58,34 @@ SIDEBAR_CSS = """
           align-items: end; }
 }
 """
+#: The controls of the phone's bar (``BAR``): on a screen narrower than 900 px they stay at
+#: the top of the screen while the page scrolls under them, so that the charts are in view
+#: while a slider moves; the other controls fold behind "More controls" (MORE_CONTROLS_CSS),
+#: and open they scroll inside the bar, which leaves the lower part of the screen to the
+#: charts.
+STICKY_CSS = """
+@media (max-width: 899px) {
+  :host { position: sticky !important; top: 0; z-index: 10; max-height: 70vh;
+          overflow-y: auto; box-shadow: 0 2px 4px rgba(16, 42, 67, 0.2);
+          padding-top: 4px !important; }
+}
+@media print { :host { position: static !important; max-height: none; } }
+"""
+#: The controls behind "More controls": shown beside the charts on a wide screen; on a
+#: narrow one, shown only open (assets/js/disclosure.js), closed they take no room and are
+#: hidden from screen readers too.
+MORE_CONTROLS_CSS = """
+:host { grid-column: 1 / -1; }
+@media (max-width: 899px) { :host(:not(.open)) { display: none !important; } }
+"""
+#: The "More controls" button: on a narrow screen only, never printed.
+NARROW_ONLY_CSS = """
+:host { grid-column: 1 / -1; }
+@media (min-width: 900px) { :host { display: none !important; } }
+@media print { :host { display: none !important; } }
+"""
+#: The controls on the phone's bar, by name (state.CONTROLS): the head width and the rule.
+BAR = ("d_k", "rule")
 #: "More detail" closed: the column takes no room and is hidden, from screen readers too;
 #: printed, it is open.
 MORE_CSS = (":host(:not(.open)) { max-height: 0; overflow: hidden; visibility: hidden; "
@@ -70,10 +99,12 @@ WRAP_CSS = ":host { flex-wrap: wrap !important; }"
 #: follows its widest content resizes every chart in it when a number grows.
 FIT_CSS = ":host { min-width: 0; max-width: 100%; }"
 
-#: Bokeh's primary button at WCAG AA contrast (white on #1f5f99, 6.7:1), and a focus ring
-#: that shows on every control reached by keyboard.
+#: Bokeh's primary button at WCAG AA contrast (white on #1f5f99, 6.7:1), a focus ring
+#: that shows on every control reached by keyboard, text of 13 px, and slider handles of
+#: 24 x 24 px (WCAG 2.2's target size).
 BUTTON_CSS = """
-:host { --color: var(--as-theme-ink, #18191D); --background-color: var(--as-theme-panel, #fff);
+:host { --bokeh-font-size: 13px; --handle-width: 24px; --handle-height: 24px;
+        --color: var(--as-theme-ink, #18191D); --background-color: var(--as-theme-panel, #fff);
         --border-color: var(--as-theme-line, #BBBBBD); --hover-color: var(--as-theme-card, #F9F9F9);
         --surface-background-color: var(--as-theme-card, #EBEBEB);
         --inactive-bg: var(--as-theme-card, #EBEBEB); --active-bg: var(--as-theme-highlight, #C3DBEB);
@@ -87,8 +118,15 @@ BUTTON_CSS = """
 """
 
 #: The tabs' titles wrap onto a second line on a narrow screen instead of running off it.
-TABS_CSS = (":host { --color: var(--as-theme-ink, #18191D); color: var(--color); "
+#: Each tab is as tall as its own content: BokehJS stacks the panels in one grid cell and
+#: hides the inactive ones with ``visibility: hidden``, which keeps their height in the cell
+#: (the page would end in a blank stretch as tall as the tallest tab); an inactive panel
+#: keeps its width (its charts stay laid out) and takes no height.
+TABS_CSS = (":host { --bokeh-font-size: 13px; --color: var(--as-theme-ink, #18191D); "
+            "color: var(--color); "
             "--background-color: var(--as-theme-panel, #fff); } "
+            "[style*='visibility: hidden'] { height: 0 !important; min-height: 0 !important; "
+            "overflow: hidden !important; } "
             ".bk-tab { color: var(--color); } "
             ".bk-headers-wrapper { flex-wrap: wrap; } .bk-headers { flex-wrap: wrap; } "
             ".bk-tab { white-space: nowrap; } "
@@ -137,7 +175,7 @@ class View:
         for div in (*c.texts, c.bars_text, c.heatmaps_text):
             div.disable_math = True
             div.stylesheets = css
-        rows, argument_rows = self._controls(values, argument, controls)
+        bar_rows, rows, argument_rows = self._controls(values, argument, controls)
         self.seed_div = Div(text="", stylesheets=css, disable_math=True, name="seed",
                             margin=(4, 10))
         labels = {"resample": ("Resample q and k", "primary"),
@@ -148,12 +186,25 @@ class View:
                                     stylesheets=self._controls_css)
                         for key in buttons}
         #: The controls, and the notes under them (guide, presets): beside the charts on a
-        #: wide screen, above and below them on a narrow one (assets/style.css, LAYOUT_CSS).
-        self.sidebar = column(
+        #: wide screen, above and below them on a narrow one (assets/style.css, LAYOUT_CSS),
+        #: where the controls of BAR stay in view and the others fold behind "More
+        #: controls" (STICKY_CSS).
+        more = column(
             *rows, self.seed_div, *self.buttons.values(), *self._idle_note("seed"),
-            *argument_rows,
+            *argument_rows, name="more-controls", css_classes=["app-more-controls"],
+            sizing_mode="stretch_width", margin=0, stylesheets=[
+                *css, InlineStyleSheet(css=SIDEBAR_CSS + MORE_CONTROLS_CSS)])
+        self.more_controls = Toggle(
+            label="More controls", active=False, name="more-controls-toggle",
+            sizing_mode="stretch_width", margin=(5, 10), stylesheets=[
+                *self._controls_css, InlineStyleSheet(css=NARROW_ONLY_CSS)])
+        unfold = CustomJS(args=dict(toggle=self.more_controls, body=more),
+                          code=script("disclosure"))
+        self.more_controls.js_on_change("active", unfold)
+        self.sidebar = column(
+            *bar_rows, self.more_controls, more,
             sizing_mode="stretch_width", css_classes=["app-sidebar"],
-            stylesheets=[*css, InlineStyleSheet(css=SIDEBAR_CSS)], margin=0)
+            stylesheets=[*css, InlineStyleSheet(css=SIDEBAR_CSS + STICKY_CSS)], margin=0)
         theme = self._notes(presets)
         self._guide = guide
         self._download_names()
@@ -181,18 +232,19 @@ class View:
         self.root = column(*header, body, sizing_mode="stretch_width", margin=0)
         #: Browser programs to run once the document is shown (doc.js_on_event
         #: "document_ready"): names and keys for the controls, the bars' text.
-        self.ready = [theme, self._a11y(argument, "controls" in hidden), *c.ready,
+        self.ready = [theme, unfold, self._a11y(argument, "controls" in hidden), *c.ready,
                       *([self._idle()] if argument else [])]
 
-    def _controls(self, values: dict, argument: bool, controls) -> tuple[list, list]:
+    def _controls(self, values: dict, argument: bool, controls) -> tuple[list, list, list]:
         """A widget per choice and option row of CONTROLS (``self.widgets``): the rows of
-        the one draw's controls, and of the argument's (under their heading)."""
+        the controls of BAR, of the one draw's other controls, and of the argument's (under
+        their heading)."""
         css, controls_css = self._css, self._controls_css
         #: The widget of each choice and option control, by the control's name.
         self.widgets: dict = {}
         #: Under each control, why the open tab does not use it (assets/js/idle.js).
         self.idle_notes: dict = {}
-        rows, argument_rows = [], []
+        bar_rows, rows, argument_rows = [], [], []
         for control in CONTROLS:
             if control.kind not in ("choice", "option") or (
                     control.group == "argument" and not argument) or (
@@ -211,7 +263,8 @@ class View:
                                    margin=(5, 10, 0, 10), stylesheets=css,
                                    css_classes=["control-label"]), widget,
                                sizing_mode="stretch_width")
-            (argument_rows if control.group == "argument" else rows).extend(
+            (argument_rows if control.group == "argument" else
+             bar_rows if control.name in BAR else rows).extend(
                 [shown, *self._idle_note(control.name)])
             self.widgets[control.name] = widget
         if argument_rows:
@@ -219,7 +272,7 @@ class View:
                 text="<h2 class='group'>Trained keys</h2>", stylesheets=css,
                 disable_math=True, margin=(12, 10, 0, 10),
                 sizing_mode="stretch_width"))
-        return rows, argument_rows
+        return bar_rows, rows, argument_rows
 
     def address(self, seed, seeds=None) -> list[dict]:
         """The controls this page reads from its address and writes to it, as rows for the

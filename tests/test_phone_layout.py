@@ -1,0 +1,336 @@
+"""The page on a phone and on every width, in Chromium against the served page: the d_k
+slider and a bar chart on one screen while the slider is dragged (a 375 x 812 phone, a
+360 x 640 iframe), touch targets of at least 24 x 24 px, each tab as tall as its content,
+text of at least 14 px (13 px on controls) and lines of prose of at most 80 characters."""
+
+import json
+from contextlib import contextmanager
+
+import pytest
+from conftest import INIT, LIVE, column
+
+pytestmark = pytest.mark.browser
+
+WIDTHS = (375, 768, 1280, 1920)
+
+#: The elements of the page in the flat tree (every shadow root opened), as window.__flat(),
+#: and an element's parent across shadow roots, as window.__up(el).
+FLAT = """
+window.__up = (el) => el.parentElement ?? (el.getRootNode() instanceof ShadowRoot
+                                           ? el.getRootNode().host : null);
+window.__flat = () => {
+  const out = [];
+  const visit = (root) => { for (const el of root.querySelectorAll('*')) {
+    out.push(el); if (el.shadowRoot) visit(el.shadowRoot); } };
+  visit(document);
+  return out;
+};
+// An element or one of its ancestors (across shadow roots) matching `selector`.
+window.__within = (el, selector) => {
+  for (let e = el; e != null; e = window.__up(e)) if (e.matches(selector)) return e;
+  return null;
+};
+// Shown to a sighted reader: drawn (not display: none, visibility: hidden, nor clipped to
+// nothing as .sr-only is) and of some size.
+window.__shown = (el) => {
+  for (let e = el; e != null; e = window.__up(e)) {
+    const cs = getComputedStyle(e);
+    if (cs.display === 'none' || cs.visibility === 'hidden' || e.classList.contains('sr-only')
+        || cs.clip === 'rect(0px, 0px, 0px, 0px)') return false;
+  }
+  const box = el.getBoundingClientRect();
+  return box.width > 0 && box.height > 0;
+};
+"""
+
+#: The boxes (viewport coordinates) of the d_k slider, of the controls' column and of the
+#: plot area (the frame inside the axes) of the scaled bar chart; the window's height and
+#: scroll position.
+BOXES = """() => {
+  const doc = Bokeh.documents[0];
+  const box = (el) => { const b = el.getBoundingClientRect();
+                        return {top: b.top, bottom: b.bottom, left: b.left, right: b.right}; };
+  const slider = window.__AS.view(doc.get_model_by_name('d_k'));
+  const plot = window.__AS.view(doc.get_model_by_name('scaled-weights'));
+  const canvas = box(plot.el), frame = plot.frame.bbox;
+  return {slider: box(slider.el), controls: box(window.__within(slider.el, '.app-sidebar')),
+          plot: {top: canvas.top + frame.top, bottom: canvas.top + frame.bottom},
+          height: innerHeight, scroll: scrollY};
+}"""
+
+
+def _in_view_together(boxes) -> list[str]:
+    """What keeps the d_k slider and the top 60 % of the plot area from being on the screen
+    together (nothing: an empty list); the controls' column must not cover that part."""
+    slider, plot, controls = boxes["slider"], boxes["plot"], boxes["controls"]
+    wrong = []
+    if not (0 <= slider["top"] and slider["bottom"] <= boxes["height"]):
+        wrong.append(f"slider at {slider['top']:.0f}-{slider['bottom']:.0f}")
+    top, needed = plot["top"], plot["top"] + 0.6 * (plot["bottom"] - plot["top"])
+    # the part of the screen that the controls (above the charts or beside them) leave
+    free = controls["bottom"] if controls["right"] > plot.get("left", 0) and \
+        controls["top"] < top else 0
+    if not (max(0, free) <= top and needed <= boxes["height"]):
+        wrong.append(f"plot's top 60% at {top:.0f}-{needed:.0f}, screen free from "
+                     f"{max(0, free):.0f} to {boxes['height']}")
+    return wrong
+
+
+def _context(browser, width, height):
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    ctx.add_init_script(INIT + FLAT)
+    return ctx
+
+
+@contextmanager
+def _opened(browser, server, width, height=900):
+    """The served page, drawn, in a window of ``width`` x ``height``."""
+    ctx = _context(browser, width, height)
+    try:
+        page = ctx.new_page()
+        page.goto(server.url)
+        page.wait_for_function(LIVE, timeout=30_000)
+        page.wait_for_timeout(500)
+        yield page
+    finally:
+        ctx.close()
+
+
+def _frame(browser, server, where):
+    """The explorer's frame and its page: the page itself at 375 x 812, or an iframe of
+    360 x 640 (embed=1) in a page."""
+    if where == "page":
+        ctx = _context(browser, 375, 812)
+        page = ctx.new_page()
+        page.goto(server.url)
+        frame = page.main_frame
+    else:
+        ctx = _context(browser, 400, 700)
+        page = ctx.new_page()
+        page.goto(server.url + "liveness")          # the iframe's parent on the same host
+        page.set_content(f"<iframe src='{server.url}?embed=1' width='360' height='640' "
+                         "style='border:0' title='explorer'></iframe>")
+        page.wait_for_function("() => window.frames.length === 1")
+        frame = page.frames[1]
+    frame.wait_for_function(LIVE, timeout=30_000)
+    frame.wait_for_selector(".noUi-handle", timeout=30_000)
+    frame.wait_for_timeout(800)
+    return ctx, page, frame
+
+
+def _drag_d_k(page, frame, dx):
+    """Drag the d_k slider's handle ``dx`` px with the mouse; wait for the new width's data."""
+    before = column(frame, "jacobian-diagonal-marker", "width")
+    handle = frame.locator(".noUi-handle").first
+    box = handle.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    for step in range(1, 9):
+        page.mouse.move(x + dx * step / 8, y)
+        page.wait_for_timeout(60)
+    page.mouse.up()
+    frame.wait_for_function(
+        "(b) => JSON.stringify(window.__col('jacobian-diagonal-marker', 'width')) !== b",
+        arg=json.dumps(before), timeout=10_000)
+    frame.wait_for_timeout(400)
+
+
+@pytest.mark.parametrize("where", ["page", "iframe"])
+def test_the_d_k_slider_and_a_bar_chart_share_the_screen_while_the_slider_moves(
+        browser, server, where):
+    ctx, page, frame = _frame(browser, server, where)
+    try:
+        first = frame.evaluate(BOXES)
+        assert _in_view_together(first) == [], first
+        _drag_d_k(page, frame, 60)
+        dragged = frame.evaluate(BOXES)
+        assert dragged["scroll"] == first["scroll"]
+        assert _in_view_together(dragged) == [], dragged
+        # further down the page, at the unscaled chart, the slider is still in view
+        frame.evaluate("() => window.__AS.view(Bokeh.documents[0].get_model_by_name("
+                       "'unscaled-weights')).el.scrollIntoView({block: 'end'})")
+        frame.wait_for_timeout(300)
+        lower = frame.evaluate(BOXES)
+        assert lower["scroll"] > first["scroll"] + 200, lower
+        slider = lower["slider"]
+        assert 0 <= slider["top"] and slider["bottom"] <= lower["height"], lower
+        _drag_d_k(page, frame, -120)
+        assert frame.evaluate(BOXES)["slider"] == slider
+    finally:
+        ctx.close()
+
+
+def test_more_controls_opens_by_keyboard_and_says_so(browser, server):
+    """On a phone the controls other than d_k and the rule fold behind "More controls", a
+    button that says whether it is open and opens by keyboard."""
+    with _opened(browser, server, 375, 812) as page:
+        temperature = page.locator("[role='slider']").nth(1)
+        assert not temperature.is_visible()
+        button = page.get_by_role("button", name="More controls")
+        assert button.get_attribute("aria-expanded") == "false"
+        button.focus()
+        page.keyboard.press("Enter")
+        page.wait_for_function("() => window.__flat().some((e) => e.getAttribute("
+                               "'aria-expanded') === 'true')", timeout=10_000)
+        assert temperature.is_visible()
+        assert button.get_attribute("aria-expanded") == "true"
+        page.keyboard.press("Space")
+        page.wait_for_timeout(300)
+        assert button.get_attribute("aria-expanded") == "false"
+        assert not temperature.is_visible()
+
+
+def _open_more_controls(page):
+    """Show every control: open "More controls" where the page folds them behind it."""
+    more = page.get_by_role("button", name="More controls").locator("visible=true")
+    if more.count():
+        more.click()
+        page.wait_for_timeout(300)
+
+
+#: The boxes of the controls a finger presses at this width: slider handles, buttons, tabs.
+TARGETS = """() => window.__flat().filter((e) => e.matches('.noUi-handle, button, .bk-tab')
+  && window.__shown(e)).map((e) => { const b = e.getBoundingClientRect();
+    return [e.className || e.tagName, (e.textContent || '').trim().slice(0, 30),
+            Math.round(b.width * 10) / 10, Math.round(b.height * 10) / 10]; })"""
+
+
+def test_touch_targets_are_at_least_24_px_on_a_phone(browser, server):
+    with _opened(browser, server, 375, 812) as page:
+        _open_more_controls(page)
+        targets = page.evaluate(TARGETS)
+        kinds = {kind.split()[0] for kind, *_ in targets}
+        assert {"noUi-handle", "bk-btn", "bk-tab"} <= kinds, kinds
+        assert sum(kind.startswith("noUi-handle") for kind, *_ in targets) == 4, targets
+        small = [t for t in targets if t[2] < 24 or t[3] < 24]
+        assert small == [], small
+
+
+#: Per tab: the blank stretch between the bottom of the last element shown in the open tab
+#: and the bottom of the tabs.
+BLANK = """() => {
+  const tabs = window.__AS.view(Bokeh.documents[0].get_model_by_name('sections'));
+  const panel = tabs.child_views[tabs.model.active].el;
+  const inside = (e) => { for (let x = window.__up(e); x; x = window.__up(x))
+                            if (x === panel) return true;
+                          return false; };
+  let last = panel.getBoundingClientRect().top;
+  for (const el of window.__flat())
+    if (inside(el) && window.__shown(el)) last = Math.max(last, el.getBoundingClientRect().bottom);
+  return tabs.el.getBoundingClientRect().bottom - last;
+}"""
+
+
+def _open_tab(page, index, title):
+    page.locator(".bk-tab", has_text=title).click()
+    page.wait_for_function("(i) => { const t = Bokeh.documents[0].get_model_by_name('sections');"
+                           " const v = window.__AS.view(t); return t.active === i && v && "
+                           "v.child_views[i] && !v.child_views[i].el.style.visibility && "
+                           "!window.__flat().some((e) => e.matches('p.status') && "
+                           "window.__shown(e)); }", arg=index, timeout=30_000)
+    page.wait_for_timeout(600)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_each_tab_is_as_tall_as_its_content(browser, server, width):
+    from attention_scaling.state import TABS
+    with _opened(browser, server, width) as page:
+        blanks = {}
+        for index, tab in reversed(list(enumerate(TABS))):
+            _open_tab(page, index, tab.title)
+            blanks[tab.key] = page.evaluate(BLANK)
+        assert all(0 <= blank <= 100 for blank in blanks.values()), blanks
+
+
+#: Every text shown: its font size, whether it is on a control (a button, a tab, a slider's
+#: title and value, a control's label), and its start. The letters of a subscript or a
+#: superscript count at the size of the text around them; the charts' own texts (legends,
+#: drawn on the charts' layers) are not part of the page's text.
+SIZES = """() => {
+  const out = [];
+  for (const el of window.__flat()) {
+    if (el.closest('style, script, math, sub, sup') || window.__within(el, '.bk-layer')) continue;
+    const text = [...el.childNodes].filter((n) => n.nodeType === 3)
+                 .map((n) => n.textContent).join('').trim();
+    if (!text || !window.__shown(el)) continue;
+    const control = window.__within(el, 'button, .bk-tab, .bk-slider-title, ' +
+      '.bk-slider-value, .control-label, .bk-input-group, label') != null;
+    out.push([parseFloat(getComputedStyle(el).fontSize), control, text.slice(0, 40)]);
+  }
+  return out;
+}"""
+
+
+#: Every line of prose shown: its length in characters (the letters of a text node laid out
+#: on one line of its block, counted with Range rects), and its start.
+LINES = """() => {
+  const lines = [];
+  for (const el of window.__flat()) {
+    if (el.closest('style, script, math, table, button, .bk-tab')) continue;
+    const cs = getComputedStyle(el);
+    if (!['block', 'list-item', 'flow-root'].includes(cs.display) || !window.__shown(el)) continue;
+    // this block's own text: text nodes whose nearest block is this one
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    let node, line = '', top = null, bottom = null;
+    const range = document.createRange();
+    while ((node = walker.nextNode())) {
+      let up = node.parentElement, mine = true;
+      for (; up && up !== el; up = up.parentElement)
+        if (!['inline', 'inline-block'].includes(getComputedStyle(up).display)
+            || up.tagName === 'MATH') { mine = false; break; }
+      if (!mine) continue;
+      for (let i = 0; i < node.length; i++) {
+        range.setStart(node, i); range.setEnd(node, i + 1);
+        const r = range.getBoundingClientRect();
+        if (r.width === 0 && r.height === 0) continue;
+        if (top !== null && r.top >= bottom - 2) {
+          lines.push([line.length, line.trim().slice(0, 40)]); line = '';
+          top = null;
+        }
+        if (top === null) { top = r.top; bottom = r.bottom; }
+        bottom = Math.max(bottom, Math.min(r.bottom, top + r.height));
+        line += node.data[i];
+      }
+    }
+    if (line.trim()) lines.push([line.trim().length, line.trim().slice(0, 40)]);
+  }
+  return lines;
+}"""
+
+
+def _every_tab_open_in_detail(page):
+    """Each tab in turn with its "More detail" open, yielding its index."""
+    from attention_scaling.state import TABS
+    for index, tab in enumerate(TABS):
+        _open_tab(page, index, tab.title)
+        more = page.get_by_role("button", name="More detail").locator("visible=true")
+        if more.count():
+            more.click()
+            page.wait_for_timeout(400)
+        yield index
+
+
+@pytest.mark.parametrize("width", [375, 1920])
+def test_text_is_at_least_14_px_and_controls_13_px(browser, server, width):
+    with _opened(browser, server, width) as page:
+        _open_more_controls(page)
+        small = set()
+        for _ in _every_tab_open_in_detail(page):
+            sizes = page.evaluate(SIZES)
+            assert any(control for _, control, _ in sizes)
+            assert any(not control for _, control, _ in sizes)
+            small |= {(size, control, text) for size, control, text in sizes
+                      if size < (13 if control else 14)}
+        assert sorted(small) == [], "\n".join(map(str, sorted(small)))
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_lines_of_prose_are_at_most_80_characters(browser, server, width):
+    with _opened(browser, server, width) as page:
+        long = set()
+        for _ in _every_tab_open_in_detail(page):
+            lines = page.evaluate(LINES)
+            assert max(n for n, _ in lines) > 40, lines
+            long |= {(n, text) for n, text in lines if n > 80}
+        assert sorted(long) == []

@@ -185,26 +185,7 @@ class View:
                                     name=key, sizing_mode="stretch_width", margin=(5, 10),
                                     stylesheets=self._controls_css)
                         for key in buttons}
-        #: The controls, and the notes under them (guide, presets): beside the charts on a
-        #: wide screen, above and below them on a narrow one (assets/style.css, LAYOUT_CSS),
-        #: where the controls of BAR stay in view and the others fold behind "More
-        #: controls" (STICKY_CSS).
-        more = column(
-            *rows, self.seed_div, *self.buttons.values(), *self._idle_note("seed"),
-            *argument_rows, name="more-controls", css_classes=["app-more-controls"],
-            sizing_mode="stretch_width", margin=0, stylesheets=[
-                *css, InlineStyleSheet(css=SIDEBAR_CSS + MORE_CONTROLS_CSS)])
-        self.more_controls = Toggle(
-            label="More controls", active=False, name="more-controls-toggle",
-            sizing_mode="stretch_width", margin=(5, 10), stylesheets=[
-                *self._controls_css, InlineStyleSheet(css=NARROW_ONLY_CSS)])
-        unfold = CustomJS(args=dict(toggle=self.more_controls, body=more),
-                          code=script("disclosure"))
-        self.more_controls.js_on_change("active", unfold)
-        self.sidebar = column(
-            *bar_rows, self.more_controls, more,
-            sizing_mode="stretch_width", css_classes=["app-sidebar"],
-            stylesheets=[*css, InlineStyleSheet(css=SIDEBAR_CSS + STICKY_CSS)], margin=0)
+        unfold = self._sidebar(bar_rows, rows, argument_rows)
         theme = self._notes(presets)
         self._guide = guide
         self._download_names()
@@ -234,6 +215,30 @@ class View:
         #: "document_ready"): names and keys for the controls, the bars' text.
         self.ready = [theme, unfold, self._a11y(argument, "controls" in hidden), *c.ready,
                       *([self._idle()] if argument else [])]
+
+    def _sidebar(self, bar_rows: list, rows: list, argument_rows: list) -> CustomJS:
+        """The controls (``self.sidebar``), and the notes under them (guide, presets): beside
+        the charts on a wide screen, above and below them on a narrow one (assets/style.css,
+        LAYOUT_CSS), where the controls of BAR stay in view and the others fold behind "More
+        controls" (STICKY_CSS). Returns the fold's browser program."""
+        css = self._css
+        more = column(
+            *rows, self.seed_div, *self.buttons.values(), *self._idle_note("seed"),
+            *argument_rows, name="more-controls", css_classes=["app-more-controls"],
+            sizing_mode="stretch_width", margin=0, stylesheets=[
+                *css, InlineStyleSheet(css=SIDEBAR_CSS + MORE_CONTROLS_CSS)])
+        self.more_controls = Toggle(
+            label="More controls", active=False, name="more-controls-toggle",
+            sizing_mode="stretch_width", margin=(5, 10), stylesheets=[
+                *self._controls_css, InlineStyleSheet(css=NARROW_ONLY_CSS)])
+        unfold = CustomJS(args=dict(toggle=self.more_controls, body=more),
+                          code=script("disclosure"))
+        self.more_controls.js_on_change("active", unfold)
+        self.sidebar = column(
+            *bar_rows, self.more_controls, more,
+            sizing_mode="stretch_width", css_classes=["app-sidebar"],
+            stylesheets=[*css, InlineStyleSheet(css=SIDEBAR_CSS + STICKY_CSS)], margin=0)
+        return unfold
 
     def _controls(self, values: dict, argument: bool, controls) -> tuple[list, list, list]:
         """A widget per choice and option row of CONTROLS (``self.widgets``): the rows of

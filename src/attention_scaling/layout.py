@@ -33,9 +33,8 @@ def position_slider(title: str, labels: list[str], position: int, name: str,
 
 
 #: The page's grid: controls and notes in a 300 px column beside the charts, or, on a screen
-#: narrower than 900 px, a column of controls, charts and notes (a column, not a grid: the
-#: controls' bar stays at the top of the screen over all of it, STICKY_CSS). Rows of charts
-#: wrap on narrow screens.
+#: narrower than 900 px, one column of controls, charts and notes (the controls' bar stays at
+#: the top of the screen over all of it, STICKY_CSS). Rows of charts wrap on narrow screens.
 LAYOUT_CSS = """
 :host { display: grid !important; grid-template-columns: 300px minmax(0, 1fr);
         grid-template-rows: auto 1fr; grid-template-areas: "controls main" "notes main"; }
@@ -69,7 +68,6 @@ STICKY_CSS = """
           overflow-y: auto; box-shadow: 0 2px 4px rgba(16, 42, 67, 0.2);
           padding-top: 4px !important; }
 }
-@media print { :host { position: static !important; max-height: none; } }
 """
 #: The controls behind "More controls": shown beside the charts on a wide screen; on a
 #: narrow one, shown only open (assets/js/disclosure.js), closed they take no room and are
@@ -212,7 +210,8 @@ class View:
         #: The page: title bar over the controls (left) and the charts and text.
         self.root = column(*header, body, sizing_mode="stretch_width", margin=0)
         #: Browser programs to run once the document is shown (doc.js_on_event
-        #: "document_ready"): names and keys for the controls, the bars' text.
+        #: "document_ready"): names and keys for the controls, "More controls" saying it is
+        #: closed, the bars' text.
         self.ready = [theme, unfold, self._a11y(argument, "controls" in hidden), *c.ready,
                       *([self._idle()] if argument else [])]
 
@@ -227,6 +226,7 @@ class View:
             *argument_rows, name="more-controls", css_classes=["app-more-controls"],
             sizing_mode="stretch_width", margin=0, stylesheets=[
                 *css, InlineStyleSheet(css=SIDEBAR_CSS + MORE_CONTROLS_CSS)])
+        #: On a narrow screen, opens and closes the controls other than BAR's.
         self.more_controls = Toggle(
             label="More controls", active=False, name="more-controls-toggle",
             sizing_mode="stretch_width", margin=(5, 10), stylesheets=[

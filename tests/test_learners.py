@@ -1,5 +1,6 @@
 """For every learner, in Chromium against the served page: no sideways scrolling from a phone
-to a wide screen (with screenshots kept in assets/screenshots/), an iframe of 360 px, axe-core's
+to a wide screen, screenshots of every tab at four widths, light and dark (build/screenshots/;
+the one draw's kept in assets/screenshots/), an iframe of 360 px, axe-core's
 rules, names and keys for the controls, and the charts as text for screen readers."""
 
 from pathlib import Path
@@ -13,7 +14,12 @@ from attention_scaling.state import TABS
 
 pytestmark = pytest.mark.browser
 
-SHOTS = Path(__file__).resolve().parents[1] / "assets" / "screenshots"
+ROOT = Path(__file__).resolve().parents[1]
+#: The screenshots kept in the repository: the one draw, light, at each width.
+SHOTS = ROOT / "assets" / "screenshots"
+#: Every screenshot the tests take: each tab at each width, light and dark (build/ is the
+#: tests' output, not kept).
+ALL_SHOTS = ROOT / "build" / "screenshots"
 WIDTHS = (375, 768, 1280, 1920)
 
 
@@ -43,8 +49,6 @@ def test_no_sideways_scroll_at_any_width(browser, server, width):
     ctx, page = _open(browser, server, width)
     try:
         assert sideways(page) <= 0, width
-        SHOTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(SHOTS / f"explorer-{width}.png"), full_page=width >= 1280)
         # controls above the charts on a narrow screen, beside them on a wide one
         boxes = page.evaluate("""() => ['d_k', 'scaled-weights'].map((n) => {
             const b = window.__AS.view(Bokeh.documents[0].get_model_by_name(n)).el
@@ -60,6 +64,44 @@ def test_no_sideways_scroll_at_any_width(browser, server, width):
                                timeout=15_000)
         page.wait_for_timeout(500)
         assert sideways(page) <= 0, width
+        assert page.console_errors == []
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_screenshots_of_every_tab_at_every_width_light_and_dark(browser, server, width, theme):
+    """Each tab of state.TABS, opened, drawn and photographed whole
+    (build/screenshots/<tab>-<width>-<theme>.png): as wide as the screen, nothing sideways,
+    its chart and its page in the theme asked for. The one draw in light is kept in
+    assets/screenshots/ (the whole page from 1280 px, the first screen below)."""
+    import io
+
+    from PIL import Image
+    ALL_SHOTS.mkdir(parents=True, exist_ok=True)
+    ctx, page = _open(browser, server, width, f"?theme={theme}")
+    try:
+        for i, tab in enumerate(TABS):
+            page.evaluate("(i) => { Bokeh.documents[0].get_model_by_name('sections').active = i; }",
+                          i)
+            page.wait_for_function(DRAWN, arg=TAB_CHART[tab.key], timeout=20_000)
+            page.wait_for_timeout(1200)
+            assert sideways(page) <= 0, tab.key
+            png = page.screenshot(path=str(ALL_SHOTS / f"{tab.key}-{width}-{theme}.png"),
+                                  full_page=True)
+            shot = Image.open(io.BytesIO(png)).convert("RGB")
+            assert shot.width == width and shot.height >= 500, (tab.key, shot.size)
+            corner, chart = sum(shot.getpixel((1, shot.height - 2))), \
+                max(_plot_pixel(page, TAB_CHART[tab.key]))
+            if theme == "dark":
+                assert corner < 3 * 60 and chart < 60, (tab.key, corner, chart)
+            else:
+                assert corner > 3 * 230 and chart > 230, (tab.key, corner, chart)
+            if tab.key == "draw" and theme == "light":
+                SHOTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(SHOTS / f"explorer-{width}.png"),
+                                full_page=width >= 1280)
         assert page.console_errors == []
     finally:
         ctx.close()

@@ -15,6 +15,7 @@ from conftest import HELPERS
 from attention_scaling import argument, core, export, figures
 from attention_scaling import text as prose
 from attention_scaling.state import ExplorerState, Setting
+from attention_scaling.style import MARK
 from attention_scaling.lead import DRAW_LEAD, training_lead
 from attention_scaling.text import weight_label
 
@@ -249,7 +250,7 @@ def test_offline_page_shows_core_values_exactly(offline_page):
             const f = window.__model(n); return [f.outline_line_color, f.title.text]; })""")
         outlined = {"sqrt": [True, False], "none": [False, True], "linear": [False, False]}[rule]
         for (color, title), on in zip(outline, outlined):
-            assert (color == "#1f2933") == on and (color is None) != on, case
+            assert (color == MARK) == on and (color is None) != on, case
             assert title.endswith("◀ model uses this") == on, case
     page.wait_for_timeout(300)
     assert page.console_errors == []

@@ -99,9 +99,12 @@ const apply = () => {
       const first = [...tv.children].find((el) => el.tagName !== 'STYLE' && el.tagName !== 'LINK');
       if (first != null && first !== header) tv.insertBefore(header, first);
     }
-    // keep the keyboard on the tabs when a key changed them, even where they were drawn anew
+    // keep the keyboard on the tabs when a key changed them, even where they were drawn
+    // anew (a tab the server builds first can take seconds): unless it went elsewhere since
+    const doc = tv.ownerDocument;
+    const lost = doc == null || doc.activeElement == null || doc.activeElement === doc.body;
     const hadFocus = heads.some((h) => h === tv.activeElement)
-                     || Date.now() - (AS.noted(tabs, 'keyed') || 0) < 3000;
+                     || (lost && Date.now() - (AS.noted(tabs, 'keyed') || 0) < 30000);
     heads.forEach((head, i) => {
       const on = i === tabs.active;
       head.setAttribute('role', 'tab');

@@ -181,6 +181,29 @@ def test_more_controls_opens_by_keyboard_and_says_so(browser, server):
         assert not temperature.is_visible()
 
 
+def test_what_the_keyboard_reaches_is_not_under_the_controls_bar(browser, server):
+    """On a phone, an element reached by the keyboard above the screen scrolls into view
+    below the controls that stay at the top, not under them (WCAG 2.2, focus not
+    obscured). Chromium centres what focus scrolls to; a browser that scrolls it to the
+    nearest edge, a link to an anchor and find-in-page scroll as scrollIntoView's
+    "nearest" does, which is what this scrolls."""
+    with _opened(browser, server, 375, 812) as page:
+        button = page.get_by_role("button", name="Download PNG").first
+        # the button just above the screen
+        button.evaluate("(el) => window.scrollTo(0, scrollY + el.getBoundingClientRect().bottom"
+                        " + 50)")
+        page.wait_for_timeout(300)
+        assert button.bounding_box()["y"] < 0
+        button.evaluate("(el) => { el.scrollIntoView({block: 'nearest'}); "
+                        "el.focus({preventScroll: true}); }")
+        page.wait_for_timeout(300)
+        bar = page.evaluate(
+            "() => window.__flat().find((e) => e.classList.contains('app-sidebar'))"
+            ".getBoundingClientRect().bottom")
+        top = button.bounding_box()["y"]
+        assert top >= bar, f"focused button at {top:.0f} under the controls' bar (to {bar:.0f})"
+
+
 def _open_more_controls(page):
     """Show every control: open "More controls" where the page folds them behind it."""
     more = page.get_by_role("button", name="More controls").locator("visible=true")

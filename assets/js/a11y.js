@@ -29,6 +29,20 @@ const label = (slider, labels) => {
   }
   return true;
 };
+// A region that stays at the top of the screen (a phone's controls) keeps what the keyboard
+// reaches from scrolling under it (WCAG 2.2 focus not obscured): the page's scroll padding
+// follows its height while it is sticky.
+const padUnder = (el) => {
+  const root = el.ownerDocument?.documentElement;
+  if (root == null || AS.noted(el, 'padded')) return;
+  AS.note(el, 'padded', true);
+  const pad = () => {
+    root.style.scrollPaddingTop = getComputedStyle(el).position === 'sticky'
+      ? `${Math.ceil(el.getBoundingClientRect().height) + 8}px` : '';
+  };
+  new ResizeObserver(pad).observe(el);
+  pad();
+};
 const pressed = (group, name) => {
   const root = AS.root(group);
   if (root == null) return false;
@@ -77,11 +91,12 @@ const apply = () => {
   for (const [group, name] of groups) {
     if (!pressed(group, name)) missing = true;
   }
-  for (const [model, role, name] of regions) {
+  for (const [model, role, name, sticky] of regions) {
     const view = AS.view(model);
     if (view == null) { missing = true; continue; }
     view.el.setAttribute('role', role);
     view.el.setAttribute('aria-label', name);
+    if (sticky) padUnder(view.el);
   }
   for (const figure of charts) {
     if (!chart(figure)) missing = true;

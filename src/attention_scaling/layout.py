@@ -429,7 +429,8 @@ class View:
 
     def _a11y(self, argument: bool, no_controls: bool) -> CustomJS:
         """Names and keys for the sliders, tabs and regions, and the state of the groups of
-        buttons (assets/js/a11y.js)."""
+        buttons (assets/js/a11y.js); the page's scroll padding under the controls where they
+        stay at the top of a phone's screen."""
         sliders = [[w, [c.show(v) for v in c.values]] for c in CONTROLS
                    if c.kind == "choice" and (w := self.widgets.get(c.name)) is not None]
         groups = [] if no_controls else [
@@ -441,8 +442,9 @@ class View:
             sliders=sliders, groups=groups, tabs=self.tabs if argument else None,
             charts=[c.scaled_fig, c.unscaled_fig, c.spread.fig, c.jacobian_fig, c.diagonal_fig],
             regions=[[self.main, "main", "Charts and explanation"],
-                     *([[self.sidebar, "region", "Controls"], [self.notes, "region", "Guide"]]
-                       if not no_controls else [])]), code=script("a11y"))
+                     *([[self.sidebar, "region", "Controls", True],
+                        [self.notes, "region", "Guide"]] if not no_controls else [])]),
+            code=script("a11y"))
         for widget, _labels in sliders:
             widget.js_on_change("value", a11y)
         for widget, _label in groups:

@@ -357,3 +357,31 @@ def test_lines_of_prose_are_at_most_80_characters(browser, server, width):
             assert max(n for n, _ in lines) > 40, lines
             long |= {(n, text) for n, text in lines if n > 80}
         assert sorted(long) == []
+
+
+@pytest.mark.parametrize("width", (768, 1280))
+def test_each_idle_note_sits_under_its_control(browser, server, width):
+    """Where the open tab does not use a control, the sentence saying so sits right under
+    that control, in its column, whether the controls stand in one column or two."""
+    with _opened(browser, server, width) as page:
+        _open_tab(page, 1, "1 Variance")
+        _open_more_controls(page)
+        pairs = page.evaluate("""() => {
+          const doc = Bokeh.documents[0];
+          const box = (m) => { const v = window.__AS.view(m);
+                               return v && window.__shown(v.el) ? v.el.getBoundingClientRect()
+                                                                : null; };
+          const out = [];
+          for (const name of ['d_k', 'rule', 'temperature', 'keys', 'align', 'seed']) {
+            const note = doc.get_model_by_name(`${name}-idle`);
+            const control = name === 'seed' ? doc.get_model_by_name('resample')
+                                            : doc.get_model_by_name(name);
+            const n = note && box(note), c = control && box(control);
+            if (n && c) out.push([name, c.left, c.right, c.bottom, n.left, n.right, n.top]);
+          }
+          return out;
+        }""")
+        assert len(pairs) >= 4, pairs
+        for name, c_left, c_right, c_bottom, n_left, n_right, n_top in pairs:
+            assert c_bottom - 1 <= n_top <= c_bottom + 30, (name, c_bottom, n_top)
+            assert n_left < c_right and c_left < n_right, (name, c_left, c_right, n_left, n_right)

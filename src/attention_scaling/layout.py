@@ -222,7 +222,8 @@ class View:
         controls" (STICKY_CSS). Returns the fold's browser program."""
         css = self._css
         more = column(
-            *rows, self.seed_div, *self.buttons.values(), *self._idle_note("seed"),
+            *rows, self.seed_div, *(self._with_note(button, "seed") if key == "resample"
+                                    else button for key, button in self.buttons.items()),
             *argument_rows, name="more-controls", css_classes=["app-more-controls"],
             sizing_mode="stretch_width", margin=0, stylesheets=[
                 *css, InlineStyleSheet(css=SIDEBAR_CSS + MORE_CONTROLS_CSS)])
@@ -269,8 +270,8 @@ class View:
                                    css_classes=["control-label"]), widget,
                                sizing_mode="stretch_width")
             (argument_rows if control.group == "argument" else
-             bar_rows if control.name in BAR else rows).extend(
-                [shown, *self._idle_note(control.name)])
+             bar_rows if control.name in BAR else rows).append(
+                self._with_note(shown, control.name))
             self.widgets[control.name] = widget
         if argument_rows:
             argument_rows.insert(0, Div(
@@ -310,6 +311,13 @@ class View:
         control's idle note), those that are not None; none with ?hide=text. What "text"
         hides is what passes through here."""
         return [] if self._hide_text else [part for part in parts if part is not None]
+
+    def _with_note(self, shown, name: str):
+        """``shown`` (a control) with the note under it of control ``name`` (:meth:`_idle_note`)
+        as one item, so that the note stays under its control where the controls stand in two
+        columns (SIDEBAR_CSS)."""
+        note = self._idle_note(name)
+        return column(shown, *note, sizing_mode="stretch_width", margin=0) if note else shown
 
     def _idle_note(self, name: str) -> list:
         """The note under control ``name`` saying why the open tab does not use it (none

@@ -385,3 +385,31 @@ def test_each_idle_note_sits_under_its_control(browser, server, width):
         for name, c_left, c_right, c_bottom, n_left, n_right, n_top in pairs:
             assert c_bottom - 1 <= n_top <= c_bottom + 30, (name, c_bottom, n_top)
             assert n_left < c_right and c_left < n_right, (name, c_left, c_right, n_left, n_right)
+
+
+@pytest.mark.parametrize("theme", ("light", "dark"))
+def test_a_disabled_buttons_label_reads(browser, server, theme):
+    """The buttons of a control the open tab does not use are disabled, and their labels
+    still read (4.5:1 against their background): the rule's on the Training tab."""
+    from attention_scaling.style import contrast
+
+    ctx = _context(browser, 1280, 900)
+    try:
+        page = ctx.new_page()
+        page.goto(f"{server.url}?tab=training&theme={theme}")
+        page.wait_for_function(LIVE, timeout=30_000)
+        page.wait_for_function("() => window.__flat().some((e) => e.matches("
+                               "'button[disabled]') && window.__shown(e))", timeout=30_000)
+        colours = page.evaluate("""() => window.__flat().filter((e) => e.matches(
+            'button[disabled]') && window.__shown(e)).map((e) => {
+              const cs = getComputedStyle(e);
+              const hex = (c) => '#' + c.match(/\\d+/g).slice(0, 3).map(
+                (v) => Number(v).toString(16).padStart(2, '0')).join('');
+              return [e.textContent.trim(), hex(cs.color), hex(cs.backgroundColor),
+                      cs.opacity];
+            })""")
+        assert len(colours) >= 3, colours
+        for label, ink, paper, opacity in colours:
+            assert opacity == "1" and contrast(ink, paper) >= 4.5, (label, ink, paper, opacity)
+    finally:
+        ctx.close()

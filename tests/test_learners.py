@@ -1107,7 +1107,7 @@ CanvasRenderingContext2D.prototype.fillText = function (text, x, y, ...rest) {
 };"""
 
 #: The texts drawn by each named figure when it is painted next, and its frame's size.
-DRAWN = """async (names) => {
+DRAWN_TEXTS = """async (names) => {
   window.__drawn.clear();
   const views = names.map((n) => window.__AS.view(Bokeh.documents[0].get_model_by_name(n)));
   views.forEach((v) => v.request_paint());
@@ -1133,7 +1133,7 @@ def test_key_labels_and_cell_numbers_fit_where_they_are_drawn(browser, server, w
         page.wait_for_timeout(800)
         names = ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"]
         import re
-        for name, drawn in zip(names, page.evaluate(DRAWN, names)):
+        for name, drawn in zip(names, page.evaluate(DRAWN_TEXTS, names)):
             labels = [t for t in drawn["texts"] if re.fullmatch(r"k\d+", t[0])]
             assert {"k1", f"k{keys}"} & {t[0] for t in labels}, name
             for along, axis in ((1, "x"), (2, "y")):     # x: labels on one line; y: a column

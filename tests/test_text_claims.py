@@ -20,7 +20,7 @@ import pytest
 from attention_scaling import core, export
 from attention_scaling.figures import jacobian_data, readout_detail_html, readout_html
 from attention_scaling.lead import DRAW_LEAD
-from attention_scaling.state import ExplorerState
+from attention_scaling.state import CONTROLS, TABS, ExplorerState
 from attention_scaling.text import (EXPLANATION, FIG3_SEED, NUMBER_WORDS, WHICH, caption_html, fill, guide_html,
                                     plain)
 
@@ -638,3 +638,22 @@ def test_the_issue_s_underflow_states_print_true_exponents_and_ranks():
     c = Context(31337, 2048, 1.0, "none", 8, 1.0)
     _check_state("issue (b)", c, {})
     assert ">99.9% unscaled (12th percentile)" in " ".join(texts(c))
+
+
+#: How a "Try this" step names each control it asks for (as it is written in lead.TRY).
+CONTROL_IN_A_STEP = {"d_k": "<b>d<sub>k</sub></b>", "temperature": "<b>T</b>",
+                     "align": "<b>ρ</b>", "keys": "<b>n</b>"}
+
+
+@pytest.mark.parametrize("controls", [None, export.OFFLINE_CONTROLS], ids=["served", "offline"])
+def test_try_this_asks_only_for_controls_the_page_has(controls):
+    """Each tab's "Try this" on the served page and in the offline copy (which has no ρ):
+    no step asks for a control the page does not show, and each tab keeps a step."""
+    from attention_scaling.lead import try_html
+
+    shown = set(c.name for c in CONTROLS) if controls is None else set(controls)
+    for tab in TABS[1:]:
+        steps = try_html(tab.key, controls)
+        assert "<li>" in steps, tab.key
+        for name, written in CONTROL_IN_A_STEP.items():
+            assert name in shown or written not in steps, (tab.key, name)

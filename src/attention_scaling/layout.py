@@ -538,7 +538,7 @@ class View:
         self.downloads[key] = self._download_row(
             key, list(tab.figures.values()), tab.tables,
             run=tab.source if key == "training" else None)
-        steps = try_html(key)
+        steps = try_html(key, self.widgets)
         guide = Div(text=steps, name=f"{key}-try", disable_math=True, margin=(5, 10),
                     stylesheets=[*self._css, InlineStyleSheet(css=NO_PRINT_CSS)],
                     sizing_mode="stretch_width") if steps else None

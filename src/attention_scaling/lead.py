@@ -111,32 +111,38 @@ def budget_lead(budget: dict, width: int) -> str:
     return (f"{h} heads of {width // h} instead of one of {width} {verb}; {sq}.")
 
 
-#: Each tab's "Try this": two or three steps a student can take in under a minute.
+#: Each tab's "Try this": two or three steps a student can take in under a minute, each with
+#: the controls it asks for (state.CONTROLS' names).
 TRY = {
-    "variance": ("<li>Drag <b>d<sub>k</sub></b> from 1 to 4096: the raw histogram widens like "
-                 "√d<sub>k</sub>, the scaled one stays put.</li>"
-                 "<li>Read the lower chart: the measured spread sits on the √d<sub>k</sub> "
-                 "line.</li>"),
-    "saturation": ("<li>Drag <b>d<sub>k</sub></b>: the unscaled median climbs toward 100%, "
-                   "÷√d<sub>k</sub> stays flat.</li>"
-                   "<li>Set <b>ρ</b> to 0.5: now ÷√d<sub>k</sub> climbs too, ÷d<sub>k</sub> "
-                   "does not.</li>"),
-    "gradient": ("<li>Drag <b>d<sub>k</sub></b> from 16 to 512: the unscaled share in the "
-                 "upper chart climbs.</li>"
-                 "<li>Set <b>T</b> to 0.125: the ÷√d<sub>k</sub> share rises to about a "
-                 "quarter, the unscaled share at d<sub>k</sub> = 64 and T = 1.</li>"),
-    "training": ("<li>Press <b>Train</b> at d<sub>k</sub> = 64: every rule learns, unscaled "
-                 "least.</li>"
-                 "<li>Set <b>d<sub>k</sub></b> to 1024 and press <b>Train</b> again: the "
-                 "unscaled loss stays near its start, the others fall as at 64.</li>"),
-    "budget": ("<li>Read the unscaled line from 1 head to 64: narrower heads saturate "
-               "less.</li>"
-               "<li>Set <b>T</b> to 0.5, then <b>ρ</b> to 0.5.</li>"),
+    "variance": (("<li>Drag <b>d<sub>k</sub></b> from 1 to 4096: the raw histogram widens like "
+                  "√d<sub>k</sub>, the scaled one stays put.</li>", {"d_k"}),
+                 ("<li>Read the lower chart: the measured spread sits on the √d<sub>k</sub> "
+                  "line.</li>", set())),
+    "saturation": (("<li>Drag <b>d<sub>k</sub></b>: the unscaled median climbs toward 100%, "
+                    "÷√d<sub>k</sub> stays flat.</li>", {"d_k"}),
+                   ("<li>Set <b>ρ</b> to 0.5: now ÷√d<sub>k</sub> climbs too, ÷d<sub>k</sub> "
+                    "does not.</li>", {"align"})),
+    "gradient": (("<li>Drag <b>d<sub>k</sub></b> from 16 to 512: the unscaled share in the "
+                  "upper chart climbs.</li>", {"d_k"}),
+                 ("<li>Set <b>T</b> to 0.125: the ÷√d<sub>k</sub> share rises to about a "
+                  "quarter, the unscaled share at d<sub>k</sub> = 64 and T = 1.</li>",
+                  {"temperature"})),
+    "training": (("<li>Press <b>Train</b> at d<sub>k</sub> = 64: every rule learns, unscaled "
+                  "least.</li>", set()),
+                 ("<li>Set <b>d<sub>k</sub></b> to 1024 and press <b>Train</b> again: the "
+                  "unscaled loss stays near its start, the others fall as at 64.</li>",
+                  {"d_k"})),
+    "budget": (("<li>Read the unscaled line from 1 head to 64: narrower heads saturate "
+                "less.</li>", set()),
+               ("<li>Set <b>T</b> to 0.5.</li>", {"temperature"}),
+               ("<li>Then set <b>ρ</b> to 0.5.</li>", {"align"})),
 }
 
 
-def try_html(key: str) -> str:
+def try_html(key: str, controls=None) -> str:
     """An argument tab's "Try this" as HTML, "" for a tab without one (the one draw's is
-    text.guide_html)."""
-    steps = TRY.get(key)
+    text.guide_html): its steps whose controls are all among ``controls`` (every step when
+    None)."""
+    steps = "".join(step for step, needs in TRY.get(key, ())
+                    if controls is None or needs <= set(controls))
     return f"<div class='try'><h2>Try this</h2><ol>{steps}</ol></div>" if steps else ""

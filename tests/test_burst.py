@@ -301,8 +301,9 @@ def test_a_waiting_page_shows_its_title_connecting_and_the_first_view_then_goes_
     assert [r for r in responses if r[0] >= 400] == []
     scripts = page.evaluate("() => Array.from(document.scripts, s => s.src).filter(Boolean)")
     names = sorted(Path(s.split("?")[0]).name for s in scripts)
-    # only what the page uses: no WebGL plot, no ES-module component, no Panel model, no table
-    assert names == ["bokeh-widgets.min.js", "bokeh.min.js"], names
+    # only what the page uses (BokehJS's MathJax draws the formulas): no WebGL plot, no
+    # ES-module component, no Panel model, no table
+    assert names == ["bokeh-mathjax.min.js", "bokeh-widgets.min.js", "bokeh.min.js"], names
 
 
 def _first_view_document(html_text: str):

@@ -239,8 +239,11 @@ BLANK = """() => {
                             if (x === panel) return true;
                           return false; };
   let last = panel.getBoundingClientRect().top;
+  // a chart counts by its own box: inside it BokehJS keeps boxes of its renderers, clipped
+  // to the plot's frame, that reach as far as their data (a line that leaves the axis)
   for (const el of window.__flat())
-    if (inside(el) && window.__shown(el)) last = Math.max(last, el.getBoundingClientRect().bottom);
+    if (inside(el) && window.__shown(el) && !window.__within(el, '.bk-Canvas'))
+      last = Math.max(last, el.getBoundingClientRect().bottom);
   return tabs.el.getBoundingClientRect().bottom - last;
 }"""
 

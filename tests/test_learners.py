@@ -1171,7 +1171,9 @@ LEGENDS = """() => {
   for (const m of Bokeh.documents[0].all_models) {
     if (m.type !== 'Figure') continue;
     const v = window.__AS.view(m);
-    if (v != null && v.el.checkVisibility() && m.select({type: 'Legend'}).length) figures.push([m, v]);
+    // the open tab's charts: the others are hidden (visibility) in panels of no height
+    if (v != null && v.el.checkVisibility({visibilityProperty: true}) && v.bbox.height > 0
+        && m.select({type: 'Legend'}).length) figures.push([m, v]);
   }
   const box = (b) => [b.left, b.top, b.right, b.bottom];
   const out = [];

@@ -427,7 +427,7 @@ def _cells_ok(label: str, u: str, s: str, lin: str, c: Context) -> bool:
 
 def sentences(markup: str) -> list[str]:
     """The sentences of some HTML as the browser shows it, headings dropped."""
-    markup = re.sub(r"<h[34]>.*?</h[34]>", "", markup)
+    markup = re.sub(r"<h[2-4]>.*?</h[2-4]>", "", markup)
     blocks = plain(re.sub(r"</(p|li|div)>", "\n", markup)).split("\n")
     out = []
     for block in blocks:

@@ -11,8 +11,9 @@ const fit = () => {
   const fits = width / n >= 40 && height / n >= 16;
   if (cells.visible !== fits) cells.visible = fits;
 };
-const view = AS.view(fig);
-if (view != null && !AS.noted(fig, 'cells-observed')) {
+// finding the chart's view walks the page's views: only until its observer is installed
+const view = AS.noted(fig, 'cells-observed') ? null : AS.view(fig);
+if (view != null) {
   AS.note(fig, 'cells-observed', true);
   // after BokehJS lays the chart out again (it sets inner_width then)
   new ResizeObserver(() => requestAnimationFrame(() => requestAnimationFrame(fit))).observe(view.el);

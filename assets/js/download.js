@@ -11,9 +11,9 @@
 /* global AS, kind, tab, parts, controls, defaults, text_source, figures, tables, keyed, run,
    heading, labels */
 const setting = Object.assign({}, defaults, {seed: AS.fields(text_source).seed});
-for (const [name, [widget, labels]] of Object.entries(controls)) {
+for (const [name, [widget, shown]] of Object.entries(controls)) {
   const at = widget.value !== undefined ? widget.value : widget.active;
-  setting[name] = labels[at];
+  setting[name] = shown[at];
 }
 if (keyed != null && controls.keys == null) setting.keys = String(AS.col(keyed, 'key').length);
 if (run != null && run.tags.length === 4) {

@@ -10,14 +10,14 @@ import math
 
 import numpy as np
 from bokeh.models import (BasicTickFormatter, Button, ColumnDataSource, CustomJSTickFormatter,
-                          Div, FixedTicker, Legend, LogTicker, NumeralTickFormatter, Range1d)
+                          Div, FixedTicker, LogTicker, NumeralTickFormatter, Range1d)
 from bokeh.plotting import figure
 
 from . import core
 from .state import Setting
 from .style import (MARK, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNSCALED_COLOR,
                     derived_glyph_looks, legend_below, log10_axis, script, style_figure,
-                    style_legend, subtitle)
+                    subtitle)
 from .lead import (TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead,
                    training_lead, variance_lead)
 from .text import (GRAD_Q_AXIS, RULE_LABELS, TRAINING_INTRO, budget_html,
@@ -611,10 +611,6 @@ class BudgetTab(TabView):
             fig = figure(name=name, title=title, height=250, sizing_mode="stretch_width",
                          min_width=240, tools="", x_axis_type="log",
                          **({"y_range": Range1d(-3, 1)} if log10 else {}))
-            # the key under the plot, in a row: inside it, it covered a line on a phone
-            legend = Legend(orientation="horizontal", location="center", margin=0, padding=4)
-            style_legend(legend)
-            fig.add_layout(legend, "below")
             for r in core.RULES:
                 shared.rule_line(fig, "heads", f"{metric}_median_{r}", self.source, r)
                 fig.scatter(x="heads", y=f"{metric}_median_{r}", source=self.source,
@@ -627,6 +623,7 @@ class BudgetTab(TabView):
             if log10:
                 log10_axis(fig.yaxis)
             style_figure(fig)
+            legend_below(fig)
             self.figures[name] = fig
         self.tables = [(self.source, _same(*self.source.data))]
 

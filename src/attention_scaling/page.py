@@ -442,9 +442,8 @@ def create_page():
     """
     # No BrowserInfo model: the page never asks for the browser's settings, and Panel's
     # would send seven messages back to the server while the page is being drawn. "mathjax":
-    # the page loads BokehJS's own MathJax bundle, from this server, for the formulas and the
-    # TeX axis labels (Panel looks for math in the document's roots only, not in the Divs
-    # and axes inside them).
+    # the page loads BokehJS's own MathJax bundle, from this server, for the formulas (Panel
+    # looks for math in the document's roots only, not in the Divs inside them).
     pn.extension("mathjax", notifications=False, browser_info=False)
     doc = pn.state.curdoc
     if doc is not None:

@@ -187,8 +187,6 @@ def style_figure(fig) -> None:
         bar.title_text_color = light["title-text-color"]
         bar.title_text_font_style = "normal"
         bar.background_fill_color = light["background-fill-color"]
-    for legend in fig.legend:
-        style_legend(legend)
 
 
 def legend_css() -> str:
@@ -222,8 +220,8 @@ def style_legend(legend) -> None:
 
 
 def legend_below(fig) -> None:
-    """The figure's legend under its plot, its entries in a row: outside the data at every
-    state (inside, a legend covered a band or a line somewhere on the controls' range)."""
+    """The figure's legend under its plot, its entries in a row, in the explorer's look
+    (:func:`style_legend`): outside the data at every state."""
     legend = fig.legend[0]
     fig.center.remove(legend)
     legend.orientation = "horizontal"

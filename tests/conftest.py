@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -76,7 +77,12 @@ def run_in_thread(coroutine_function, timeout: float = 60):
     if "error" in box:
         raise box["error"]
     if "result" not in box:
-        raise TimeoutError(f"{coroutine_function.__name__} did not finish in {timeout} s")
+        import sys
+        import traceback
+        frame = sys._current_frames().get(thread.ident)
+        where = "".join(traceback.format_stack(frame)[-6:]) if frame is not None else ""
+        raise TimeoutError(f"{coroutine_function.__name__} did not finish in {timeout} s; "
+                           f"its thread was at:\n{where}")
     return box["result"]
 
 
@@ -315,7 +321,6 @@ def page_token(html: str) -> str:
 def token_payload(token: str) -> dict:
     """A Bokeh session token's payload, decoded (Bokeh zlib-packs the request's details)."""
     import base64
-    import json
     import zlib
 
     def unb64(text: str) -> bytes:
@@ -326,6 +331,24 @@ def token_payload(token: str) -> dict:
     if packed:
         payload.update(json.loads(zlib.decompress(unb64(packed))))
     return payload
+
+
+async def read_bokeh(ws, timeout: float = 30):
+    """One whole Bokeh message from ``ws`` (header, metadata, content, each buffer's header
+    and payload): (header as a dict, content as text), or None when the socket closed,
+    before the message or in the middle of it (a closed socket's next read never ends)."""
+    import asyncio
+    header = await asyncio.wait_for(ws.read_message(), timeout)
+    if header is None:
+        return None
+    header = json.loads(header)
+    parts = []
+    for _ in range(2 + 2 * header.get("num_buffers", 0)):
+        part = await asyncio.wait_for(ws.read_message(), timeout)
+        if part is None:        # Tornado says so once: a next read would wait forever
+            return None
+        parts.append(part)
+    return header, parts[1]
 
 
 async def bokeh_socket(url: str, token: str):

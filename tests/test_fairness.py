@@ -10,6 +10,7 @@ import time
 
 import pytest
 from conftest import Server, bokeh_socket, page_token, run_in_thread
+from conftest import read_bokeh as read_message
 
 pytestmark = pytest.mark.relative
 
@@ -20,19 +21,6 @@ CHANGES = 40            # slider changes per phase
 CHANGE_GAP_S = 0.1      # between an answer and the next change
 PHASE_LIMIT_S = 25      # a phase ends after this long, answered or not
 SETTLE_S = 15           # the most the load runs before the bystander is measured again
-
-
-async def read_message(ws, timeout: float = 30):
-    """One whole Bokeh message: (header, content), or None when the socket closed."""
-    header = await asyncio.wait_for(ws.read_message(), timeout)
-    if header is None:
-        return None
-    header = json.loads(header)
-    _meta = await asyncio.wait_for(ws.read_message(), timeout)
-    content = await asyncio.wait_for(ws.read_message(), timeout)
-    for _ in range(2 * header.get("num_buffers", 0)):
-        await asyncio.wait_for(ws.read_message(), timeout)
-    return header, content
 
 
 async def send(ws, msgtype: str, content: dict, n=[0]) -> str:
@@ -86,11 +74,14 @@ async def open_session(url: str, query: str = ""):
     return ws, token, models_by_name(doc)
 
 
-async def drain(ws, counter: dict, key: str) -> None:
-    """Read everything the server sends on ``ws`` until it closes, counting PATCH-DOCs."""
-    while True:
+async def drain(ws, counter: dict, key: str, stop: asyncio.Event) -> None:
+    """Read everything the server sends on ``ws`` until it closes or ``stop`` is set,
+    counting PATCH-DOCs."""
+    while not stop.is_set():
         try:
-            msg = await read_message(ws, timeout=600)
+            msg = await read_message(ws, timeout=5)
+        except asyncio.TimeoutError:
+            continue
         except Exception:
             return
         if msg is None:
@@ -167,18 +158,30 @@ def p95(xs: list[float]) -> float:
 
 def bystander_under_load(url: str, trainers: int, pullers: int) -> dict:
     """Every session opened first; the bystander's answers quiet, then while ``trainers``
-    sessions train at the heaviest setting and ``pullers`` loop PULL-DOC-REQ."""
+    sessions train at the heaviest setting and ``pullers`` loop PULL-DOC-REQ. A scenario that
+    does not finish in time is reported with the seconds each of its phases took."""
+    phases: dict[str, float] = {}
+    start = time.monotonic()
+
+    def reached(phase: str) -> None:
+        phases[phase] = round(time.monotonic() - start, 1)
+
     async def scenario():
         ws, _token, by_models = await open_session(url, BYSTANDER)
+        reached("bystander open")
         training = [await open_session(url, HEAVIEST) for _ in range(trainers)]
+        reached("trainers open")
         pulling = [await open_session(url, HEAVIEST) for _ in range(pullers)]
+        reached("pullers open")
         await slider_answers(ws, by_models)          # warm-up: caches, first allocations
+        reached("warm-up")
         quiet = await slider_answers(ws, by_models)
+        reached("quiet")
         progress, pulled, stop = {}, {}, asyncio.Event()
         tasks = []
         for i, (tws, _t, models) in enumerate(training):
             await click_train(tws, models)
-            tasks.append(asyncio.ensure_future(drain(tws, progress, f"t{i}")))
+            tasks.append(asyncio.ensure_future(drain(tws, progress, f"t{i}", stop)))
         for pws, token, _m in pulling:
             pws.close()
             tasks.append(asyncio.ensure_future(pull_loop(url, token, pulled, stop)))
@@ -189,18 +192,24 @@ def bystander_under_load(url: str, trainers: int, pullers: int) -> dict:
                 pulled.get("closed", 0) + pulled.get("refused", 0) < pullers):
             await asyncio.sleep(0.1)
         await asyncio.sleep(1)
+        reached("load settled")
         before = dict(progress)
         loaded = await slider_answers(ws, by_models)
+        reached("loaded")
         after = dict(progress)
         stop.set()
         for s in [ws, *(t[0] for t in training)]:
             s.close()
         for task in tasks:
             task.cancel()
+        await asyncio.wait(tasks, timeout=15)
         return {"quiet": quiet, "loaded": loaded, "training_patches": (before, after),
                 "pulls": pulled}
 
-    return run_in_thread(scenario, timeout=240)
+    try:
+        return run_in_thread(scenario, timeout=240)
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}; seconds at the end of each phase: {phases}") from None
 
 
 def test_a_bystander_answers_within_twice_its_quiet_time_while_others_train_and_pull(tmp_path):

@@ -23,8 +23,8 @@ import tornado.websocket
 from pathlib import Path
 
 import pytest
-from conftest import (CLI, Server, bokeh_socket, free_port, page_token, run_in_thread,
-                      status_of, token_payload, wait_until_live)
+from conftest import (CLI, Server, bokeh_socket, free_port, page_token, read_bokeh,
+                      run_in_thread, status_of, token_payload, wait_until_live)
 
 from attention_scaling import server as served
 
@@ -40,14 +40,10 @@ WEIGHTS_JS = ("(d => Array.from(d instanceof Map ? d.get('weight') : d.weight).j
 
 
 async def read_bokeh_message(ws, timeout: float = 10):
-    """One whole Bokeh message (header, metadata, content, buffers) from ``ws``: its header's
-    msgtype, or None when the connection closed."""
-    header = await asyncio.wait_for(ws.read_message(), timeout)
-    if header is None:
-        return None
-    for _ in range(2 + json.loads(header).get("num_buffers", 0)):
-        await asyncio.wait_for(ws.read_message(), timeout)
-    return json.loads(header)["msgtype"]
+    """One whole Bokeh message from ``ws``: its header's msgtype, or None when the
+    connection closed."""
+    message = await read_bokeh(ws, timeout)
+    return None if message is None else message[0]["msgtype"]
 
 
 def stats(server: Server) -> dict:
@@ -474,16 +470,10 @@ def token_of(srv: Server) -> str:
 
 
 async def read_message(ws, timeout: float = 10):
-    """One whole Bokeh message: (header, content), or None when the connection closed."""
-    header = await asyncio.wait_for(ws.read_message(), timeout)
-    if header is None:
-        return None
-    header = json.loads(header)
-    await asyncio.wait_for(ws.read_message(), timeout)          # metadata
-    content = await asyncio.wait_for(ws.read_message(), timeout)
-    for _ in range(2 * header.get("num_buffers", 0)):
-        await asyncio.wait_for(ws.read_message(), timeout)
-    return header, json.loads(content)
+    """One whole Bokeh message: (header, content parsed), or None when the connection
+    closed."""
+    message = await read_bokeh(ws, timeout)
+    return None if message is None else (message[0], json.loads(message[1]))
 
 
 async def send(ws, msgtype: str, content: dict, msgid: str = "1", **header) -> None:

@@ -383,26 +383,44 @@ RECORD_PATCHES = """(() => {
 })();"""
 
 
+#: The names of the models each recorded PATCH-DOC changed.
+PATCHED = """() => window.__patches.map((ids) => [...new Set(ids.map((id) => {
+    const m = Bokeh.documents[0].get_model_by_id(id); return m ? m.name : null;
+}).filter(Boolean))])"""
+
+
 def patches_after(page, slider: str, position: int) -> list[set[str]]:
     """The named models each PATCH-DOC changed after setting ``slider`` to ``position`` in
-    the page, in the order they arrived."""
+    the page, in the order they arrived, up to the step's new question (the last thing the
+    server sends) and 1.5 s more."""
     page.evaluate("() => { window.__patches = []; }")
     page.evaluate("([n, p]) => { Bokeh.documents[0].get_model_by_name(n).value = p; }",
                   [slider, position])
-    page.wait_for_function("() => window.__patches.length > 0", timeout=10_000)
+    page.wait_for_function(f"() => ({PATCHED})().some((names) => names.some("
+                           "(n) => n.endsWith('-ask-text')))", timeout=20_000)
     page.wait_for_timeout(1500)       # anything else the change sends
-    return page.evaluate("""() => window.__patches.map((ids) => [...new Set(ids.map((id) => {
-        const m = Bokeh.documents[0].get_model_by_id(id); return m ? m.name : null;
-    }).filter(Boolean))])""")
+    return page.evaluate(PATCHED)
+
+
+#: The models of the steps' questions (layout.View._ask), which the server sends on its next
+#: turn, after the charts.
+QUESTION_PARTS = ("-ask-text", "-reveal", "-answer", "-guess")
+
+
+def _questions_only(names) -> bool:
+    return all(n.endswith(QUESTION_PARTS) for n in names)
 
 
 def test_a_change_of_the_one_draw_reaches_the_page_as_one_message(page, server):
     page.add_init_script(RECORD_PATCHES)
     open_app(page, server)
     patches = patches_after(page, "d_k", 12)
-    assert len(patches) == 1
+    # the charts and texts in one message, then the new question in one of its own
+    assert len(patches) == 2 and _questions_only(patches[1]), patches
+    assert "draw-ask-text" in patches[1]
     assert {"scaled-weights-source", "unscaled-weights-source", "jacobian-source",
             "jacobian-diagonal-marker", "text-source"} <= set(patches[0])
+    assert not any(n.endswith(QUESTION_PARTS) for n in patches[0])
 
 
 def test_on_an_argument_tab_its_new_curves_come_before_the_one_draw(page, server):
@@ -417,7 +435,9 @@ def test_on_an_argument_tab_its_new_curves_come_before_the_one_draw(page, server
                            "'saturation-curves-source') !== null", timeout=30_000)
     from attention_scaling import core
     position = core.TEMPERATURES.index(1.0) + 1
-    first, *rest = patches_after(page, "temperature", position)
+    first, *rest, asked = patches_after(page, "temperature", position)
     assert "saturation-curves-source" in first
     assert "scaled-weights-source" not in first and "text-source" not in first
     assert len(rest) == 1 and {"scaled-weights-source", "text-source"} <= set(rest[0])
+    # the questions last, in one message: the open tab's and the one draw's
+    assert _questions_only(asked) and {"saturation-ask-text", "draw-ask-text"} <= set(asked)

@@ -86,21 +86,22 @@ def test_the_size_check_sees_a_long_function(tmp_path, monkeypatch):
 # ---- layers -------------------------------------------------------------------------------
 
 #: What each module of src/attention_scaling may import of the package: core <- text <- lead,
-#: state <- style <- figures, argument <- layout <- page / export <- cli, and server (a
+#: quiz, state <- style <- figures, argument <- layout <- page / export <- cli, and server (a
 #: package) beside page and export; seams (the libraries' internals) under page and server; nothing
 #: imports cli. The package's __init__ imports page on first use of
 #: `attention_scaling.Explorer` only.
-_BOKEH = {"core", "text", "lead", "state", "style", "figures", "argument", "layout"}
+_BOKEH = {"core", "text", "lead", "quiz", "state", "style", "figures", "argument", "layout"}
 LAYERS = {
     "__init__": {"page"},
     "core": set(),
     "seams": set(),
     "text": {"core"},
     "lead": {"core", "text"},
+    "quiz": {"core", "text"},
     "state": {"core", "text"},
     "style": {"core"},
     "figures": {"core", "text", "lead", "style"},
-    "argument": {"core", "text", "lead", "state", "style"},
+    "argument": {"core", "text", "lead", "quiz", "state", "style"},
     "layout": _BOKEH - {"layout"},
     "page": _BOKEH | {"seams"},
     "export": _BOKEH,
@@ -111,6 +112,7 @@ LAYERS = {
 NOT_LOADED = {
     "text": {"panel", "bokeh", "param"},
     "lead": {"panel", "bokeh", "param"},
+    "quiz": {"panel", "bokeh", "param"},
     "state": {"panel", "bokeh"},
     **{m: {"panel"} for m in ("style", "figures", "argument", "layout")},
 }

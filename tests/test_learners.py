@@ -225,8 +225,8 @@ def test_the_tab_list_comes_before_the_tabs_content_and_each_tab_controls_its_pa
             raise AssertionError("Tab never reached the tab list")
         assert focused.evaluate("(e) => e.getAttribute('aria-selected')") == "true"
         assert focused.evaluate(LANDMARK) == "Charts and explanation"
-        # before it only the controls: four sliders, three rule buttons, three buttons
-        assert [el.evaluate(LANDMARK) for el in before] == ([] if search else ["Controls"] * 10)
+        # before it only the controls: four sliders, three rule buttons, four buttons
+        assert [el.evaluate(LANDMARK) for el in before] == ([] if search else ["Controls"] * 11)
         tabs = page.evaluate("""() => {
           const tabs = Bokeh.documents[0].get_model_by_name('sections');
           const root = window.__AS.root(tabs);
@@ -293,7 +293,9 @@ def test_every_control_has_a_name_and_works_by_keyboard(page, server):
     handles = page.locator("[role='slider']")
     names = [handles.nth(i).get_attribute("aria-label") for i in range(handles.count())]
     assert names == ["Head width dₖ", "Temperature T", "Number of keys n",
-                     "Trained alignment ρ"]
+                     "Trained alignment ρ", "Your guess"]
+    guess = handles.nth(4)
+    assert guess.get_attribute("aria-valuetext") == "50%"
     first = handles.first
     assert first.get_attribute("aria-valuetext") == "64"
     first.focus()
@@ -764,12 +766,17 @@ def test_print_leaves_out_the_controls_and_reduced_motion_animates_nothing(brows
     ctx, page = _open(browser, server, 1280, reduced_motion="reduce")
     try:
         page.emulate_media(media="print")
-        shown = page.evaluate("""() => ['d_k', 'guide', 'download-csv', 'scaled-weights']
-            .map((n) => { const v = window.__AS.view(Bokeh.documents[0]
-              .get_model_by_name(n)); let e = v.el; while (e) { if (getComputedStyle(e)
-              .display === 'none') return false; e = e.parentNode && e.parentNode.host
-              ? e.parentNode.host : e.parentElement; } return true; })""")
-        assert shown == [False, False, False, True]
+        # as wide as the desktop's window, and as an A4 page's printed width (186 mm: 703 px)
+        for width in (1280, 703):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.wait_for_timeout(300)
+            shown = page.evaluate("""() => ['d_k', 'guide', 'download-csv', 'scaled-weights']
+                .map((n) => { const v = window.__AS.view(Bokeh.documents[0]
+                  .get_model_by_name(n)); let e = v.el; while (e) { if (getComputedStyle(e)
+                  .display === 'none') return false; e = e.parentNode && e.parentNode.host
+                  ? e.parentNode.host : e.parentElement; } return true; })""")
+            assert shown == [False, False, False, True], width
+        page.set_viewport_size({"width": 1280, "height": 900})
         pdf = page.pdf(format="A4")
         assert pdf[:5] == b"%PDF-" and len(pdf) > 10_000
         page.emulate_media(media="screen")

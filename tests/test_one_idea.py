@@ -1,8 +1,9 @@
 """Each tab leads with one idea, in the browser at 1280 px: its lead sentence (at most 30
 words) at its top, its chart, a "Try this", and the rest under a "More detail" that is closed
 by default, opens on a click and is open when printed; at most 120 words of prose shown per
-tab with it closed (the controls and notes beside the charts left out). The controls a tab
-does not use are disabled and say why."""
+tab with it closed (the controls and notes beside the charts left out; the step's question,
+a prompt to predict rather than prose of the idea, is counted on its own: at most 35 words).
+The controls a tab does not use are disabled and say why."""
 
 from __future__ import annotations
 
@@ -20,14 +21,17 @@ pytestmark = pytest.mark.browser
 #: superscripts joined to their word) of every Bokeh Div in the main column that is shown
 #: (not in a closed "More detail", whose column is hidden), without the screen readers' text
 #: (.sr-only, clipped to 1 px); the sidebar and the notes beside the charts are other columns,
-#: and buttons, tab titles and the charts' canvas text are not Divs.
-MAIN_WORDS = """() => {
+#: and buttons, tab titles and the charts' canvas text are not Divs. With ``ask``: the text of
+#: the step's question block (.ask) instead, which is otherwise left out.
+MAIN_WORDS = """(ask = false) => {
   const out = [];
   const within = (el) => {
     for (let e = el; e; e = e.parentNode instanceof ShadowRoot ? e.parentNode.host : e.parentNode) {
       if (e.classList && (e.classList.contains('app-sidebar') || e.classList.contains('app-notes')))
         return false;
-      if (e.classList && e.classList.contains('app-main')) return true;
+      if (e.classList && e.classList.contains('ask') && !ask) return false;
+      if (e.classList && e.classList.contains('app-main')) return !ask;
+      if (e.classList && e.classList.contains('ask')) return true;
     }
     return false;
   };
@@ -79,6 +83,8 @@ def test_each_tab_shows_one_idea_in_at_most_120_words(page, server, tab):
     shown = page.evaluate(MAIN_WORDS)
     assert words(shown) <= 120, (words(shown), shown)
     assert "Try this" in shown and "".join(lead.split()) in "".join(shown.split())
+    question = page.evaluate(MAIN_WORDS, True)
+    assert question.startswith("Predict.") and 8 <= words(question) <= 35, question
     # "More detail" is closed: its text is not shown, until the toggle opens it
     detail = _model_text(page, "explanation" if tab.key == "draw" else f"{tab.key}-text")
     assert detail and detail.split()[0] not in ("",)

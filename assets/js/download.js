@@ -28,8 +28,7 @@ const save = (blob) => {
   a.click();
   setTimeout(() => URL.revokeObjectURL(a.href), 1000);
 };
-const esc = (t) => String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
-  .replace(/"/g, '&quot;');
+const esc = AS.escape;
 const png = (svg, W, H) => {
   const img = new Image();
   img.onload = () => {

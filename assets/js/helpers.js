@@ -95,14 +95,17 @@ const AS = (() => {
     return [row.key, String(row.positions == null ? at : row.positions[at])];
   })).toString();
   // Put the query string `search` into the address with history.replaceState, keeping any
-  // other parameter (hide, embed, theme) but "scaled", which older links carry and the "rule"
-  // control holds.
-  const writeAddress = (search) => {
+  // other parameter (hide, embed, theme) but those of `remove` and "scaled", which older
+  // links carry and the "rule" control holds.
+  const writeAddress = (search, remove = []) => {
     const url = new URL(window.location.href);
     for (const [k, v] of new URLSearchParams(search)) url.searchParams.set(k, v);
-    url.searchParams.delete('scaled');
+    for (const k of [...remove, 'scaled']) url.searchParams.delete(k);
     if (url.href !== window.location.href) window.history.replaceState(window.history.state, '', url.href);
   };
+  // Text as HTML (or XML) text or attribute value: &, <, > and " escaped.
+  const escape = (t) => String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;');
   return {col, fields, view, root, repaint, documents, note, noted, position, apply, query,
-          writeAddress};
+          writeAddress, escape};
 })();

@@ -3,7 +3,8 @@
 // states once (gzip, the browser's DecompressionStream; noted for the payload-holding model),
 // then assigns the data of the sources of the one draw and of the tab shown, in place.
 /* global AS, holder, seed, dk, temp, rule, src, figs, text_source, seed_div, tabs, panels, train,
-   training_status, sources, texts, leads, training_figs, argument_figs, lines, shown, action, cb_obj */
+   training_status, sources, texts, leads, asks, training_figs, argument_figs, lines, shown, action,
+   cb_obj */
 if (AS.noted(holder, 'attn') == null) {
   const inflate = (b64) => {
     const s = atob(b64), a = new Uint8Array(s.length);
@@ -36,6 +37,28 @@ const assign = (src, obj) => {
   } else {
     src.data = Object.assign({}, old, obj);
   }
+};
+
+// The controls' setting as an index of each kind (export._index computes the same).
+const settingIndex = (P) => {
+  const nt = P.temperatures.length, nd = P.d_k.length;
+  const si = seed.value, di = dk.value, ti = temp.value;
+  return {width: di, temperature: ti, grid: di * nt + ti, setting: (si * nd + di) * nt + ti};
+};
+
+// A step's question at the setting shown (export._questions: stored by the index its
+// question_index names), its answer put away in Reveal's tags until Reveal, as
+// layout.View.show_question does on the served page.
+const ask = (P, key) => {
+  const index = settingIndex(P)[P.argument.question_index[key]];
+  const [text, choices, ...sentences] = P.argument.questions[key][index].map((k) => P.paragraphs[k]);
+  const answer = sentences.join(' ');
+  const parts = asks[key];
+  if (parts.text.text === text && parts.reveal.tags[0] === answer) return;
+  parts.text.text = text;
+  if (choices) parts.guess.labels = choices.split('\n');
+  parts.reveal.tags = [answer];
+  parts.answer.text = '';
 };
 
 const oneDraw = (P) => {
@@ -99,6 +122,7 @@ const oneDraw = (P) => {
   const names = Object.keys(act.fields);
   text_source.data = new Map([['field', names], ['value', names.map((k) => act.fields[k])]]);
   seed_div.text = "<span class='seed'>seed <code>" + P.seeds[si] + "</code></span>";
+  ask(P, 'draw');
 };
 
 // The blocks of the argument (and of the one draw's spread chart): the columns of a source at
@@ -115,13 +139,12 @@ const paragraphs = (P, key, index) =>
 
 const argument = (P) => {
   const A = P.argument, key = P.argument.tabs[tabs.active];
-  if (!(key in A.sources)) return;          // the training run
   const si = seed.value, di = dk.value, ti = temp.value, v = rule.active;
+  if (key in A.question_index) ask(P, key);
+  if (!(key in A.sources)) return;          // the training run
   const setting = [si, di, ti, v].join();
   if (P.shown[key] === setting) return;
-  const nt = P.temperatures.length, nd = P.d_k.length;
-  const index = {width: di, temperature: ti, grid: di * nt + ti,
-                 setting: (si * nd + di) * nt + ti};
+  const index = settingIndex(P);
   const widths = A.widths[P.rules[v]];
   lines.forEach((line, k) => {
     if (line.glyph.line_width !== widths[k]) line.glyph.line_width = widths[k];

@@ -14,6 +14,7 @@ from bokeh.models import (BasicTickFormatter, Button, ColumnDataSource, CustomJS
 from bokeh.plotting import figure
 
 from . import core
+from . import quiz
 from .state import Setting
 from .style import (MARK, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNSCALED_COLOR,
                     derived_glyph_looks, legend_below, log10_axis, script, style_figure,
@@ -32,6 +33,8 @@ WIDTH_TICKS = (1, 4, 16, 64, 256, 1024, 4096)
 BUDGET_METRICS = ("max_weight", "log10_grad_q")
 #: The model width the head-budget tab splits into heads.
 BUDGET_WIDTH = 512
+#: The heads the Heads step's question splits it into.
+BUDGET_HEADS = 8
 #: Steps of a training run.
 TRAINING_STEPS = 300
 
@@ -241,10 +244,12 @@ class TabView:
     ``draw(setting)`` (its charts at a :class:`state.Setting`, from core; returns the HTML of
     its lead sentence and of its "More detail"). The offline copy stores its text by ``offline`` (``width``, ``temperature`` or
     ``setting``: one per seed, width and temperature) and, by the index each names, the
-    models of ``stores``: (source name or ``<figure>:y_range``, index)."""
+    models of ``stores``: (source name or ``<figure>:y_range``, index), and its question by
+    the index ``asked`` names (what the question depends on)."""
 
     key = ""
     offline = "setting"
+    asked = "setting"
     stores: tuple = ()
 
     def __init__(self, shared: Shared) -> None:
@@ -258,11 +263,15 @@ class TabView:
     def draw(self, s: Setting) -> tuple[str, str]:
         raise NotImplementedError
 
+    def question(self, s: Setting) -> quiz.Question | None:
+        """Its predict-then-reveal question at ``s`` (quiz), None for none."""
+        return None
+
 
 class VarianceTab(TabView):
     """1 Variance: q·k over many draws, raw and ÷√d_k, and its spread against d_k."""
 
-    key, offline = "variance", "width"
+    key, offline, asked = "variance", "width", "width"
     stores = (("logit-histogram-source", "width"), ("logit-width-source", "width"))
 
     def __init__(self, shared: Shared) -> None:
@@ -330,11 +339,14 @@ class VarianceTab(TabView):
             variance_html(s.d_k, dist, core.logit_std_curve(), core.LOGIT_DRAWS)
             + scaled_score_example())
 
+    def question(self, s: Setting) -> quiz.Question:
+        return quiz.variance_question(s.d_k)
+
 
 class SaturationTab(TabView):
     """2 Saturation: the max weight and effective keys against d_k, per rule."""
 
-    key = "saturation"
+    key, asked = "saturation", "grid"
     stores = (("saturation-curves-source", "temperature"),
               ("saturation-draw-source", "setting"), ("saturation-gradient:y_range", "setting"))
 
@@ -357,13 +369,16 @@ class SaturationTab(TabView):
             saturation_html(s.d_k, s.temperature, s.keys, s.align, curves, draw,
                             core.CURVE_DRAWS) + softmax_example())
 
+    def question(self, s: Setting) -> quiz.Question:
+        return quiz.saturation_question(s.d_k, s.temperature, s.keys, s.align)
+
 
 class GradientTab(TabView):
     """3 Gradient: against d_k, per rule, the share of draws whose gradient to the query is
     under a tenth of the ÷√d_k median (where the unscaled median says "more", how many draws
     get almost none), and that gradient's median and middle half."""
 
-    key = "gradient"
+    key, asked = "gradient", "grid"
     stores = SaturationTab.stores
 
     def __init__(self, shared: Shared) -> None:
@@ -381,6 +396,9 @@ class GradientTab(TabView):
         return gradient_lead(s.d_k, curves), gradient_html(
             s.d_k, s.temperature, s.keys, s.align, curves, draw, core.CURVE_DRAWS)
 
+    def question(self, s: Setting) -> quiz.Question:
+        return quiz.gradient_question(s.d_k, s.temperature, s.keys, s.align)
+
 
 #: The training source's columns per rule: the median over the seeds of each metric per step,
 #: and the seeds' min and max of the loss (its band). The gradients draw the median only: the
@@ -395,7 +413,7 @@ class TrainingTab(TabView):
     over the seeds, the loss with the seeds' range as a band. Run by its Train button (:meth:`show`),
     not drawn from the controls."""
 
-    key, offline = "training", None
+    key, offline = "training", None     # asked by setting: the offline runs have one seed
 
     def __init__(self, shared: Shared, css=(), button_css=()) -> None:
         super().__init__(shared)
@@ -594,7 +612,7 @@ def sweep_data(result, rows: int | None = None) -> dict:
 class BudgetTab(TabView):
     """5 Heads: one model width split into h heads of d_k = width / h, per rule."""
 
-    key, offline = "budget", "temperature"
+    key, offline, asked = "budget", "temperature", "temperature"
     stores = (("head-budget-source", "temperature"), ("head-budget-gradient:y_range",
                                                       "temperature"))
 
@@ -638,6 +656,9 @@ class BudgetTab(TabView):
                   *(data[f"log10_grad_q_median_{r}"] for r in core.RULES))
         return budget_lead(budget, BUDGET_WIDTH), budget_html(
             budget, BUDGET_WIDTH, s.temperature, s.keys, s.align)
+
+    def question(self, s: Setting) -> quiz.Question:
+        return quiz.budget_question(BUDGET_WIDTH, BUDGET_HEADS, s.temperature, s.keys, s.align)
 
 
 #: The argument's tabs, by key (each a row of state.TABS): the class that builds and draws it.

@@ -20,6 +20,8 @@ by byte plane) and base64-encoded; the browser inflates them with ``Decompressio
 from __future__ import annotations
 
 import base64
+import dataclasses
+import functools
 import gzip
 import json
 import re
@@ -33,17 +35,18 @@ from bokeh.embed import file_html
 from bokeh.models import CustomJS, Div, Spinner
 from bokeh.resources import INLINE
 
-from . import core
+from . import core, quiz
 from .argument import SWEEP_TITLE, TRAINING_STEPS
 from .figures import Charts, bar_data, diagonal_label_data, jacobian_data, max_label, sweep_data
-from .layout import View
+from .layout import TAB, View, ask_html
 from .style import KEY_LABELS, LABEL_ALPHA, script
 from .state import CONTROLS, TABS, ExplorerState, Setting
 from .text import FIG3_D_K, FIG3_SEED, TITLE, guide_html
 
-#: Largest file the export may write: every state of 4 seeds (~5.3 MB) and the formulas'
-#: MathJax (BokehJS's bokeh-mathjax bundle, 1.8 MB) fit in it.
-MAX_BYTES = 7_500_000
+#: Largest file the export may write: every state of 4 seeds (~5.4 MB, every step's question
+#: at every setting included, ~0.1 MB of it), the formulas' MathJax (BokehJS's bokeh-mathjax
+#: bundle, 1.8 MB) and present mode fit in it with ~0.4 MB to spare.
+MAX_BYTES = 8_000_000
 DEFAULT_SEEDS = 4
 #: Each seed adds ~0.5 MB of exact data and texts, gzipped, on top of ~4.5 MB: BokehJS (~1.7
 #: MB) and its MathJax (1.8 MB), the argument's charts and the training runs (~0.5 MB of
@@ -82,6 +85,9 @@ OFFLINE_NOTE = ("This offline copy holds every setting of its controls, precompu
 OFFLINE_TRAINING = ("<span class='status' role='status'>Offline, Train shows a run "
                     "precomputed by the same code: one for every d<sub>k</sub> at T = 1 from "
                     f"{core.TRAIN_SEEDS} seeds, the first {{seed}}.</span>")
+#: The training step's answer offline where it holds no run.
+OFFLINE_NO_ANSWER = ("This offline copy holds training runs at T = 1 with seed {seed} only; "
+                     "the served explorer trains at any setting.")
 OFFLINE_NO_RUN = ("<span class='status' role='status'>No run at this setting: this offline "
                   "copy holds training runs at T = 1 with seed {seed} only (every "
                   "d<sub>k</sub>). The served explorer trains at any setting.</span>")
@@ -162,6 +168,7 @@ def _paragraphs(markup: str, table: _Table) -> list[int]:
     return [table.add(p) for p in re.split(r"(?<=</p>)", markup) if p]
 
 
+@functools.cache
 def training_runs(seed: int) -> dict[int, dict]:
     """The runs the offline copy holds, as the served page's Train button runs them:
     d_k -> rule -> core.SeededTraining taken to its end (core.TRAIN_SEEDS seeds from
@@ -185,11 +192,13 @@ def sweeps(seed: int) -> dict[int, core.LearningRateSweep]:
 
 def _settings(kind: str, seeds: list[int]):
     """The settings the offline copy holds a tab at, in the order of their index of ``kind``:
-    ``width`` (T = 1), ``temperature`` (the first width) or ``setting`` (every seed, width and
-    temperature), each at the offline alignment and keys, the rule ÷√d_k."""
+    ``width`` (T = 1), ``temperature`` (the first width), ``grid`` (every width and
+    temperature, the first seed) or ``setting`` (every seed, width and temperature), each at
+    the offline alignment and keys, the rule ÷√d_k."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
     grid = {"width": [(seeds[0], d, 1.0) for d in d_ks],
             "temperature": [(seeds[0], d_ks[0], t) for t in temps],
+            "grid": [(seeds[0], d, t) for d in d_ks for t in temps],
             "setting": [(s, d, t) for s in seeds for d in d_ks for t in temps]}[kind]
     for seed, d_k, t in grid:
         yield Setting(d_k=d_k, rule="sqrt", temperature=t, seed=seed, keys=N, align=OFFLINE_ALIGN)
@@ -231,7 +240,33 @@ def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
                  **{key: [list(store) for store in tab.stores] for key, tab in drawn.items()}},
         text_index={key: tab.offline for key, tab in drawn.items()},
         **_training(view, seeds, blocks, table, text, leads),
+        **_questions(view, seeds, table),
         tabs=[tab.key for tab in TABS])
+
+
+def _questions(view: View, seeds: list[int], table: _Table) -> dict:
+    """Every step's question (quiz) at every setting the offline copy holds it at, by the
+    index its tab's ``asked`` names (the one draw's: ``setting``), as indices into ``table``
+    of its text as the step shows it (layout.ask_html), its choices (one line each) and its
+    answer's sentences (many settings share some); the training's answered by the run where
+    the copy holds one (T = 1)."""
+    def stored(q: quiz.Question) -> list[int]:
+        return [table.add(ask_html(q)), table.add("\n".join(q.choices)),
+                *(table.add(part) for part in re.split(r"(?<=\.) (?=[A-Z<])", q.answer))]
+
+    runs = training_runs(seeds[0])
+    tabs = view.argument.tabs
+    ask = {"draw": lambda s: quiz.draw_question(s.d_k, s.temperature, s.seed, N, OFFLINE_ALIGN),
+           "training": lambda s: (
+               quiz.training_question(s.d_k, s.temperature, runs[s.d_k])
+               if (s.temperature, s.seed) == (TRAINING_TEMPERATURE, seeds[0])
+               else dataclasses.replace(quiz.training_question(s.d_k, s.temperature),
+                                        answer=OFFLINE_NO_ANSWER.format(seed=seeds[0]))),
+           **{key: tab.question for key, tab in tabs.items() if tab.offline}}
+    index = {"draw": "setting", **{key: tab.asked for key, tab in tabs.items()}}
+    return {"questions": {key: [stored(ask[key](s)) for s in _settings(index[key], seeds)]
+                          for key in index if TAB[key].ask},
+            "question_index": {key: index[key] for key in index if TAB[key].ask}}
 
 
 #: The one draw's models that come from many draws, as an argument tab's stores: the spread
@@ -428,10 +463,7 @@ def build_view(payload: dict, seeds: list[int]) -> View:
     panels, view.tabs.tabs = list(view.tabs.tabs), waiting
     first = Setting(d_k=FIG3_D_K, rule="sqrt", temperature=1.0, seed=seeds[0], keys=N,
                     align=OFFLINE_ALIGN)
-    for key, tab in view.argument.tabs.items():
-        if tab.offline:
-            view.draw_tab(key, first)
-    view.training_status.text = OFFLINE_TRAINING.format(seed=seeds[0])
+    _first_view(view, first)
     dk, temp, rule = (view.widgets[name] for name in ("d_k", "temperature", "rule"))
     # The seed position lives in a hidden spinner so the one callback can watch it.
     seed = Spinner(low=0, high=len(seeds) - 1, step=1, value=0, visible=False, name="seed-index")
@@ -449,7 +481,7 @@ def build_view(payload: dict, seeds: list[int]) -> View:
                  jacobian=charts.jacobian_source, labels=charts.jacobian_labels_source,
                  sweep=charts.diagonal_source, marker=charts.marker_source),
         figs=dict(charts.figures), text_source=charts.text_source, seed_div=view.seed_div,
-        tabs=view.tabs, panels=panels, train=view.train_button,
+        tabs=view.tabs, panels=panels, train=view.train_button, asks=view.asks,
         training_status=view.training_status,
         **_stored_models(view),
         texts=view.section_texts, leads=view.leads, training_figs=dict(a.tabs["training"].figures),
@@ -469,6 +501,21 @@ def build_view(payload: dict, seeds: list[int]) -> View:
         row["widget"].js_on_change(row["prop"], write)
     view.ready.append(CustomJS(args=dict(rows=rows, action="ready"), code=script("offline-address")))
     return view
+
+
+def _first_view(view: View, first: Setting) -> None:
+    """The argument's tabs as the page opens at ``first`` (the reference draw's setting):
+    their charts and texts, the training's status line, and every step's question (for
+    training, the run the copy holds at that width), as :func:`_questions` stores them."""
+    for key, tab in view.argument.tabs.items():
+        if tab.offline:
+            view.draw_tab(key, first)
+            view.show_question(key, tab.question(first))
+    view.training_status.text = OFFLINE_TRAINING.format(seed=first.seed)
+    view.show_question("draw", quiz.draw_question(first.d_k, first.temperature, first.seed,
+                                                  first.keys, first.align))
+    view.show_question("training", quiz.training_question(
+        first.d_k, TRAINING_TEMPERATURE, training_runs(first.seed)[first.d_k]))
 
 
 def _stored_models(view: View) -> dict:

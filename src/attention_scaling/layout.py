@@ -6,12 +6,13 @@ the tabs from ``state.TABS`` (the one draw from :mod:`figures`, the argument's f
 from __future__ import annotations
 
 import html
+import json
 
 from bokeh.layouts import column, row
 from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGroup, Slider,
                           TabPanel, Tabs, Toggle)
 
-from . import core
+from . import core, quiz
 from .argument import Argument
 from .figures import Charts
 from .state import CONTROLS, TABS, Setting
@@ -52,7 +53,7 @@ LAYOUT_CSS = """
 """
 #: The controls in two columns on a tablet, where they sit above the charts.
 SIDEBAR_CSS = """
-@media (min-width: 600px) and (max-width: 899px) {
+@media screen and (min-width: 600px) and (max-width: 899px) {
   :host { display: grid !important; grid-template-columns: 1fr 1fr; column-gap: 12px;
           align-items: end; }
 }
@@ -63,7 +64,7 @@ SIDEBAR_CSS = """
 #: and open they scroll inside the bar, which leaves the lower part of the screen to the
 #: charts.
 STICKY_CSS = """
-@media (max-width: 899px) {
+@media screen and (max-width: 899px) {
   :host { position: sticky !important; top: 0; z-index: 10; max-height: 70vh;
           overflow-y: auto; box-shadow: 0 2px 4px rgba(16, 42, 67, 0.2);
           padding-top: 4px !important; }
@@ -91,6 +92,12 @@ MORE_CSS = (":host(:not(.open)) { max-height: 0; overflow: hidden; visibility: h
             "overflow: visible !important; visibility: visible !important; } }")
 #: Parts a printed page leaves out (with the controls): the download buttons.
 NO_PRINT_CSS = " @media print { :host { display: none !important; } }"
+#: A question's block (layout.View._ask): a card; in present mode, where the page sets
+#: ``--as-ask-order: -1``, the first thing of its step.
+ASK_CSS = (":host { order: var(--as-ask-order, 0); border: 1px solid var(--as-theme-line, #BBBBBD); "
+           "border-radius: 6px; background: var(--as-theme-card, #F5F7FA); padding: 4px 0; }")
+#: A question's guess of a percentage: the labels of its slider's positions.
+PERCENTS = tuple(f"{p}%" for p in range(101))
 #: For the rows of charts: wrap onto the next line where the screen is too narrow for both.
 WRAP_CSS = ":host { flex-wrap: wrap !important; }"
 #: A column as wide as its place and never wider, whatever its texts hold: a column that
@@ -102,7 +109,8 @@ FIT_CSS = ":host { min-width: 0; max-width: 100%; }"
 #: that shows on every control reached by keyboard, text of 13 px, and slider handles of
 #: 24 x 24 px (WCAG 2.2's target size).
 BUTTON_CSS = """
-:host { --bokeh-font-size: 13px; --handle-width: 24px; --handle-height: 24px;
+:host { --bokeh-font-size: var(--as-control-size, 13px);
+        --handle-width: var(--as-handle-size, 24px); --handle-height: var(--as-handle-size, 24px);
         --color: var(--as-theme-ink, #18191D); --background-color: var(--as-theme-panel, #fff);
         --border-color: var(--as-theme-line, #BBBBBD); --hover-color: var(--as-theme-card, #F9F9F9);
         --surface-background-color: var(--as-theme-card, #EBEBEB);
@@ -124,7 +132,8 @@ BUTTON_CSS = """
 #: hides the inactive ones with ``visibility: hidden``, which keeps their height in the cell
 #: (the page would end in a blank stretch as tall as the tallest tab); an inactive panel
 #: keeps its width (its charts stay laid out) and takes no height.
-TABS_CSS = (":host { --bokeh-font-size: 13px; --color: var(--as-theme-ink, #18191D); "
+TABS_CSS = (":host { --bokeh-font-size: var(--as-tabs-size, 13px); "
+            "--color: var(--as-theme-ink, #18191D); "
             "color: var(--color); "
             "--background-color: var(--as-theme-panel, #fff); } "
             "[style*='visibility: hidden'] { height: 0 !important; min-height: 0 !important; "
@@ -133,6 +142,46 @@ TABS_CSS = (":host { --bokeh-font-size: 13px; --color: var(--as-theme-ink, #1819
             ".bk-headers-wrapper { flex-wrap: wrap; } .bk-headers { flex-wrap: wrap; } "
             ".bk-tab { white-space: nowrap; } "
             ".bk-tab:focus-visible { outline: 3px solid #ffbf47; outline-offset: -3px; }")
+
+
+#: Present mode (assets/js/present.js: class "present" on the body row): the step's controls in
+#: a column beside its charts, in sizes read from the back of a hall (the lead 24 to 46 px,
+#: 36 px on a 1920 px screen; the question 29 px and its answer 23 px there; controls' text 16
+#: to 22 px; slider handles of 36 px and more), and each step's question first (ASK_CSS). The handout (class "handout", printed): one column as wide as an A4 or Letter page.
+PRESENT_LAYOUT_CSS = """
+:host(.present) { grid-template-columns: clamp(260px, 19vw, 380px) minmax(0, 1fr);
+  grid-template-rows: auto; grid-template-areas: "controls main";
+  --as-lead-size: clamp(24px, 1.9vw, 46px); --as-control-size: clamp(16px, 1.1vw, 22px);
+  --as-handle-size: clamp(36px, 2.2vw, 48px); --as-tabs-size: clamp(16px, 1.1vw, 22px);
+  --bk-text-font-size: clamp(15px, 1.15vw, 24px);
+  --bk-axis-label-text-font-size: clamp(14px, 1vw, 20px);
+  --bk-major-label-text-font-size: clamp(13px, 0.9vw, 18px);
+  --bk-label-text-font-size: clamp(13px, 0.95vw, 19px); --as-ask-order: -1;
+  --as-ask-size: clamp(19px, 1.5vw, 36px); --as-answer-size: clamp(17px, 1.2vw, 29px); }
+:host(.present) > .app-notes { display: none !important; }
+:host(.handout) { grid-template-columns: minmax(0, 1fr); grid-template-areas: "main";
+  width: 680px; max-width: 680px; --as-lead-size: 18px; --as-ask-size: 16px;
+  --as-answer-size: 15px; }
+:host(.handout) > .app-sidebar, :host(.handout) > .app-notes { display: none !important; }
+"""
+#: The handout's tabs: every step's panel, one under the other, one printed page each, under
+#: its tab's title instead of the tabs' bar.
+HANDOUT_TABS_CSS = (" :host(.handout) { display: block !important; } "
+                    ":host(.handout) > .bk-header { display: none !important; } "
+                    ":host(.handout) > :not(.bk-header) { visibility: visible !important; "
+                    "height: auto !important; min-height: 0 !important; "
+                    "overflow: visible !important; break-after: page; } "
+                    ":host(.handout) > :not(.bk-header):last-child { break-after: auto; } "
+                    + " ".join(f":host(.handout) > div:nth-of-type({i + 2})::before {{ "
+                               f"content: {json.dumps(tab.title, ensure_ascii=False)}; "
+                               "display: block; order: -2; "
+                               "font-size: 20px; font-weight: 600; margin: 0 10px 4px; }"
+                               for i, tab in enumerate(TABS)))
+
+
+def ask_html(question: quiz.Question) -> str:
+    """A question as its step shows it (the served page and the offline copy)."""
+    return f"<p class='ask-text'><b>Predict.</b> {question.ask}</p>"
 
 
 def wrapping_row(*children):
@@ -187,9 +236,15 @@ class View:
                                     name=key, sizing_mode="stretch_width", margin=(5, 10),
                                     stylesheets=self._controls_css)
                         for key in buttons}
+        if argument:
+            self.buttons["present"] = self._present_button()
         unfold = self._sidebar(bar_rows, rows, argument_rows)
         theme = self._notes(presets)
         self._guide = guide
+        #: Each tab's question's models (:meth:`_ask`), the question shown (quiz.Question),
+        #: by tab key; Reveal, one program for every step's button (assets/js/reveal.js).
+        self.asks, self.questions = {}, {}
+        self._reveal_js = CustomJS(args=dict(asks={}), code=script("reveal"))
         self._download_names()
         one_draw = self._one_draw()
         self._tabs(values, one_draw, argument)
@@ -206,7 +261,7 @@ class View:
         body = row(*([] if "controls" in hidden else [self.sidebar]), self.main,
                    *([] if "controls" in hidden else [self.notes]),
                    sizing_mode="stretch_width", margin=0, css_classes=["app-body"],
-                   stylesheets=[InlineStyleSheet(css=LAYOUT_CSS)])
+                   stylesheets=[InlineStyleSheet(css=LAYOUT_CSS + PRESENT_LAYOUT_CSS)])
         header = [] if "header" in hidden else [
             Div(text=header_html(subtitle), stylesheets=[*css, InlineStyleSheet(
                 css=FULL_WIDTH_CSS)], disable_math=True, sizing_mode="stretch_width",
@@ -218,6 +273,45 @@ class View:
         #: closed, the bars' text.
         self.ready = [theme, unfold, self._a11y(argument, "controls" in hidden), *c.ready,
                       *([self._idle()] if argument else [])]
+        if argument:
+            self.ready.append(self._present(body, "controls" in hidden))
+
+    def _present_button(self) -> Button:
+        """The "Present" button, beside "Copy link to this view": present mode
+        (:meth:`_present`)."""
+        return Button(label="Present", name="present", sizing_mode="stretch_width",
+                      margin=(5, 10), stylesheets=self._controls_css)
+
+    def _present(self, body, no_controls: bool) -> CustomJS:
+        """Present mode (assets/js/present.js; URL key present=1): one step of the argument
+        per screen, each tab of state.TABS with its lead, its main charts (``charts``) filling
+        the screen, its question if it has one and only the controls of ``present``; keys
+        move between steps; its buttons leave it ("present-leave") and print the handout
+        ("present-print"), one page per step. They stand under the controls (at the top of
+        the charts without them). Returns the program that opens it from the address."""
+        leave = Button(label="Leave present mode (Esc)", name="present-leave",
+                       sizing_mode="stretch_width", margin=(5, 10),
+                       stylesheets=self._controls_css)
+        handout = Button(label="Print handout", name="present-print",
+                         sizing_mode="stretch_width", margin=(5, 10),
+                         stylesheets=self._controls_css)
+        actions = column(leave, handout, name="present-actions", visible=False,
+                         sizing_mode="stretch_width", margin=(10, 0, 0, 0))
+        (self.main.children.insert(0, actions) if no_controls
+         else self.sidebar.children.append(actions))
+        args = dict(tabs=self.tabs, keys=list(TAB), root=self.root, body=body,
+                    actions=actions, steps={t.key: dict(
+                        charts=list(t.charts), controls=list(t.present),
+                        extra=["train", "training-status"] if t.key == "training" else [])
+                        for t in TABS})
+        for action, button in (("enter", self.buttons["present"]), ("leave", leave),
+                               ("print", handout)):
+            button.js_on_event("button_click", CustomJS(args=dict(args, action=action),
+                                                        code=script("present")))
+        step = CustomJS(args=dict(args, action="step"), code=script("present"))
+        self.tabs.js_on_change("active", step)
+        self.tabs.js_on_change("tabs", step)
+        return CustomJS(args=dict(args, action="ready"), code=script("present"))
 
     def _sidebar(self, bar_rows: list, rows: list, argument_rows: list) -> CustomJS:
         """The controls (``self.sidebar``), and the notes under them (guide, presets): beside
@@ -272,7 +366,7 @@ class View:
                 shown = column(Div(text=f"{control.label}", disable_math=True,
                                    margin=(5, 10, 0, 10), stylesheets=css,
                                    css_classes=["control-label"]), widget,
-                               sizing_mode="stretch_width")
+                               sizing_mode="stretch_width", name=f"{control.name}-control")
             (argument_rows if control.group == "argument" else
              bar_rows if control.name in BAR else rows).append(
                 self._with_note(shown, control.name))
@@ -404,6 +498,7 @@ class View:
         return column(
             *self._text(c.lead),
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
+            *self._text(*self._ask("draw")),
             wrapping_row(c.spread.fig, c.readout),
             self.downloads["draw"],
             *self._text(guide),
@@ -434,7 +529,7 @@ class View:
                                         else Div(text="<p class='status'>Drawing…</p>",
                                                  stylesheets=self._css, disable_math=True))
                                for tab in TABS], sizing_mode="stretch_width", name="sections",
-                         stylesheets=[InlineStyleSheet(css=TABS_CSS)],
+                         stylesheets=[InlineStyleSheet(css=TABS_CSS + HANDOUT_TABS_CSS)],
                          active=list(TAB).index(values.get("tab", "draw")) if argument else 0)
         if argument:
             self.widgets["tab"] = self.tabs
@@ -449,6 +544,9 @@ class View:
             *([w, c.label] for c in CONTROLS
               if c.kind == "option" and (w := self.widgets.get(c.name)) is not None),
             [self.theme_buttons, "Theme"]]
+        guess_sliders, guess_groups = self._guesses(self.asks)
+        sliders += guess_sliders
+        groups += guess_groups
         c = self.charts
         a11y = CustomJS(args=dict(
             sliders=sliders, groups=groups, tabs=self.tabs if argument else None,
@@ -468,6 +566,33 @@ class View:
         #: by the argument's when :meth:`build_argument` builds them).
         self._a11y_js = a11y
         return a11y
+
+    def _a11y_argument(self, keys: list, figures: list) -> None:
+        """The a11y program's charts and guesses grown by the argument's (``figures``, the
+        questions of tabs ``keys``)."""
+        args = self._a11y_js.args
+        sliders, groups = self._guesses({k: self.asks[k] for k in keys})
+        self._a11y_js.args = {**args, "sliders": [*args["sliders"], *sliders],
+                              "groups": [*args["groups"], *groups],
+                              "charts": [*args["charts"], *figures]}
+        for widget, _ in sliders:
+            widget.js_on_change("value", self._a11y_js)
+        for widget, _ in groups:
+            widget.js_on_change("active", self._a11y_js)
+
+    @staticmethod
+    def _guesses(asks: dict) -> tuple[list, list]:
+        """The questions' guesses (``asks``: :meth:`_ask`'s models by tab) for
+        assets/js/a11y.js: the sliders with their labels, the groups of buttons with their
+        name."""
+        sliders, groups = [], []
+        for parts in asks.values():
+            guess = parts["guess"]
+            if isinstance(guess, Slider):
+                sliders.append([guess, list(PERCENTS)])
+            else:
+                groups.append([guess, "Your guess"])
+        return sliders, groups
 
     def _download_row(self, tab: str, figures: list, tables: list, keyed=None, run=None):
         """A row of three buttons that take the tab ``tab`` away (assets/js/download.js):
@@ -522,9 +647,8 @@ class View:
             self._show_texts("training", training.draw(None))
         if wire is not None:
             wire(self)
-        self._a11y_js.args = {**self._a11y_js.args, "charts": [
-            *self._a11y_js.args["charts"], *(f for tab in a.tabs.values()
-                                            for f in tab.figures.values())]}
+        self._a11y_argument([k for k in self.asks if k in children],
+                            [f for tab in a.tabs.values() for f in tab.figures.values()])
         # new panels, not new children: BokehJS redraws the tabs when their list changes,
         # not when a panel's child does
         self.tabs.tabs = [panel if tab.key not in children else TabPanel(
@@ -542,15 +666,64 @@ class View:
         guide = Div(text=steps, name=f"{key}-try", disable_math=True, margin=(5, 10),
                     stylesheets=[*self._css, InlineStyleSheet(css=NO_PRINT_CSS)],
                     sizing_mode="stretch_width") if steps else None
-        return column(*self._text(self.leads[key]), *body,
-                      *self._text(guide, self._more(key, self.section_texts[key])),
+        return column(*self._text(self.leads[key]), *body[:1], *self._text(*self._ask(key)),
+                      *body[1:], *self._text(guide, self._more(key, self.section_texts[key])),
                       self.downloads[key], sizing_mode="stretch_width")
 
     def draw_tab(self, key: str, setting: Setting) -> None:
         """Draw the argument's tab ``key`` (any but the one draw and the training run) at
-        ``setting`` (state.Setting), from core: its charts, its text and the lines of the
-        setting's rule highlighted."""
+        ``setting`` (state.Setting), from core: its charts and text, and the lines of the
+        setting's rule highlighted (its question: :meth:`show_question`)."""
         self._show_texts(key, self.argument.draw(key, setting))
+
+    def _ask(self, key: str) -> list:
+        """Tab ``key``'s predict-then-reveal block, if its row of state.TABS has a question:
+        the question, a guess (a slider of percentages or buttons, the row's ``ask``),
+        Reveal, and the answer, empty until Reveal (assets/js/reveal.js); the answer waits in
+        Reveal's tags, out of the page's text."""
+        kind = TAB[key].ask
+        if not kind:
+            return []
+        css = self._css
+        text = Div(text="", name=f"{key}-ask-text", stylesheets=css, disable_math=True,
+                   sizing_mode="stretch_width", margin=(5, 10, 0, 10))
+        if kind == "percent":
+            guess = Slider(title="Your guess", start=0, end=100, step=1, value=50,
+                           name=f"{key}-guess", sizing_mode="stretch_width", margin=(5, 10),
+                           format=position_formatter(list(PERCENTS)),
+                           stylesheets=self._controls_css)
+        else:
+            guess = RadioButtonGroup(labels=["", "", ""], active=None, name=f"{key}-guess",
+                                     margin=(5, 10), sizing_mode="stretch_width",
+                                     stylesheets=self._controls_css)
+        reveal = Button(label="Reveal", button_type="primary", name=f"{key}-reveal", width=120,
+                        margin=(5, 10), stylesheets=self._controls_css)
+        answer = Div(text="", name=f"{key}-answer", stylesheets=css, disable_math=True,
+                     sizing_mode="stretch_width", margin=(0, 10))
+        self.asks[key] = dict(text=text, guess=guess, reveal=reveal, answer=answer)
+        self._reveal_js.args = {"asks": {**self._reveal_js.args["asks"],
+                                         key: {**self.asks[key], "kind": kind}}}
+        reveal.js_on_event("button_click", self._reveal_js)
+        return [column(text, row(guess, reveal, sizing_mode="stretch_width",
+                                 stylesheets=[InlineStyleSheet(css=WRAP_CSS)]),
+                       answer, name=f"{key}-ask", css_classes=["ask"], margin=(8, 10),
+                       sizing_mode="stretch_width",
+                       stylesheets=[*css, InlineStyleSheet(css=ASK_CSS)])]
+
+    def show_question(self, key: str, question: quiz.Question | None) -> None:
+        """Tab ``key``'s question (quiz.Question, or None: it has none), its answer put away
+        until Reveal: the answer shown and the guess are left as they are while the question
+        stays the same."""
+        parts = self.asks.get(key)
+        if parts is None or question is None or self.questions.get(key) == question:
+            return
+        self.questions[key] = question
+        parts["text"].text = ask_html(question)
+        if question.choices and list(question.choices) != parts["guess"].labels:
+            parts["guess"].labels = list(question.choices)
+        parts["reveal"].tags = [question.answer]
+        if parts["answer"].text:
+            parts["answer"].text = ""
 
     def show_training(self, runs: dict, d_k: int, temperature: float, n_keys: int,
                       sweep=None) -> bool:
@@ -561,6 +734,7 @@ class View:
         texts = self.argument.tabs["training"].show(runs, d_k, temperature, n_keys, sweep)
         if texts is not None:
             self._show_texts("training", texts)
+            self.show_question("training", quiz.training_question(d_k, temperature, runs))
         return texts is not None
 
     def _show_texts(self, key: str, texts: tuple[str, str]) -> None:

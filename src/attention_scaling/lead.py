@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from . import core
-from .text import RULE_LABELS_HTML, _distinct, _fmt, _median_weight, _names, _share_of_draws
+from .text import _distinct, _fmt, _median_weight, _names, _share_of_draws, final_losses
 
 #: Words a lead sentence may hold.
 LEAD_WORDS = 30
@@ -31,17 +31,15 @@ def training_lead(runs: dict) -> str:
     (the median over the seeds of the mean loss of the last core.TRAIN_TAIL steps) and, for
     the rules whose result is not below their median first loss, that they do not learn, or
     not below half of it, that they barely learn."""
-    final = {r: run.final["median"] for r, run in runs.items()}
+    final, shown = final_losses(runs)
     start = {r: float(np.median([one.loss[0] for one in run.runs])) for r, run in runs.items()}
-    shown = ", ".join(f"{RULE_LABELS_HTML[r]} {_fmt(final[r])}" for r in runs)
     stuck = [r for r in runs if not final[r] < start[r]]
     slow = [r for r in runs if r not in stuck and not final[r] < 0.5 * start[r]]
     tail = "".join(f"; {_names(rs)} {verb}" for rs, verb in (
         (stuck, "ends above its start: it does not learn" if len(stuck) == 1
          else "end above their starts: they do not learn"),
         (slow, "barely learns" if len(slow) == 1 else "barely learn")) if rs)
-    return (f"Mean loss of the last {core.TRAIN_TAIL} steps, median of {len(runs['sqrt'].runs)} "
-            f"seeds: {shown}{tail}.")
+    return f"{shown}{tail}."
 
 
 def variance_lead(d_k: int, dist: dict) -> str:

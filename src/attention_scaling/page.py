@@ -17,7 +17,7 @@ import panel as pn
 from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Spinner, Tabs
 from tornado.ioloop import IOLoop
 
-from . import core, seams
+from . import core, quiz, seams
 from .argument import TRAINING_STEPS
 from .layout import View
 from .state import (CONTROLS, MAX_SEED, TABS, ExplorerState, Setting, parse_query, preset_links,
@@ -235,6 +235,7 @@ class Explorer(pn.viewable.Viewer):
         self._slice = None          # a served run's slice: (job, stop, show callback or None)
         self._stops_with = None     # the document whose end stops a served run
         self._page_pending = False
+        self._asks_pending: set = set()    # the tabs whose question waits for the next turn
         self._refresh()
         # the number of keys and the alignment change the result; the tab leaves the one
         # draw as it is and changes only the address and the argument's tabs
@@ -275,6 +276,7 @@ class Explorer(pn.viewable.Viewer):
         r = self.state.result
         self.charts.update(r, self.state.rule, self._fields())
         self.view.show_seed(r.seed)
+        self._ask_later("draw")
         self._refresh_argument()
 
     def _refresh_address(self, *_events) -> None:
@@ -306,6 +308,57 @@ class Explorer(pn.viewable.Viewer):
         setting = self.argument_setting()
         self.view.draw_tab(key, setting)
         self._shown[key] = setting      # the setting's rule's lines are highlighted
+        runs = self._runs_at(setting) if key == "training" else None
+        if runs is not None and all(run.done for run in runs.values()):
+            self._show_training()       # a control the runs do not depend on: they still answer
+        else:
+            self._ask_later(key)
+
+    def _runs_at(self, s: Setting) -> dict | None:
+        """The training runs on show, done or under way, where they are trained at ``s`` (its
+        width, temperature, keys and seed: the rule and the alignment do not change them)."""
+        if self._training is None:
+            return None
+        runs, at = self._training
+        same = at == (s.d_k, s.temperature, s.keys) and all(
+            run.seed == s.seed for run in runs.values())
+        return runs if same else None
+
+    def _ask_later(self, key: str) -> None:
+        """Show tab ``key``'s question for the controls as they are once what they changed
+        has gone to the browser: served, on the server's next turn, once however many
+        changes come before it (a question looks at a width or temperature no chart
+        shows, which may cost a first computation there). Training's costs nothing and
+        is shown at once, before any run's answer to it."""
+        doc = self.view.root.document
+        if key == "training" or doc is None or doc.session_context is None:
+            self._ask(key)
+            return
+        if not self._asks_pending:
+            doc.add_next_tick_callback(self._ask_pending)
+        self._asks_pending.add(key)
+
+    def _ask_pending(self) -> None:
+        if self._page_pending:      # the page's own refresh (its address, the one draw) first
+            self.view.root.document.add_next_tick_callback(self._ask_pending)
+            return
+        keys, self._asks_pending = self._asks_pending, set()
+        with held(self.view.root.document):
+            for key in sorted(keys):
+                self._ask(key)
+
+    def _ask(self, key: str) -> None:
+        if key == "draw":
+            r = self.state.result
+            question = quiz.draw_question(r.d_k, r.temperature, r.seed, len(r.raw_logits),
+                                          r.align)
+        elif key == "training":
+            s = self._shown[key]
+            question = quiz.training_question(s.d_k, s.temperature,
+                                              running=self._runs_at(s) is not None)
+        else:
+            question = self.view.argument.tabs[key].question(self._shown[key])
+        self.view.show_question(key, question)
 
     def start_training(self) -> None:
         """Train one head under each rule at the current d_k, T and keys, from the state's
@@ -339,6 +392,7 @@ class Explorer(pn.viewable.Viewer):
             doc.on_event("connection_lost", lambda event: self.stop_training())
             doc.on_session_destroyed(lambda session_context: self.stop_training(doc=False))
         self._show_training()
+        self.view.show_question("training", quiz.training_question(d_k, t, running=True))
         self._next_slice(runs, threading.Event())
 
     def _next_slice(self, runs: dict, stop: threading.Event) -> None:

@@ -51,30 +51,42 @@ class Tab:
     """One tab of the explorer: ``key`` (its value in links, ?tab=), ``title``, ``names``:
     the controls its charts depend on, in order (its downloads are named after them), and
     ``idle``: the controls it does not use, each with why (they are disabled while it is
-    shown). The argument's tabs are drawn by their class in ``argument.TAB_VIEWS``."""
+    shown); in present mode (assets/js/present.js) its step shows ``charts``, its main
+    charts (figure names), and only the controls of ``present``; ``ask``: how its question
+    (quiz) is guessed, ``percent`` (a slider) or ``choice`` (buttons), "" for none. The
+    argument's tabs are drawn by their class in ``argument.TAB_VIEWS``."""
 
     key: str
     title: str
     names: tuple[str, ...]
     idle: tuple[tuple[str, str], ...] = ()
+    charts: tuple[str, ...] = ()
+    present: tuple[str, ...] = ()
+    ask: str = ""
 
 
 _ALL = ("d_k", "temperature", "seed", "keys", "align", "rule")
 #: The explorer's tabs, in the order of the argument; the first is the one draw.
 TABS = (
-    Tab("draw", "One draw", ("d_k", "temperature", "seed", "keys", "rule")),
-    Tab("variance", "1 Variance", ("d_k",), idle=(
+    Tab("draw", "One draw", ("d_k", "temperature", "seed", "keys", "rule"),
+        charts=("scaled-weights", "unscaled-weights"), present=("d_k", "rule"), ask="percent"),
+    Tab("variance", "1 Variance", ("d_k",), charts=("logit-histogram", "logit-histogram-scaled"),
+        present=("d_k",), ask="choice", idle=(
         ("rule", f"both histograms are shown, raw and ÷√{core.DK}"),
         ("temperature", "q·k comes before the softmax and its T"),
         ("seed", "the histograms hold 20,000 draws, not one"),
         ("keys", "each draw is one query and one key"),
         ("align", "the keys here are independent of the query"))),
-    Tab("saturation", "2 Saturation", _ALL),
-    Tab("gradient", "3 Gradient", _ALL),
-    Tab("training", "4 Training", ("d_k", "temperature", "seed", "keys"), idle=(
+    Tab("saturation", "2 Saturation", _ALL, charts=("saturation-curves",),
+        present=("d_k", "temperature"), ask="percent"),
+    Tab("gradient", "3 Gradient", _ALL, charts=("gradient-frozen-share",),
+        present=("d_k", "temperature"), ask="percent"),
+    Tab("training", "4 Training", ("d_k", "temperature", "seed", "keys"),
+        charts=("training-loss",), present=("d_k",), ask="choice", idle=(
         ("rule", "every rule trains at once"),
         ("align", "the training keys are independent of the query"))),
-    Tab("budget", "5 Heads", ("temperature", "keys", "align", "rule"), idle=(
+    Tab("budget", "5 Heads", ("temperature", "keys", "align", "rule"), charts=("head-budget",),
+        present=("temperature",), ask="percent", idle=(
         ("d_k", f"this tab splits a width of 512 into heads of every {core.DK}"),
         ("seed", "the medians are over 2,000 draws, not one"))),
 )
@@ -123,9 +135,9 @@ Setting = make_dataclass("Setting", [c.name for c in CONTROLS if c.kind != "tab"
 #: Parts of the page that ``?hide=`` can hide (``text``: every sentence of prose, what
 #: layout.View._text lets through); ``?embed=1`` hides the header.
 VIEW_PARTS = ("header", "controls", "text")
-#: The address's keys that are not controls: the view switches (:func:`parse_query`) and the
-#: theme (assets/js/theme.js). A preset keeps them.
-VIEW_KEYS = ("embed", "hide", "theme")
+#: The address's keys that are not controls: the view switches (:func:`parse_query`), the
+#: theme (assets/js/theme.js) and present mode (assets/js/present.js). A preset keeps them.
+VIEW_KEYS = ("embed", "hide", "theme", "present")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 

@@ -411,6 +411,17 @@ def _grad(log10x: float) -> str:
     return _tiny(log10x, markup=True)
 
 
+def final_losses(runs: dict) -> tuple[dict, str]:
+    """What finished training runs (rule -> core.SeededTraining) ended with: per rule the
+    median over the seeds of the mean loss of the last core.TRAIN_TAIL steps, and those
+    numbers in a sentence's words (without its full stop)."""
+    final = {r: run.final["median"] for r, run in runs.items()}
+    seeds = len(next(iter(runs.values())).runs)
+    shown = ", ".join(f"{RULE_LABELS_HTML[r]} {_fmt(final[r])}" for r in runs)
+    return final, (f"Mean loss of the last {core.TRAIN_TAIL} steps, median of {seeds} seeds: "
+                   f"{shown}")
+
+
 def _median_weight(x: float) -> str:
     """A median max weight: a softmax weight is below 1 even where float64 rounds it to 1."""
     return core.percent(x, below_one=True)

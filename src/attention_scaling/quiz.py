@@ -1,0 +1,198 @@
+"""Each step's predict-then-reveal question, worded from the state: what one control of the
+step will do when it moves (the head about 8 times wider or narrower, the temperature halved
+or doubled), so that its value is in no text of the page until Reveal (the training step asks
+before Train, whose runs then show it); the reader can then move the control and see it. The
+true value comes from core, and one sentence says why."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import core
+from .text import RULE_LABELS, _fmt, _median_weight, _names, final_losses, weight_label
+
+_DK = "d<sub>k</sub>"
+#: The width a question moves to: 8 times the head's (or an eighth, where that is past
+#: the widest).
+WIDTH_FACTOR = 8
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question: ``ask`` (HTML), ``choices`` (the labels of its buttons; empty: the answer
+    is a percentage, guessed on a slider), ``answer`` (HTML: the true value and why, shown on
+    Reveal) and ``value``, the true value (a weight in [0, 1], a share, or the index of the
+    right choice; None where there is none yet)."""
+
+    ask: str
+    answer: str
+    value: float | int | None
+    choices: tuple[str, ...] = ()
+
+
+def width_move(d_k: int) -> int:
+    """The width a question asks about: of core.D_K_VALUES, the nearest to 8 d_k, or to
+    d_k / 8 where 8 d_k is past the widest."""
+    goal = d_k * WIDTH_FACTOR if d_k * WIDTH_FACTOR <= core.D_K_VALUES[-1] else d_k / WIDTH_FACTOR
+    return min(core.D_K_VALUES, key=lambda d: abs(math.log(d / goal)))
+
+
+def temperature_move(temperature: float) -> float:
+    """The temperature a question asks about: of core.TEMPERATURES, the nearest to half of
+    ``temperature``, or to twice it where half is below the lowest."""
+    goal = temperature / 2 if temperature / 2 >= core.TEMPERATURES[0] else temperature * 2
+    return min(core.TEMPERATURES, key=lambda t: abs(math.log(t / goal)))
+
+
+def _t(temperature: float) -> str:
+    return f"T = {temperature:g}"
+
+
+def _size(d_k: int, temperature: float, align: float = 0.0) -> str:
+    """The typical size of unscaled logits at (d_k, T): √d_k / T, as printed; with a key
+    aligned with the query by ρ = ``align``, also that key's mean logit, ρ d_k / T."""
+    over = "" if temperature == 1 else f"/{temperature:g}"
+    size = f"√{d_k}{over} = {_fmt(math.sqrt(d_k) / temperature)}"
+    if not align:
+        return size
+    return (f"{size}, the aligned key's mean {align:g}·{d_k}{over} = "
+            f"{_fmt(align * d_k / temperature)}")
+
+
+def draw_question(d_k: int, temperature: float, seed: int, n_keys: int = core.N_KEYS,
+                  align: float = 0.0) -> Question:
+    """The one draw: this draw's largest unscaled weight at the width :func:`width_move`."""
+    t = width_move(d_k)
+    at = "" if temperature == 1 else f", {_t(temperature)}"
+    after = core.compute_state(t, temperature, seed, n_keys, align).unscaled
+    now = core.compute_state(d_k, temperature, seed, n_keys, align).unscaled
+    med_d = core.typical(d_k, temperature, n_keys, align).median[False]
+    med_t = core.typical(t, temperature, n_keys, align).median[False]
+    m_d, m_t = _median_weight(med_d), _median_weight(med_t)
+    medians = (f"is {m_d} at both widths" if m_d == m_t
+               else f"goes from {m_d} at {_DK} = {d_k} to {m_t} at {t}")
+    if m_d != m_t and (after.max_weight - now.max_weight) * (med_t - med_d) < 0:
+        medians += ". This draw moves the other way: one draw is not the distribution"
+    over = "" if temperature == 1 else "/T"
+    return Question(
+        ask=(f"This draw with a {'wider' if t > d_k else 'narrower'} head, {_DK} = {t} "
+             f"instead of {d_k}{at}: how much weight will the largest key get, unscaled?"),
+        answer=(f"<b>{weight_label(after)}</b> at {_DK} = {t}, against {weight_label(now)} "
+                f"at {d_k}. Unscaled logits have typical size √{_DK}{over} ("
+                f"{_size(d_k, temperature, align)}; {_size(t, temperature, align)}); over "
+                f"{core.MC_DRAWS:,} draws the median largest weight {medians}."),
+        value=after.max_weight)
+
+
+VARIANCE_CHOICES = ("about 1", "about √{t}", "about {t}")
+
+
+def variance_question(d_k: int) -> Question:
+    """1 Variance: the spread of q·k at the width :func:`width_move`, as one of three sizes."""
+    t = width_move(d_k)
+    std = core.logit_distribution(t)["std_none"]
+    sizes = (1.0, math.sqrt(t), float(t))
+    right = min(range(3), key=lambda i: abs(math.log(std / sizes[i])))
+    choices = tuple(c.format(t=t) for c in VARIANCE_CHOICES)
+    return Question(
+        ask=(f"At {_DK} = {t}, how large will q·k be, raw: what standard deviation will it have "
+             "over many draws?"),
+        answer=(f"<b>{_fmt(std)}</b> over {core.LOGIT_DRAWS:,} draws: {choices[right]} = "
+                f"{_fmt(sizes[right])}. q·k adds {t} products of unit variance, so its "
+                f"variance is {t} and its typical size √{t}."),
+        value=right, choices=choices)
+
+
+def _curve_move(column: str, d_k: int, temperature: float, n_keys: int,
+                align: float) -> tuple[float, float, float]:
+    """The temperature :func:`temperature_move`, and the saturation curves' ``column`` at
+    ``d_k`` there and at ``temperature`` (core.saturation_curves)."""
+    t = temperature_move(temperature)
+    i = core.D_K_VALUES.index(d_k)
+    return (t, float(core.saturation_curves(t, n_keys, align)[column][i]),
+            float(core.saturation_curves(temperature, n_keys, align)[column][i]))
+
+
+def saturation_question(d_k: int, temperature: float, n_keys: int, align: float) -> Question:
+    """2 Saturation: the unscaled median max weight at this width and the temperature
+    :func:`temperature_move`."""
+    t, after, now = _curve_move("max_weight_median_none", d_k, temperature, n_keys, align)
+    return Question(
+        ask=(f"At {_t(t)} instead of {temperature:g}, {_DK} = {d_k}: what will the unscaled "
+             "median max weight be over many draws?"),
+        answer=(f"<b>{_median_weight(after)}</b> over {core.CURVE_DRAWS:,} draws, against "
+                f"{_median_weight(now)} at {_t(temperature)}. Dividing by T = {t:g} gives "
+                f"unscaled logits of typical size {_size(d_k, t, align)}, against "
+                f"{_size(d_k, temperature, align)} at {_t(temperature)}: "
+                + ("temperature and width are the same knob." if align == 0 else
+                   "T scales the aligned key's mean and the spread alike; a wider head grows "
+                   "the mean as d<sub>k</sub> and the spread only as √d<sub>k</sub>.")),
+        value=after)
+
+
+def gradient_question(d_k: int, temperature: float, n_keys: int, align: float) -> Question:
+    """3 Gradient: at this width and the temperature :func:`temperature_move`, the share of
+    unscaled draws under a tenth of the ÷√d_k median gradient to the query."""
+    t, after, now = _curve_move("frozen_share_none", d_k, temperature, n_keys, align)
+    return Question(
+        ask=(f"At {_t(t)} instead of {temperature:g}, {_DK} = {d_k}: what share of unscaled "
+             f"draws will get under a tenth of ÷√{_DK}'s median gradient to the query?"),
+        answer=(f"<b>{core.percent(after)}</b> of {core.CURVE_DRAWS:,} draws, against "
+                f"{core.percent(now)} at {_t(temperature)}. A draw gets almost no gradient "
+                "where its softmax is nearly one-hot and p(1 − p) vanishes; at "
+                f"{_t(t)} the unscaled logits' typical size is {_size(d_k, t, align)}."),
+        value=after)
+
+
+def training_question(d_k: int, temperature: float, runs: dict | None = None,
+                      running: bool = False) -> Question:
+    """4 Training: which rule ends with the lowest loss (the median over the seeds of the mean
+    loss of the last core.TRAIN_TAIL steps) at this setting; ``runs`` (rule ->
+    core.SeededTraining, done) answer it, and before them there is no answer yet
+    (``running``: they are under way)."""
+    at = "" if temperature == 1 else f", {_t(temperature)}"
+    ask = (f"Trained at {_DK} = {d_k}{at}, each rule at a learning rate that gives its logits "
+           "the same step: which will end with the lowest loss?")
+    choices = tuple(RULE_LABELS[r] for r in core.RULES)
+    if runs is None:
+        return Question(ask=ask, value=None, choices=choices, answer=(
+            "The runs under way answer it: Reveal again once they end." if running else
+            "Press <b>Train</b> first: the runs answer it."))
+    final, shown = final_losses(runs)
+    best = min(core.RULES, key=lambda r: final[r])
+    tied = [r for r in core.RULES if _fmt(final[r]) == _fmt(final[best])]
+    why = ("At d<sub>k</sub> = 1 every rule divides by 1: the three runs are one model."
+           if d_k == 1 else
+           "At these learning rates the rules' logits take the same step, so what differs is "
+           "how saturated each softmax starts: unscaled logits have typical size "
+           f"{_size(d_k, temperature)}.")
+    head = f"<b>{_names(tied)}</b> " + ("ends lowest" if len(tied) == 1 else "tie")
+    return Question(
+        ask=ask,
+        answer=f"{head}. {shown}. {why}",
+        value=core.RULES.index(best), choices=choices)
+
+
+def budget_question(width: int, heads: int, temperature: float, n_keys: int,
+                    align: float) -> Question:
+    """5 Heads: at the temperature :func:`temperature_move`, the unscaled median max weight
+    of ``heads`` heads of ``width`` / ``heads`` (core.head_budget)."""
+    t = temperature_move(temperature)
+
+    def weight(temp: float) -> float:
+        budget = core.head_budget(width, temp, n_keys, align)
+        return float(budget["max_weight_median_none"][
+            [int(h) for h in budget["heads"]].index(heads)])
+
+    after, now = weight(t), weight(temperature)
+    d = width // heads
+    return Question(
+        ask=(f"At {_t(t)} instead of {temperature:g}: what will the unscaled median max "
+             f"weight of one of {heads} heads of {d} be?"),
+        answer=(f"<b>{_median_weight(after)}</b> over {core.CURVE_DRAWS:,} draws, against "
+                f"{_median_weight(now)} at {_t(temperature)}. A head of {d} at {_t(t)} has "
+                f"unscaled logits of typical size {_size(d, t, align)}; a single head of "
+                f"{width}, {_size(width, t, align)}."),
+        value=after)
+

@@ -1,0 +1,284 @@
+"""Present mode (present=1, assets/js/present.js) in Chromium, on the served page and the offline
+copy: every step fits a 1920 x 1080 and a 1280 x 720 screen without scrolling with its lead large
+and only its own controls, the keys move between steps and the address follows, Escape leaves,
+a link opens the room on its step, axe-core finds nothing, and the printed handout has one page
+per step in A4 and in Letter. Screenshots of each step at 1920 x 1080 go to
+build/screenshots/present-*.png."""
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+from conftest import INIT, LIVE, open_at
+
+from attention_scaling.state import TABS
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+SHOTS = ROOT / "build" / "screenshots"
+
+#: The model named ``n`` in the page's document (null without it).
+MODEL = ("(n) => { for (const d of Bokeh.documents) { try { const m = d.get_model_by_name(n);"
+         " if (m) return m; } catch { } } return null; }")
+#: In present mode on the open step, once it is laid out: the page's height and the screen's,
+#: the bottom of the lowest main chart's canvas, the lead's font size, the open tab's key,
+#: whether the page has the class "present", the names of the controls shown and the text of
+#: the step's question (null where it has none).
+STEP = """(charts) => {
+  const model = %s;
+  const shown = (m) => { const v = m && window.__AS.view(m);
+    return v != null && v.el.isConnected && v.el.checkVisibility({visibilityProperty: true})
+      && v.el.getBoundingClientRect().height > 0; };
+  const canvas = (el) => { if (el == null) return null;
+    const root = el.shadowRoot; if (root == null) return null;
+    const found = root.querySelector('canvas'); if (found) return found;
+    for (const child of root.querySelectorAll('*')) { const c = canvas(child); if (c) return c; }
+    return null; };
+  const bottoms = charts.map((n) => { const v = window.__AS.view(model(n));
+    const c = v && canvas(v.el);
+    return c && c.getBoundingClientRect().height > 0 ? c.getBoundingClientRect().bottom : null; });
+  const tabs = model('sections');
+  const key = %s[tabs.active];
+  const lead = window.__AS.view(model(key + '-lead'));
+  const p = lead && lead.el.shadowRoot.querySelector('.lead');
+  const doc = tabs.document;
+  const asked = new Set();     // the step's question's own controls
+  const add = (m) => { if (m == null) return; asked.add(m); (m.children || []).forEach(add);
+                       if (m.child) add(m.child); };
+  add(model(key + '-ask'));
+  const controls = [...doc.all_models].filter((m) => ['Slider', 'RadioButtonGroup', 'Button',
+      'Toggle', 'Spinner', 'TextInput', 'NumericInput'].includes(m.type) && m.name
+      && !asked.has(m) && shown(m)).map((m) => m.name).sort();
+  const question = model(key + '-ask-text');
+  return {scroll: document.documentElement.scrollHeight, inner: window.innerHeight,
+          question: question ? question.text : null,
+          bottoms, lead: p ? parseFloat(getComputedStyle(p).fontSize) : null, key,
+          present: model('sections').document.roots().length > 0
+            && [...doc.all_models].some((m) => (m.css_classes || []).includes('present')),
+          controls};
+}""" % (MODEL, [t.key for t in TABS])
+#: Laid out: every main chart drawn and the step's question asked (the server sends it once
+#: the charts are out), the page no taller than the screen.
+FITS = """(charts) => { const s = (%s)(charts);
+  return s.bottoms.every((b) => b !== null && b <= s.inner + 1) && s.scroll <= s.inner
+    && s.question !== ''; }""" % STEP
+
+
+def _open(browser, url, width, height, offline=False):
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    page = ctx.new_page()
+    page.console_errors = []
+    page.on("pageerror", lambda e: page.console_errors.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+    page.add_init_script(INIT)
+    page.goto(url)
+    if offline:
+        page.wait_for_function(f"() => ({MODEL})('sections') !== null", timeout=30_000)
+    else:
+        page.wait_for_function(LIVE, timeout=30_000)
+    return ctx, page
+
+
+def _until(page, script, arg, timeout, why=lambda: None):
+    """Wait until ``script(arg)`` holds in the page, polled from here: after a print
+    Chromium may hold back the page's animation frames and timers, by which
+    wait_for_function polls."""
+    deadline = time.monotonic() + timeout / 1000
+    while not page.evaluate(script, arg):
+        assert time.monotonic() < deadline, why()
+        page.wait_for_timeout(200)
+
+
+def _step(page, tab, timeout=15_000):
+    """The open step, once it fits the screen (the charts grow to fill it after they are
+    drawn)."""
+    _until(page, FITS, list(tab.charts), timeout, why=lambda: page.evaluate(STEP, list(tab.charts)))
+    page.wait_for_timeout(400)
+    return page.evaluate(STEP, list(tab.charts))
+
+
+def _expected_controls(tab):
+    return sorted({*tab.present, "present-leave", "present-print",
+                   *(["train"] if tab.key == "training" else [])})
+
+
+def _check_step(page, tab, width):
+    s = _step(page, tab)
+    assert s["key"] == tab.key
+    assert s["present"]
+    assert s["scroll"] <= s["inner"], (tab.key, s)
+    assert all(b <= s["inner"] + 1 for b in s["bottoms"]), (tab.key, s)
+    if width >= 1920:
+        assert s["lead"] >= 28, (tab.key, s["lead"])
+    # only the step's own controls (and its question's, where it has one)
+    assert s["controls"] == _expected_controls(tab), (tab.key, s["controls"])
+    # the charts fill the screen: their bottom is near the screen's
+    assert max(s["bottoms"]) > s["inner"] - 80, (tab.key, s)
+    return s
+
+
+@pytest.mark.parametrize("width,height", [(1920, 1080), (1280, 720)])
+def test_every_step_fits_the_screen_with_only_its_controls(browser, server, width, height):
+    ctx, page = _open(browser, server.url + "?present=1", width, height)
+    try:
+        for i, tab in enumerate(TABS):
+            if i:
+                page.keyboard.press("PageDown")
+            _check_step(page, tab, width)
+            if width == 1920:
+                SHOTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(SHOTS / f"present-{tab.key}.png"))
+            page.wait_for_url(f"**tab={tab.key}**")
+        assert page.console_errors == []
+    finally:
+        ctx.close()
+
+
+def test_dark_and_embedded_steps_fit_too(browser, server):
+    ctx, page = _open(browser, server.url + "?present=1&theme=dark&tab=saturation", 1920, 1080)
+    try:
+        _check_step(page, TABS[2], 1920)
+        page.screenshot(path=str(SHOTS / "present-saturation-dark.png"))
+    finally:
+        ctx.close()
+    ctx, page = _open(browser, server.url + "?present=1&embed=1&tab=draw", 1280, 720)
+    try:
+        _check_step(page, TABS[0], 1280)
+    finally:
+        ctx.close()
+
+
+def test_keys_move_between_steps_and_the_address_follows(browser, server):
+    ctx, page = _open(browser, server.url + "?present=1", 1280, 720)
+    try:
+        _step(page, TABS[0])
+        for key, expected in (("PageDown", "variance"), ("ArrowRight", "saturation"),
+                              ("ArrowDown", "gradient"), ("ArrowLeft", "saturation"),
+                              ("PageUp", "variance"), ("End", "budget"), ("Home", "draw"),
+                              (" ", "variance")):
+            page.keyboard.press(key if key != " " else "Space")
+            page.wait_for_function("(k) => window.location.search.includes('tab=' + k)",
+                                   arg=expected, timeout=10_000)
+            assert "present=1" in page.url
+        page.keyboard.press("Home")
+        page.wait_for_function("() => window.location.search.includes('tab=draw')")
+        _step(page, TABS[0])
+        # an arrow key on a slider moves the slider, not the step; Page Down moves the step
+        page.get_by_role("slider").first.focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(
+            "() => new URLSearchParams(window.location.search).get('d_k') !== '64'",
+            timeout=10_000)
+        assert "tab=draw" in page.url
+        page.keyboard.press("PageDown")
+        page.wait_for_function("() => window.location.search.includes('tab=variance')",
+                               timeout=10_000)
+        # Escape leaves: the address drops present=1, the page is whole again
+        page.keyboard.press("Escape")
+        page.wait_for_function("() => !window.location.search.includes('present')",
+                               timeout=10_000)
+        page.wait_for_timeout(500)
+        s = page.evaluate(STEP, list(TABS[1].charts))
+        assert not s["present"]
+        assert {"present", "resample", "temperature", "rule", "theme"} <= set(s["controls"])
+        assert not {"present-leave", "present-print"} & set(s["controls"])
+        assert page.evaluate("() => document.documentElement.scrollHeight") > 720
+        assert page.console_errors == []
+    finally:
+        ctx.close()
+
+
+def test_the_present_button_and_a_link_open_present_mode_on_its_step(browser, server, page):
+    open_at(page, server, "?tab=gradient")
+    page.get_by_role("button", name="Present", exact=True).click()
+    page.wait_for_function("() => window.location.search.includes('present=1')")
+    s = _step(page, TABS[3])
+    assert s["present"] and s["key"] == "gradient"
+    link = page.url
+    ctx, other = _open(browser, link, 1280, 720)
+    try:
+        s = _step(other, TABS[3])
+        assert s["present"] and s["key"] == "gradient"
+        other.get_by_role("button", name="Leave present mode (Esc)").click()
+        other.wait_for_function("() => !window.location.search.includes('present')")
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("search", ["?present=1&tab=draw", "?present=1&tab=training&theme=dark",
+                                    "?present=1&tab=budget&embed=1"])
+def test_axe_finds_no_violation_in_present_mode(browser, server, search):
+    from test_learners import violations
+    tab = next(t for t in TABS if f"tab={t.key}" in search)
+    ctx, page = _open(browser, server.url + search, 1280, 720)
+    try:
+        _step(page, tab)
+        assert violations(page) == []
+        assert page.console_errors == []
+    finally:
+        ctx.close()
+
+
+def _pdf_pages(pdf: bytes) -> int:
+    """The pages of a PDF Chromium wrote (its page objects)."""
+    return len(re.findall(rb"/Type\s*/Page(?![s\w])", pdf))
+
+
+def test_the_handout_prints_one_page_per_step_in_a4_and_letter(browser, server):
+    ctx, page = _open(browser, server.url + "?present=1", 1280, 720)
+    try:
+        _step(page, TABS[0])
+        page.evaluate("() => { window.__printed = 0; window.print = () => { window.__printed += 1; }; }")
+        for n, fmt in enumerate(("A4", "Letter"), start=1):
+            page.get_by_role("button", name="Print handout").click()
+            _until(page, "(n) => window.__printed === n", n, 40_000)
+            # every step's lead and main charts, in tab order
+            leads = page.evaluate("""(keys) => keys.map((k) => { const m = (%s)(k + '-lead');
+                const v = m && window.__AS.view(m); return v ? [v.el.checkVisibility(),
+                v.el.getBoundingClientRect().top, m.text] : null; })""" % MODEL,
+                                  [t.key for t in TABS])
+            assert all(lead is not None and lead[0] and lead[2] for lead in leads), leads
+            tops = [lead[1] for lead in leads]
+            assert tops == sorted(tops), tops
+            # each question with its answer and no guess (on paper nobody guessed), and the
+            # training step's chart with a run in it, though nobody pressed Train
+            answers = page.evaluate("(keys) => keys.map((k) => (%s)(k + '-answer').text)" % MODEL,
+                                    [t.key for t in TABS if t.ask])
+            assert all("Answer:" in a and "Your guess" not in a for a in answers), answers
+            assert page.evaluate("() => window.__col('training-source', 'step').length") > 100
+            if n == 1:
+                page.emulate_media(media="print")
+                page.screenshot(path=str(SHOTS / "present-handout.png"), full_page=True)
+                page.emulate_media(media="null")     # no emulation: page.pdf prints as print
+            # Chromium prints (and says afterprint, which puts the page back as it was)
+            pdf = page.pdf(format=fmt, print_background=False)
+            assert _pdf_pages(pdf) == len(TABS), fmt
+            # the page again in front (after printing, headless Chromium may slow the page's
+            # timers, which refit the charts) and given time on a busy machine
+            page.bring_to_front()
+            s = _step(page, TABS[0], timeout=60_000)
+            assert s["present"] and s["key"] == "draw"
+            # and back on screen, the questions wait for Reveal again
+            assert page.evaluate("(keys) => keys.map((k) => (%s)(k + '-answer').text)" % MODEL,
+                                 [t.key for t in TABS if t.ask]) == [""] * len(answers)
+        assert page.console_errors == []
+    finally:
+        ctx.close()
+
+
+def test_present_mode_in_the_offline_copy(browser, offline_export):
+    url = offline_export.path.resolve().as_uri() + "?present=1"
+    ctx, page = _open(browser, url, 1280, 720, offline=True)
+    try:
+        _check_step(page, TABS[0], 1280)
+        page.keyboard.press("PageDown")
+        page.wait_for_function("() => window.location.search.includes('tab=variance')",
+                               timeout=10_000)
+        _check_step(page, TABS[1], 1280)
+        page.keyboard.press("Escape")
+        page.wait_for_function("() => !window.location.search.includes('present')")
+        assert page.console_errors == []
+    finally:
+        ctx.close()

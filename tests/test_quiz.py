@@ -1,0 +1,170 @@
+"""Each step's predict-then-reveal question (quiz): it asks about one move of a control (the
+head 8 times wider or narrower, the temperature halved or doubled), its true value is what a
+computation independent of the page gives (the softmax of the draw's own dot products, the
+spread of q·k measured afresh, the exact reference figure), and the answer is nowhere in the
+question."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from attention_scaling import core, quiz
+from attention_scaling.argument import BUDGET_HEADS, BUDGET_WIDTH
+from attention_scaling.text import plain
+
+SEED = 2288
+
+
+def test_a_move_is_a_different_value_about_eight_times_or_twice_away():
+    for d in core.D_K_VALUES:
+        t = quiz.width_move(d)
+        assert t in core.D_K_VALUES and t != d
+        assert 5.5 <= max(t / d, d / t) <= 11
+    for temp in core.TEMPERATURES:
+        t = quiz.temperature_move(temp)
+        assert t in core.TEMPERATURES and t != temp
+        assert 1.6 <= max(t / temp, temp / t) <= 2.5
+
+
+def test_the_reference_draw_is_the_answer_at_d_k_8():
+    """From d_k = 8 the question asks about d_k = 64: the reference figure's unscaled bars,
+    80% on one key."""
+    q = quiz.draw_question(8, 1.0, SEED)
+    assert "d<sub>k</sub> = 64" in q.ask
+    assert round(100 * q.value) == 80 and plain(q.answer).startswith("80% at dk = 64")
+
+
+@pytest.mark.parametrize("d_k,temperature,seed", [(1, 1.0, SEED), (64, 1.0, SEED),
+                                                  (512, 2.5, 7), (4096, 0.5, 11), (96, 1.0, 3)])
+def test_the_draw_answer_is_the_softmax_of_the_draws_own_dot_products(d_k, temperature, seed):
+    q = quiz.draw_question(d_k, temperature, seed)
+    t = quiz.width_move(d_k)
+    query, keys = core.sample_qk(seed, t, core.N_KEYS)
+    z = np.asarray(keys, float) @ np.asarray(query, float) / temperature
+    p = np.exp(z - z.max())
+    assert q.value == pytest.approx(float((p / p.sum()).max()), abs=1e-12)
+    assert f"d<sub>k</sub> = {t}" in q.ask
+
+
+@pytest.mark.parametrize("d_k", [1, 8, 64, 768, 4096])
+def test_the_spread_of_q_dot_k_is_about_root_d_k(d_k):
+    """The answer is √t's choice, and its number is q·k's spread measured afresh (another
+    generator) to within 3%."""
+    q = quiz.variance_question(d_k)
+    t = quiz.width_move(d_k)
+    assert q.choices[q.value] == f"about √{t}"
+    shown = float(re.search(r"<b>([\d.]+)</b>", q.answer).group(1))
+    rng = np.random.default_rng(5)
+    dots = np.einsum("ij,ij->i", rng.standard_normal((4000, t)), rng.standard_normal((4000, t)))
+    assert shown == pytest.approx(float(dots.std()), rel=0.05)
+    assert shown == pytest.approx(math.sqrt(t), rel=0.03)
+
+
+@pytest.mark.parametrize("d_k,temperature", [(64, 1.0), (512, 0.125), (1, 2.5), (4096, 10.0)])
+def test_the_argument_answers_are_cores_curves_at_the_moved_temperature(d_k, temperature):
+    t = quiz.temperature_move(temperature)
+    i = core.D_K_VALUES.index(d_k)
+    curves = core.saturation_curves(t, core.N_KEYS, 0.0)
+    assert quiz.saturation_question(d_k, temperature, core.N_KEYS, 0.0).value == \
+        curves["max_weight_median_none"][i]
+    assert quiz.gradient_question(d_k, temperature, core.N_KEYS, 0.0).value == \
+        curves["frozen_share_none"][i]
+    # eight heads of 64 are heads of d_k = 64: the saturation curve's point there
+    budget = quiz.budget_question(BUDGET_WIDTH, BUDGET_HEADS, temperature, core.N_KEYS, 0.0)
+    assert budget.value == curves["max_weight_median_none"][core.D_K_VALUES.index(64)]
+
+
+class _Run:
+    def __init__(self, final):
+        self.final, self.runs = {"median": final}, [0, 1, 2]
+
+
+def test_the_training_answer_is_the_rule_with_the_lowest_final_loss():
+    before = quiz.training_question(64, 1.0)
+    assert before.value is None and "Train" in before.answer
+    running = quiz.training_question(64, 1.0, running=True)
+    assert running.value is None and "under way" in running.answer and "Train" not in running.answer
+    q = quiz.training_question(64, 1.0, {"none": _Run(0.9), "sqrt": _Run(0.2), "linear": _Run(0.3)})
+    assert q.choices[q.value] == "÷√dₖ" and plain(q.answer).startswith("÷√dk ends lowest.")
+    assert "saturated" in q.answer
+    # at d_k = 1 every rule divides by one: the same model, and no talk of saturation
+    tie = quiz.training_question(1, 1.0, {r: _Run(0.5) for r in core.RULES})
+    assert plain(tie.answer).split(".")[0].endswith("tie") and "saturated" not in tie.answer
+
+
+def _value(answer: str) -> str:
+    return re.search(r"<b>(.*?)</b>", answer).group(1)
+
+
+@pytest.mark.parametrize("d_k", [1, 16, 64, 512, 4096])
+@pytest.mark.parametrize("temperature", [0.1, 1.0, 10.0])
+def test_no_question_gives_its_answer_away(d_k, temperature):
+    """The value revealed is not in the question, and each question is short."""
+    questions = [quiz.draw_question(d_k, temperature, SEED), quiz.variance_question(d_k),
+                 quiz.saturation_question(d_k, temperature, core.N_KEYS, 0.0),
+                 quiz.gradient_question(d_k, temperature, core.N_KEYS, 0.0),
+                 quiz.budget_question(BUDGET_WIDTH, BUDGET_HEADS, temperature, core.N_KEYS, 0.0)]
+    for q in questions:
+        assert _value(q.answer) not in q.ask
+        assert len(plain(q.ask).split()) <= 33
+
+
+@pytest.mark.parametrize("d_k", core.D_K_VALUES)
+def test_the_draw_question_names_both_widths_and_the_way_it_moves(d_k):
+    t = quiz.width_move(d_k)
+    ask = plain(quiz.draw_question(d_k, 1.0, 0).ask)
+    assert f"dk = {t} instead of {d_k}" in ask
+    assert ("wider" if t > d_k else "narrower") in ask and "times" not in ask
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
+def test_a_typical_size_is_root_d_k_over_t_and_an_aligned_key_s_mean_is_rho_d_k_over_t(
+        temperature):
+    answer = plain(quiz.draw_question(64, temperature, 0, 8, 0.5).answer)
+    sizes = [float(x) for x in re.findall(r"√\d+(?:/[\d.]+)? = ([\d.]+)", answer)]
+    means = [float(x) for x in re.findall(r"mean 0\.5·\d+(?:/[\d.]+)? = ([\d.]+)", answer)]
+    t = quiz.width_move(64)
+    assert sizes == pytest.approx([8 / temperature, math.sqrt(t) / temperature], rel=0.01)
+    assert means == pytest.approx([32 / temperature, 0.5 * t / temperature], rel=0.01)
+    assert ("√dk/T" in answer) == (temperature != 1)
+    # without an aligned key there is no aligned mean to speak of
+    assert "aligned" not in quiz.saturation_question(64, temperature, 8, 0.0).answer
+
+
+def test_the_training_answer_stays_while_its_runs_still_answer_the_setting():
+    """A control the runs do not depend on (the alignment, the rule) keeps the finished runs'
+    answer and lead; one they depend on (the width, the seed) asks for Train again."""
+    from attention_scaling.page import Explorer
+    from attention_scaling.state import ExplorerState
+
+    explorer = Explorer(ExplorerState(tab="training", d_k=4, seed=SEED))
+    reveal = explorer.view.asks["training"]["reveal"]
+    lead = explorer.view.leads["training"]
+    assert "Press <b>Train</b>" in reveal.tags[0]
+    explorer.start_training()          # no server: the runs at once
+    answered, led = reveal.tags[0], lead.text
+    assert re.search(r"ends lowest|tie", answered) and led != ""
+    explorer.state.align = 0.5
+    explorer.state.rule = "none"
+    assert (reveal.tags[0], lead.text) == (answered, led)
+    explorer.state.seed = SEED + 1
+    assert "Press <b>Train</b>" in reveal.tags[0]
+
+
+@pytest.mark.parametrize("align", [0.0, 1.0])
+def test_temperature_is_called_the_same_knob_as_width_only_without_an_aligned_key(align):
+    """Halving T doubles the unscaled logits' spread as a head 4 times wider does; with an
+    aligned key it doubles that key's mean too, where the wider head quadruples it, and the
+    two moves give different saturation."""
+    d = 4
+    half_t = core.saturation_curves(0.5, 8, align)["max_weight_median_none"]
+    wider = core.saturation_curves(1.0, 8, align)["max_weight_median_none"]
+    i, j = core.D_K_VALUES.index(d), core.D_K_VALUES.index(4 * d)
+    same = abs(float(half_t[i]) - float(wider[j])) < 0.1
+    answer = plain(quiz.saturation_question(d, 1.0, 8, align).answer)
+    assert same == (align == 0)
+    assert ("same knob" in answer) == same

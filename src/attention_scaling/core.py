@@ -792,10 +792,13 @@ def _across_query(u, top, is_top, w_hat, omega, eps, p_top, c, upper, diag, rows
     if col_sq is None:
         col_sq = np.einsum("djk,gk->gdj", upper_t * upper_t, present[:, 0])
 
-    # (R v)_k over the rows that exist for v = w and w^2, by BLAS, in one product
+    # (R v)_k over the rows that exist for v = w and w^2: one vector-matrix product per group
+    # and draw, so that a group's numbers do not depend on how many groups share the job (a
+    # BLAS product of many rows at once may add in another order as their count changes; one
+    # width's spread is then the curves' bit for bit on every CPU)
     g = u.shape[0]
     v = np.concatenate([w_hat, omega])
-    r_both = (np.matmul(v.transpose(1, 0, 2), upper_t).transpose(1, 0, 2)
+    r_both = (np.matmul(v[:, :, None, :], upper_t)[:, :, 0]
               + np.concatenate([diag, diag]) * v) * np.concatenate([present, present])
     r_w, r_omega = r_both[:g], r_both[g:]                          # -y_k, (R w^2)_k
     r_top = (upper_t[np.arange(d)[None, :], top] + np.where(is_top, diag, 0.0)) * present

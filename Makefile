@@ -59,7 +59,7 @@ test-docker: $(STAMP) chromium
 bench: $(STAMP) chromium
 	$(BIN)/python benchmarks/run.py $(ARGS)
 
-## bench-quick: the same with few iterations (CI runs it to keep it working)
+## bench-quick: the same with few iterations (CI runs it, when time allows, to keep it working)
 bench-quick: $(STAMP) chromium
 	$(BIN)/python benchmarks/run.py --quick $(ARGS)
 

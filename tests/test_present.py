@@ -228,6 +228,7 @@ def _pdf_pages(pdf: bytes) -> int:
 
 def test_the_handout_prints_one_page_per_step_in_a4_and_letter(browser, server):
     ctx, page = _open(browser, server.url + "?present=1", 1280, 720)
+    page.set_default_timeout(120_000)     # the handout builds and lays out every step at once
     try:
         _step(page, TABS[0])
         page.evaluate("() => { window.__printed = 0; window.print = () => { window.__printed += 1; }; }")

@@ -228,13 +228,13 @@ def _pdf_pages(pdf: bytes) -> int:
 
 def test_the_handout_prints_one_page_per_step_in_a4_and_letter(browser, server):
     ctx, page = _open(browser, server.url + "?present=1", 1280, 720)
-    page.set_default_timeout(120_000)     # the handout builds and lays out every step at once
+    page.set_default_timeout(240_000)     # the handout builds and lays out every step at once
     try:
         _step(page, TABS[0])
         page.evaluate("() => { window.__printed = 0; window.print = () => { window.__printed += 1; }; }")
         for n, fmt in enumerate(("A4", "Letter"), start=1):
             page.get_by_role("button", name="Print handout").click()
-            _until(page, "(n) => window.__printed === n", n, 120_000)    # Train first, slow CI
+            _until(page, "(n) => window.__printed === n", n, 240_000)    # Train first, slow CI
             # every step's lead and main charts, in tab order
             leads = page.evaluate("""(keys) => keys.map((k) => { const m = (%s)(k + '-lead');
                 const v = m && window.__AS.view(m); return v ? [v.el.checkVisibility(),

@@ -21,6 +21,13 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
+#: How long a browser test waits for a whole training run (or the handout that runs one): a
+#: busy CI machine took 74 s for what takes 1 s on a quiet one.
+TRAINING_WAIT_MS = 240_000
+#: How long a browser test waits for the page to show what it was asked for: a second on a quiet
+#: machine, over 10 s with two tests at once on a slow CI machine. A bound, not a goal (the
+#: benchmarks time the page).
+UI_WAIT_MS = 60_000
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
 
 
@@ -394,8 +401,8 @@ LIVE = ("() => !document.getElementById('as-first-view') && "
 def open_app(page, server):
     page.add_init_script(INIT)
     page.goto(server.url)
-    page.wait_for_function(LIVE, timeout=30_000)
-    page.wait_for_selector(".noUi-handle", timeout=30_000)
+    page.wait_for_function(LIVE, timeout=UI_WAIT_MS)
+    page.wait_for_selector(".noUi-handle", timeout=UI_WAIT_MS)
 
 
 def open_at(page, server, search: str) -> None:
@@ -427,10 +434,10 @@ def column(page, name, col):
 def wait_changed(page, name, col, before):
     page.wait_for_function(
         "([n, c, b]) => JSON.stringify(window.__col(n, c)) !== JSON.stringify(b)",
-        arg=[name, col, before], timeout=10_000)
+        arg=[name, col, before], timeout=UI_WAIT_MS)
 
 
-def wait_column(page, name, col, expected, timeout=10_000):
+def wait_column(page, name, col, expected, timeout=UI_WAIT_MS):
     """Wait until a data source's column equals ``expected`` (a change's columns may reach the
     page a frame apart when the machine is busy)."""
     page.wait_for_function("([n, c, e]) => JSON.stringify(window.__col(n, c)) === JSON.stringify(e)",

@@ -3,7 +3,7 @@ following the controls, and a training run that grows while it runs and ends as 
 
 import numpy as np
 import pytest
-from conftest import column, open_app
+from conftest import TRAINING_WAIT_MS, UI_WAIT_MS, column, open_app
 
 from attention_scaling import argument, core
 from attention_scaling.lead import training_lead
@@ -31,7 +31,7 @@ def wait_column(page, name, col, expected, rel=1e-9):
         """([n, c, e, rel]) => { const v = window.__col(n, c);
              return v && v.length === e.length &&
                v.every((x, i) => Math.abs(x - e[i]) <= rel * Math.max(1, Math.abs(e[i]))); }""",
-        arg=[name, col, [float(x) for x in expected], rel], timeout=15_000)
+        arg=[name, col, [float(x) for x in expected], rel], timeout=UI_WAIT_MS)
 
 
 def slider_handle(page, title_start):
@@ -45,7 +45,7 @@ def test_each_tab_draws_its_plots_with_cores_numbers(page, server):
         show_tab(page, title)
         for name in plots:
             page.wait_for_function(f"() => {{ const s = ({DRAWN})({name!r}); "
-                                   "return s && s[0] > 200 && s[1] > 150; }", timeout=15_000)
+                                   "return s && s[0] > 200 && s[1] > 150; }", timeout=UI_WAIT_MS)
     curves = core.saturation_curves(1.0, core.N_KEYS, 0.0)
     assert column(page, "saturation-curves-source", "d_k") == list(map(float, core.D_K_VALUES))
     for rule in core.RULES:
@@ -115,7 +115,7 @@ def test_the_rule_the_model_uses_is_highlighted_on_the_open_tab(page, server):
         want = [r.glyph.line_width for r in a.shared.curve_figs["saturation-curves"].renderers
                 if type(r.glyph).__name__ == "Line"]
         page.wait_for_function(f"(w) => JSON.stringify(({LINE_WIDTHS})('saturation-curves')) "
-                               "=== JSON.stringify(w)", arg=want, timeout=10_000)
+                               "=== JSON.stringify(w)", arg=want, timeout=UI_WAIT_MS)
     assert page.console_errors == []
 
 
@@ -124,11 +124,11 @@ def test_training_grows_while_it_runs_and_ends_as_cores_run(page, server):
     show_tab(page, "4 Training")
     page.get_by_role("button", name="Train").click()
     page.wait_for_function("() => (window.__col('training-source', 'step') || []).length > 1",
-                           timeout=15_000)
+                           timeout=UI_WAIT_MS)
     seen = len(column(page, "training-source", "step"))
     page.wait_for_function(
         f"() => (window.__col('training-source', 'step') || []).length === {TRAINING_STEPS + 1}",
-        timeout=240_000)    # a busy CI machine trains slower (74 s seen)
+        timeout=TRAINING_WAIT_MS)
     assert seen < TRAINING_STEPS + 1                   # progress shown before the end
     seeded = {}
     for rule in core.RULES:    # core's runs from seeds 2288, 2289, 2290 at each rule's rate

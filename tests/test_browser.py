@@ -9,8 +9,8 @@ from urllib.parse import urlparse
 
 import numpy as np
 import pytest
-from conftest import (INIT, PLOTS, assert_plots_drawn, column, draw_svg, open_app, wait_changed,
-                      wait_column)
+from conftest import (INIT, PLOTS, UI_WAIT_MS, assert_plots_drawn, column, draw_svg, open_app,
+                      wait_changed, wait_column)
 from PIL import Image
 
 pytestmark = pytest.mark.browser
@@ -93,7 +93,7 @@ def test_fast_keyboard_input_ends_on_the_last_value_with_a_matching_label(page, 
     for _ in range(5):                       # 64 -> 80 -> 96 -> 128 -> 192 -> 256, quickly
         page.keyboard.press("ArrowRight")
     page.wait_for_function("() => JSON.stringify(window.__col('jacobian-diagonal-marker', 'width'))"
-                           " === JSON.stringify(['256'])", timeout=10_000)
+                           " === JSON.stringify(['256'])", timeout=UI_WAIT_MS)
     page.wait_for_timeout(1000)              # nothing older may arrive afterwards
     assert column(page, "jacobian-diagonal-marker", "width") == ["256"]
     title = page.locator(".bk-slider-title").first.inner_text()
@@ -136,7 +136,7 @@ def test_explanation_and_readout_numbers_follow_the_controls(page, server):
     for _ in range(4):                       # 64 -> 80 -> 96 -> 128 -> 192
         page.keyboard.press("ArrowRight")
     page.wait_for_function("() => JSON.stringify(window.__col('jacobian-diagonal-marker', 'width'))"
-                           " === JSON.stringify(['192'])", timeout=10_000)
+                           " === JSON.stringify(['192'])", timeout=UI_WAIT_MS)
     page.wait_for_timeout(500)
     text = page.evaluate(shown, "explanation")
     state = ExplorerState(d_k=192)
@@ -305,18 +305,18 @@ def test_resample_reset_and_copy_link_buttons(page, server):
     fig3 = column(page, "unscaled-weights-source", "weight")
     page.get_by_role("button", name="Resample q and k").click()
     wait_changed(page, "unscaled-weights-source", "weight", fig3)
-    page.wait_for_function("() => !location.search.includes('seed=2288')", timeout=10_000)
+    page.wait_for_function("() => !location.search.includes('seed=2288')", timeout=UI_WAIT_MS)
     assert "seed=" in page.evaluate("() => location.search")
     page.locator(".noUi-handle").first.focus()
     page.keyboard.press("ArrowRight")
     page.get_by_role("button", name="Reset to the reference draw").click()
     page.wait_for_function("() => location.search.includes('seed=2288') && "
-                           "location.search.includes('d_k=64')", timeout=10_000)
+                           "location.search.includes('d_k=64')", timeout=UI_WAIT_MS)
     page.wait_for_function("(b) => JSON.stringify(window.__col('unscaled-weights-source', "
-                           "'weight')) === JSON.stringify(b)", arg=fig3, timeout=10_000)
+                           "'weight')) === JSON.stringify(b)", arg=fig3, timeout=UI_WAIT_MS)
     page.get_by_role("button", name="Copy link to this view").click()
     page.get_by_role("button", name=re.compile("Link copied|Copy failed")).wait_for(
-        timeout=5_000)
+        timeout=UI_WAIT_MS)
 
 
 def test_the_weight_hover_never_rounds_to_a_lie(page):
@@ -342,7 +342,7 @@ def test_hovering_a_saturated_bar_shows_honest_numbers(page, server):
     page.add_init_script(INIT)
     page.goto(server.url + "?d_k=4096&temperature=0.1&seed=2288&scaled=0")
     page.wait_for_function("() => (window.__col('unscaled-weights-source', 'weight') || [])"
-                           ".some((w) => w > 0.999)", timeout=30_000)
+                           ".some((w) => w > 0.999)", timeout=UI_WAIT_MS)
     box = page.evaluate("""(k) => { for (const d of Bokeh.documents) {
         const m = d.get_model_by_name('unscaled-weights'); if (!m) continue;
         const view = window.__AS.view(m), f = view.frame.bbox;
@@ -351,7 +351,7 @@ def test_hovering_a_saturated_bar_shows_honest_numbers(page, server):
                         v.argmax)
     page.mouse.move(box[0], box[1])
     tip = page.locator(".bk-tooltip-content").filter(has_text="weight").first
-    tip.wait_for(timeout=10_000)
+    tip.wait_for(timeout=UI_WAIT_MS)
     text = tip.inner_text()
     assert f"k{v.argmax + 1}" in text and ">0.9999" in text, text
     assert "1.0000" not in text
@@ -397,7 +397,7 @@ def patches_after(page, slider: str, position: int) -> list[set[str]]:
     page.evaluate("([n, p]) => { Bokeh.documents[0].get_model_by_name(n).value = p; }",
                   [slider, position])
     page.wait_for_function(f"() => ({PATCHED})().some((names) => names.some("
-                           "(n) => n.endsWith('-ask-text')))", timeout=20_000)
+                           "(n) => n.endsWith('-ask-text')))", timeout=UI_WAIT_MS)
     page.wait_for_timeout(1500)       # anything else the change sends
     return page.evaluate(PATCHED)
 
@@ -432,7 +432,7 @@ def test_on_an_argument_tab_its_new_curves_come_before_the_one_draw(page, server
     finally:
         server.url = server_url
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name("
-                           "'saturation-curves-source') !== null", timeout=30_000)
+                           "'saturation-curves-source') !== null", timeout=UI_WAIT_MS)
     from attention_scaling import core
     position = core.TEMPERATURES.index(1.0) + 1
     first, *rest, asked = patches_after(page, "temperature", position)

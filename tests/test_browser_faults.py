@@ -3,7 +3,7 @@
 import pytest
 
 from attention_scaling import core
-from conftest import Server
+from conftest import UI_WAIT_MS, Server
 from conftest import column, open_app, wait_changed
 
 pytestmark = pytest.mark.browser
@@ -20,25 +20,25 @@ def test_killed_server_is_announced_and_the_page_reconnects_to_the_same_view(pag
     srv.url += "?d_k=256&scaled=0&temperature=2.5&seed=7"
     try:
         open_app(page, srv)
-        page.wait_for_function("() => window.location.search.includes('seed=7')", timeout=10_000)
+        page.wait_for_function("() => window.location.search.includes('seed=7')", timeout=UI_WAIT_MS)
         assert page.locator(BAR).count() == 0
         srv.stop()                                            # the server dies mid-session
         bar = page.locator(BAR)
-        bar.wait_for(timeout=10_000)
+        bar.wait_for(timeout=UI_WAIT_MS)
         text = bar.inner_text()
         assert "Lost the connection to the server" in text and "Reload now" in text
         assert "NaN" not in text and "undefined" not in text
         # the controls are covered while nothing can answer them
         assert page.locator(".as-connection-veil").is_visible()
         page.wait_for_function("(s) => document.querySelector(s).innerText.includes('Trying again')",
-                               arg=BAR, timeout=15_000)   # it keeps trying, and says so
+                               arg=BAR, timeout=UI_WAIT_MS)   # it keeps trying, and says so
         srv = Server(port=int(port.rsplit(":", 1)[1].strip("/")))   # back on the same address
         page.wait_for_function(
             "() => window.Bokeh && Bokeh.documents.length > 0 && "
             "Bokeh.documents[0].get_model_by_name('scaled-weights-source') !== null && "
             "document.querySelector('.as-connection-lost') === null", timeout=60_000)
         page.wait_for_function("() => (window.__col('unscaled-weights-source', 'weight') || [])"
-                               ".length > 0", timeout=30_000)
+                               ".length > 0", timeout=UI_WAIT_MS)
         st = core.compute_state(256, 2.5, 7)                  # the same view as before
         assert column(page, "unscaled-weights-source", "weight") == pytest.approx(
             st.unscaled.probs.tolist(), abs=1e-12)

@@ -5,7 +5,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from attention_scaling import core
-from conftest import column, open_at, wait_column
+from conftest import UI_WAIT_MS, column, open_at, wait_column
 
 pytestmark = pytest.mark.browser
 
@@ -19,12 +19,12 @@ def test_link_restores_every_control_and_the_url_follows_live(page, server):
     st = core.compute_state(512, 2.5, 7)
     assert column(page, "unscaled-weights-source", "weight") == pytest.approx(st.unscaled.probs.tolist(), abs=1e-12)
     assert column(page, "jacobian-source", "value") == pytest.approx(st.unscaled.jacobian.ravel().tolist(), abs=1e-12)
-    page.wait_for_function("() => window.location.search.includes('seed=7')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('seed=7')", timeout=UI_WAIT_MS)
     assert query(page) == {"d_k": "512", "rule": "none", "temperature": "2.5", "seed": "7",
                            "tab": "draw", "keys": "8", "align": "0"}
     page.locator(".noUi-handle").first.focus()
     page.keyboard.press("ArrowRight")                     # 512 -> 768
-    page.wait_for_function("() => window.location.search.includes('d_k=768')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('d_k=768')", timeout=UI_WAIT_MS)
     assert query(page)["seed"] == "7"
     assert page.locator(".notice").count() == 0
 
@@ -35,7 +35,7 @@ def test_a_bare_address_gets_the_full_state_and_keeps_other_parameters(page, ser
     address is never sent back to the server. With the text hidden (an embed) the readout
     still updates: the fields' source hangs on both Divs."""
     open_at(page, server, "?hide=text")
-    page.wait_for_function("() => window.location.search.includes('seed=')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('seed=')", timeout=UI_WAIT_MS)
     assert query(page) == {"hide": "text", "d_k": "64", "rule": "sqrt", "temperature": "1",
                            "seed": "2288", "tab": "draw", "keys": "8", "align": "0"}
     assert page.evaluate("() => Bokeh.documents[0].get_model_by_name('location')") is None
@@ -44,7 +44,7 @@ def test_a_bare_address_gets_the_full_state_and_keeps_other_parameters(page, ser
         return el.dataset.active; }"""
     assert page.evaluate(active) == "sqrt"
     page.get_by_role("button", name="unscaled", exact=True).click()
-    page.wait_for_function("() => window.location.search.includes('rule=none')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('rule=none')", timeout=UI_WAIT_MS)
     assert query(page)["hide"] == "text"
     # without the explanation the gradient readout still follows the controls
     assert page.evaluate(active) == "none"
@@ -81,7 +81,7 @@ def test_embed_mode_hides_header_controls_and_text(page, server):
         page.goto(server.url)
         page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
                                "Bokeh.documents[0].get_model_by_name('scaled-weights') !== null",
-                               timeout=30_000)
+                               timeout=UI_WAIT_MS)
         page.wait_for_timeout(1500)
     finally:
         server.url = server_url
@@ -108,7 +108,7 @@ def test_a_preset_changes_the_controls_in_place_and_keeps_the_embed(page, server
     expected = core.compute_state(64, 2.0, 2288).scaled.probs.tolist()
     wait_column(page, "scaled-weights-source", "weight", expected)
     page.wait_for_function("() => window.location.search.includes('temperature=2&')",
-                           timeout=10_000)
+                           timeout=UI_WAIT_MS)
     assert query(page) == {k: v[-1] for k, v in href.items()}
     assert page.evaluate("() => [window.__marker, "
                          "performance.getEntriesByType('navigation').length, "
@@ -118,7 +118,7 @@ def test_a_preset_changes_the_controls_in_place_and_keeps_the_embed(page, server
     # a preset that names a tab opens it, still in place
     page.get_by_role("link", name="softmax([1, 5, 10])").click()
     page.wait_for_function("() => window.location.search.includes('tab=saturation')",
-                           timeout=10_000)
+                           timeout=UI_WAIT_MS)
     wait_column(page, "scaled-weights-source", "weight",
                 core.compute_state(64, 1.0, 2288).scaled.probs.tolist())
     assert page.locator(".bk-tab.bk-active").inner_text() == "2 Saturation"
@@ -170,7 +170,7 @@ def test_hide_text_leaves_out_every_sentence_of_prose(page, server):
     assert held == list(PROSE)
     assert "Not used on this tab" in text and "Try this" in text
     open_at(page, server, "?hide=text")
-    page.wait_for_function("() => window.location.search.includes('seed=')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('seed=')", timeout=UI_WAIT_MS)
     open_every_tab(page)
     held, text = page.evaluate(IN_PAGE, list(PROSE))
     assert held == []
@@ -178,5 +178,5 @@ def test_hide_text_leaves_out_every_sentence_of_prose(page, server):
         assert words not in text
     # the controls still follow the tab: the variance tab disables those it does not use
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('temperature').disabled",
-                           timeout=10_000)
+                           timeout=UI_WAIT_MS)
     assert page.console_errors == []

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import HELPERS
+from conftest import HELPERS, UI_WAIT_MS
 
 from attention_scaling import argument, core, export, figures
 from attention_scaling import text as prose
@@ -145,7 +145,7 @@ def offline_page(browser, exported):
     pg.wait_for_function("() => (window.__col('jacobian-diagonal-source', 'value') || []).length > 0"
                          " && window.__spans('explanation') !== null"
                          " && Object.keys(window.__spans('explanation')).length > 0",
-                         timeout=30_000)
+                         timeout=UI_WAIT_MS)
     pg.requests, pg.console_errors = requests, errors
     yield pg
     context.close()
@@ -173,7 +173,7 @@ def show(page, seed, d_k, temperature, rule, settle=True):
         "([d, s]) => JSON.stringify(window.__col('jacobian-diagonal-marker', 'width')) === "
         "JSON.stringify([d]) && window.__spans('explanation').d === d"
         " && window.__model('seed').text.includes('<code>' + s + '</code>')",
-        arg=[str(d_k), str(seed)], timeout=10_000)
+        arg=[str(d_k), str(seed)], timeout=UI_WAIT_MS)
     if settle:
         page.wait_for_timeout(100)
 
@@ -268,7 +268,7 @@ def test_resample_button_cycles_the_seeds(offline_page):
         page.get_by_role("button", name="Resample q and k").click()
         page.wait_for_function(
             "(b) => JSON.stringify(window.__col('scaled-weights-source', 'weight')) !== "
-            "JSON.stringify(b)", arg=before, timeout=10_000)
+            "JSON.stringify(b)", arg=before, timeout=UI_WAIT_MS)
     assert [s for s in seeds if f"<code>{s}</code>" in shown[0]] == [seeds[0]]
     for i, s in enumerate(seeds):
         assert f"<code>{s}</code>" in shown[i]
@@ -321,7 +321,7 @@ def test_every_column_in_the_browser_is_what_charts_update_sets(offline_page):
                     # every column, field and style as Charts.update sets them (some reach the
                     # page a frame after the others), then each compared
                     page.wait_for_function(f"([w, e]) => ({SAME})(({SHOWN})(w), e)",
-                                           arg=[names, expected], timeout=10_000)
+                                           arg=[names, expected], timeout=UI_WAIT_MS)
                     shown = page.evaluate(SHOWN, names)
                     for source in c.sources:
                         for column, values in expected["columns"][source.name].items():
@@ -378,7 +378,7 @@ def open_tab(page, title):
 
 def wait_text(page, name, expected):
     page.wait_for_function(f"(e) => ({TEXT})([{name!r}])[0] === e", arg=expected,
-                           timeout=10_000)
+                           timeout=UI_WAIT_MS)
 
 
 #: The widths of the lines of each rule, as the served page's Argument.highlight sets them.
@@ -474,11 +474,11 @@ def test_offline_tabs_show_core_values_and_the_served_page_s_texts(offline_page)
     # Reset to Fig. 3, from a tab: the reference setting on the one-draw tab
     open_tab(page, "2 Saturation")
     page.get_by_role("button", name="Reset to the reference draw").click()
-    page.wait_for_function("() => window.__model('sections').active === 0", timeout=10_000)
+    page.wait_for_function("() => window.__model('sections').active === 0", timeout=UI_WAIT_MS)
     st = core.compute_state(prose.FIG3_D_K, 1.0, prose.FIG3_SEED)
     page.wait_for_function("(w) => JSON.stringify(window.__col('scaled-weights-source', "
                            "'weight')) === JSON.stringify(w)", arg=st.scaled.probs.tolist(),
-                           timeout=10_000)
+                           timeout=UI_WAIT_MS)
     assert page.console_errors == []
     assert [u for u in page.requests if not u.startswith("file://")] == []
 
@@ -548,7 +548,7 @@ def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(o
     show(page, seeds[0], 32, 1.0, "sqrt")        # a width it holds no sweep at
     page.get_by_role("button", name="Train").click()
     page.wait_for_function(f"() => ({SWEEP_TITLE})() === {export.OFFLINE_NO_SWEEP_TITLE!r}",
-                           timeout=10_000)
+                           timeout=UI_WAIT_MS)
     assert col(page, "training-lr-sweep-source", "lr_sqrt") == []
     assert page.evaluate(status).endswith(
         " This offline copy holds the learning-rate sweep at d<sub>k</sub> = 16, 64, 256 and "
@@ -558,7 +558,7 @@ def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(o
         show(page, seed, 64, t, "sqrt")
         page.get_by_role("button", name="Train").click()
         page.wait_for_function(f"() => ({status})().startsWith(\"<span class='status' role='status'>No run\")",
-                               timeout=10_000)
+                               timeout=UI_WAIT_MS)
         assert page.evaluate(status) == export.OFFLINE_NO_RUN.format(seed=seeds[0])
         assert col(page, "training-source", "loss_median_none") == shown   # the last run stays
     assert page.console_errors == []
@@ -575,7 +575,7 @@ def test_the_offline_tabs_fit_the_screen_and_pass_axe(browser, exported, width, 
     out, _ = exported
     with page_of_its_own(browser, width, 900, scheme) as page:
         page.goto(out.resolve().as_uri())
-        page.wait_for_function("() => window.__model('sections') !== null", timeout=30_000)
+        page.wait_for_function("() => window.__model('sections') !== null", timeout=UI_WAIT_MS)
         for title, name in (("1 Variance", "logit-std"), ("2 Saturation", "saturation-curves"),
                             ("3 Gradient", "saturation-gradient"),
                             ("4 Training", "training-loss"), ("5 Heads", "head-budget")):
@@ -583,7 +583,7 @@ def test_the_offline_tabs_fit_the_screen_and_pass_axe(browser, exported, width, 
             page.wait_for_function(
                 "(n) => { const m = window.__model(n); const v = m && window.__AS.view(m);"
                 " return v && v.bbox.width > 200 && v.bbox.height > 150; }", arg=name,
-                timeout=15_000)
+                timeout=UI_WAIT_MS)
             if title == "4 Training":
                 page.get_by_role("button", name="Train").click()
                 page.get_by_text("300 steps of plain SGD").wait_for(state="attached")
@@ -616,12 +616,12 @@ def test_the_offline_copy_reads_and_writes_its_address(browser, exported):
                 "=== JSON.stringify(s) && JSON.stringify(window.__col("
                 "'unscaled-weights-source', 'weight')) === JSON.stringify(u)",
                 arg=[state.scaled.probs.tolist(), state.unscaled.probs.tolist()],
-                timeout=30_000)
+                timeout=UI_WAIT_MS)
 
         page.goto(out.resolve().as_uri() + f"?d_k=300&temperature=2&seed={seeds[1]}"
                   "&rule=none&tab=saturation&embed=1")
         shows(256, 2.0, seeds[1])
-        page.wait_for_function("() => window.location.search.includes('tab=')", timeout=10_000)
+        page.wait_for_function("() => window.location.search.includes('tab=')", timeout=UI_WAIT_MS)
         assert address() == {"d_k": "256", "rule": "none", "temperature": "2",
                              "seed": str(seeds[1]), "tab": "saturation", "embed": "1"}
         assert page.locator(".bk-tab.bk-active").inner_text() == "2 Saturation"
@@ -629,14 +629,14 @@ def test_the_offline_copy_reads_and_writes_its_address(browser, exported):
         page.locator(".noUi-handle").first.focus()
         page.keyboard.press("ArrowRight")                      # 256 -> 384
         page.wait_for_function("() => window.location.search.includes('d_k=384')",
-                               timeout=10_000)
+                               timeout=UI_WAIT_MS)
         shows(384, 2.0, seeds[1])
         assert address()["seed"] == str(seeds[1]) and address()["tab"] == "saturation"
         # what the copy cannot show is ignored: its defaults, and the address says so
         page.goto(out.resolve().as_uri() + "?d_k=abc&temperature=-1&seed=999&tab=nowhere")
         shows(64, 1.0, seeds[0])
         page.wait_for_function("() => window.location.search.includes('d_k=64')",
-                               timeout=10_000)
+                               timeout=UI_WAIT_MS)
         assert address() == {"d_k": "64", "rule": "sqrt", "temperature": "1",
                              "seed": str(seeds[0]), "tab": "draw"}
         assert page.console_errors == []

@@ -6,7 +6,8 @@ rules, names and keys for the controls, and the charts as text for screen reader
 from pathlib import Path
 
 import pytest
-from conftest import INIT, LIVE, column, open_app, open_at, wait_column
+from conftest import INIT, LIVE, TRAINING_WAIT_MS, UI_WAIT_MS, column, open_app, open_at
+from conftest import wait_column
 
 from attention_scaling import core
 from attention_scaling.argument import gradient_window
@@ -32,7 +33,7 @@ def _open(browser, server, width, search="", height=900, **context):
     if "controls" in search:                         # no slider to wait for
         page.add_init_script(INIT)
         page.goto(server.url + search)
-        page.wait_for_function(LIVE, timeout=30_000)
+        page.wait_for_function(LIVE, timeout=UI_WAIT_MS)
     else:
         open_at(page, server, search)
     page.wait_for_timeout(800)
@@ -61,7 +62,7 @@ def test_no_sideways_scroll_at_any_width(browser, server, width):
         page.locator(".bk-tab", has_text="2 Saturation").click()
         page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
                                "'saturation-curves'); return m && window.__AS.view(m); }",
-                               timeout=15_000)
+                               timeout=UI_WAIT_MS)
         page.wait_for_timeout(500)
         assert sideways(page) <= 0, width
         assert page.console_errors == []
@@ -85,7 +86,7 @@ def test_screenshots_of_every_tab_at_every_width_light_and_dark(browser, server,
         for i, tab in enumerate(TABS):
             page.evaluate("(i) => { Bokeh.documents[0].get_model_by_name('sections').active = i; }",
                           i)
-            page.wait_for_function(DRAWN, arg=TAB_CHART[tab.key], timeout=20_000)
+            page.wait_for_function(DRAWN, arg=TAB_CHART[tab.key], timeout=UI_WAIT_MS)
             page.wait_for_timeout(1200)
             assert sideways(page) <= 0, tab.key
             png = page.screenshot(path=str(ALL_SHOTS / f"{tab.key}-{width}-{theme}.png"),
@@ -120,7 +121,7 @@ def test_the_charts_keep_their_place_while_a_slider_moves(browser, server, width
                           index)
             page.wait_for_function(
                 "(w) => (window.__col('jacobian-diagonal-marker', 'width') || [])[0] === w",
-                arg=str(core.D_K_VALUES[index]), timeout=10_000)
+                arg=str(core.D_K_VALUES[index]), timeout=UI_WAIT_MS)
             page.wait_for_timeout(150)
             sizes.append(page.evaluate("""() => [
                 ['scaled-weights', 'unscaled-weights', 'jacobian', 'jacobian-diagonal'].map(
@@ -144,7 +145,7 @@ def test_embedded_in_a_360px_iframe_nothing_scrolls_sideways(browser, server):
         page.set_content(f"<iframe src='{server.url}?embed=1' width='360' height='800' "
                          "style='border:0' title='explorer'></iframe>")
         frame = page.frame_locator("iframe")
-        frame.locator(".noUi-handle").first.wait_for(timeout=30_000)
+        frame.locator(".noUi-handle").first.wait_for(timeout=UI_WAIT_MS)
         inner = page.frames[1]
         inner.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
                                 "Bokeh.documents[0].get_model_by_name('scaled-weights')")
@@ -174,7 +175,7 @@ def _open_tab(browser, server, search):
     """The page at ``search`` at 1280 px, its open tab's chart drawn."""
     ctx, page = _open(browser, server, 1280, search)
     tab = dict(x.split("=") for x in search.lstrip("?").split("&") if x).get("tab", "draw")
-    page.wait_for_function(DRAWN, arg=TAB_CHART[tab], timeout=15_000)
+    page.wait_for_function(DRAWN, arg=TAB_CHART[tab], timeout=UI_WAIT_MS)
     page.wait_for_timeout(600)
     return ctx, page
 
@@ -278,7 +279,7 @@ def test_every_focusable_element_has_a_name_and_the_summary_is_read_once(browser
             page.wait_for_function("() => { const root = window.__AS.root(Bokeh.documents[0]"
                                    ".get_model_by_name('bars-text')); const el = root && root"
                                    ".querySelector('[data-summary]'); return el && el"
-                                   ".textContent !== ''; }", timeout=5_000)
+                                   ".textContent !== ''; }", timeout=UI_WAIT_MS)
             tree = _accessibility_tree(page)
             summary = [name for role, name, _ in tree if role == "StaticText"
                        and name.startswith("Scaled: max weight")]
@@ -324,7 +325,7 @@ def test_every_control_has_a_name_and_works_by_keyboard(page, server):
     page.keyboard.press("ArrowRight")
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('sections').active === 1")
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('logit-histogram')",
-                           timeout=15_000)
+                           timeout=UI_WAIT_MS)
     page.wait_for_timeout(300)
     selected = page.locator("[role='tab'][aria-selected='true']")
     assert selected.inner_text() == "1 Variance"
@@ -356,7 +357,7 @@ def test_the_charts_are_text_too_and_changes_are_announced_once_still(page, serv
     page.wait_for_function("() => { for (const d of Bokeh.documents) { const root = window.__AS"
                            ".root(d.get_model_by_name('bars-text')); const el = root && root"
                            ".querySelector('[data-summary]'); if (el) return el.textContent !== '';"
-                           " } return false; }", timeout=5_000)
+                           " } return false; }", timeout=UI_WAIT_MS)
     text = page.locator(now).text_content()
     assert text == "Scaled: max weight 27% on k6; unscaled: max weight 80% on k6."
     rows = page.locator("[data-bars] tr")
@@ -391,7 +392,7 @@ def test_the_charts_are_text_too_and_changes_are_announced_once_still(page, serv
     page.wait_for_function("(e) => { for (const d of Bokeh.documents) { const root = window.__AS"
                            ".root(d.get_model_by_name('bars-text')); const el = root && root"
                            ".querySelector('[data-summary]'); if (el) return el.textContent === e; }"
-                           " return false; }", arg=expected, timeout=5_000)
+                           " return false; }", arg=expected, timeout=UI_WAIT_MS)
     assert column(page, "scaled-weights-source", "weight") == pytest.approx(
         wide.scaled.probs.tolist(), abs=1e-12)
 
@@ -590,10 +591,10 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
         page.get_by_role("button", name="Train").click()
         page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name('train');"
                                " return m && !m.disabled && (window.__col('training-source', "
-                               "'step') || []).length === 301; }", timeout=60_000)
+                               "'step') || []).length === 301; }", timeout=TRAINING_WAIT_MS)
         # then the learning-rate sweep at the run's setting, to its end
         page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('training-status')"
-                               ".text.includes('Learning-rate sweep: ')", timeout=120_000)
+                               ".text.includes('Learning-rate sweep: ')", timeout=TRAINING_WAIT_MS)
         from attention_scaling import argument
         swept = argument.TrainingTab(argument.Shared())
         swept.show_sweep(core.learning_rate_sweep(d_k, t, seed, n, steps=300))
@@ -615,7 +616,7 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
         expected = {k: v for k, v in core.head_budget(512, t, n, rho).items()
                     if not k.startswith("grad_q")}
         shown = ("head-budget-source", "max_weight_median_none")
-    wait_column(page, *shown, [float(x) for x in expected[shown[1]]], timeout=30_000)
+    wait_column(page, *shown, [float(x) for x in expected[shown[1]]], timeout=UI_WAIT_MS)
     # the CSV: core's columns, every number read back as core's float64
     name, data = _download(page, "Download CSV")
     assert name == stem + ".csv"
@@ -816,7 +817,7 @@ def test_the_heat_maps_are_text_too(page, server):
     page.wait_for_function("() => { for (const d of Bokeh.documents) { const root = window.__AS"
                            ".root(d.get_model_by_name('heatmaps-text')); const el = root && root"
                            ".querySelector('[data-sweep] tr'); if (el) return true; }"
-                           " return false; }", timeout=5_000)
+                           " return false; }", timeout=UI_WAIT_MS)
     text = page.locator("[data-diagonal]").text_content()
     assert text.startswith("Jacobian diagonal p(1 − p) at this width: k1 0.165, k2 0.161")
     rows = page.locator("[data-sweep] tr")
@@ -883,11 +884,11 @@ def test_every_title_fits_its_chart_and_no_two_axis_labels_overlap(browser, serv
         page.wait_for_function("(names) => names.every((n) => { const m = Bokeh.documents[0]"
                                ".get_model_by_name(n); const v = m && window.__AS.view(m);"
                                " return v && v.el.checkVisibility({checkVisibilityCSS: true}); })",
-                               arg=TAB_FIGURES[tab], timeout=20_000)
+                               arg=TAB_FIGURES[tab], timeout=UI_WAIT_MS)
         if tab == "training":
             page.get_by_role("button", name="Train").click()
             page.wait_for_function("() => (window.__col('training-source', 'step') || [])"
-                                   ".length === 301", timeout=60_000)
+                                   ".length === 301", timeout=TRAINING_WAIT_MS)
         page.wait_for_timeout(500)
         import math
         shown = page.evaluate(LAYOUT)
@@ -927,9 +928,9 @@ def test_a_gradient_of_hundreds_of_decades_still_has_a_usable_log_axis(page, ser
     assert 0 < n <= len(core.D_K_VALUES)
     page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
                            "'saturation-gradient'); return m && window.__AS.view(m); }",
-                           timeout=15_000)
+                           timeout=UI_WAIT_MS)
     wait_column(page, "saturation-curves-source", "max_weight_median_none",
-                curves["max_weight_median_none"].tolist(), timeout=15_000)
+                curves["max_weight_median_none"].tolist(), timeout=UI_WAIT_MS)
     page.wait_for_timeout(300)
     ys = page.evaluate("""(n) => { const m = Bokeh.documents[0].get_model_by_name(
         'saturation-gradient'); const v = window.__AS.view(m); const d = Bokeh.documents[0]
@@ -1073,7 +1074,7 @@ def test_every_text_and_mark_on_the_charts_reads_in_both_themes(browser, server,
     try:
         page.wait_for_function("(names) => names.every((n) => { const m = Bokeh.documents[0]"
                                ".get_model_by_name(n); return m && window.__AS.view(m); })",
-                               arg=TAB_FIGURES[tab], timeout=20_000)
+                               arg=TAB_FIGURES[tab], timeout=UI_WAIT_MS)
         for theme in ("dark", "light"):
             if theme == "light":
                 page.get_by_role("button", name="light", exact=True).click()
@@ -1240,7 +1241,7 @@ def test_legends_leave_the_data_alone_at_every_corner(browser, server, width, co
             page.wait_for_function("(names) => names.every((n) => { const m = Bokeh.documents[0]"
                                    ".get_model_by_name(n); const v = m && window.__AS.view(m);"
                                    " return v && v.el.checkVisibility(); })",
-                                   arg=TAB_FIGURES[tab], timeout=20_000)
+                                   arg=TAB_FIGURES[tab], timeout=UI_WAIT_MS)
             page.wait_for_timeout(600)
             for found in page.evaluate(LEGENDS):
                 name, legend, frame = found["name"], found["legend"], found["frame"]

@@ -10,7 +10,7 @@ import re
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import open_at
+from conftest import UI_WAIT_MS, open_at
 
 pytestmark = pytest.mark.browser
 
@@ -86,7 +86,7 @@ def _assert_real_notation(texts: list[list[str]], presets: bool = True) -> None:
 
 def _assert_formulas_by_mathjax(page) -> None:
     page.get_by_role("button", name="More detail").first.click()
-    page.wait_for_function(f"() => ({FORMULAS})().containers.length === 5", timeout=20_000)
+    page.wait_for_function(f"() => ({FORMULAS})().containers.length === 5", timeout=UI_WAIT_MS)
     found = page.evaluate(FORMULAS)
     assert found["maths"] == 0                       # no MathML, typeset by the browser
     for c in found["containers"]:
@@ -138,7 +138,7 @@ def test_offline_copy_shows_subscripts_and_mathjax_formulas(browser, offline_exp
         pg.goto(offline_export.path.resolve().as_uri())
         pg.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
                              "Bokeh.documents[0].get_model_by_name('scaled-weights')",
-                             timeout=30_000)
+                             timeout=UI_WAIT_MS)
         _assert_formulas_by_mathjax(pg)
         _assert_real_notation(_drawn_texts(pg), presets=False)      # it has no presets
         assert not _only_from(requests, "file://")

@@ -13,7 +13,7 @@ import pytest
 
 from attention_scaling.lead import LEAD_WORDS
 from attention_scaling.state import TABS
-from conftest import open_app
+from conftest import UI_WAIT_MS, open_app
 
 pytestmark = pytest.mark.browser
 
@@ -76,7 +76,7 @@ def test_each_tab_shows_one_idea_in_at_most_120_words(page, server, tab):
         _open(page, tab.title)
     page.wait_for_function("(n) => { for (const d of Bokeh.documents) { const m = "
                            "d.get_model_by_name(n); if (m && m.text) return true; } "
-                           "return false; }", arg=lead_name, timeout=30_000)
+                           "return false; }", arg=lead_name, timeout=UI_WAIT_MS)
     page.wait_for_timeout(300)
     lead = _model_text(page, lead_name)
     assert 5 <= words(lead) <= LEAD_WORDS, lead
@@ -93,7 +93,7 @@ def test_each_tab_shows_one_idea_in_at_most_120_words(page, server, tab):
     assert toggle.get_attribute("aria-expanded") in (None, "false")
     toggle.click()
     page.wait_for_function(f"(n) => ({MAIN_WORDS})().split(/\\s+/).length > n",
-                           arg=words(shown) + 20, timeout=10_000)
+                           arg=words(shown) + 20, timeout=UI_WAIT_MS)
     opened = page.evaluate(MAIN_WORDS)
     assert words(opened) > words(shown)
     assert toggle.get_attribute("aria-expanded") == "true"
@@ -118,7 +118,7 @@ def test_the_controls_a_tab_does_not_use_are_disabled_and_say_why(page, server):
     _open(page, "1 Variance")
     page.wait_for_function("() => { for (const d of Bokeh.documents) { const m = "
                            "d.get_model_by_name('rule'); if (m) return m.disabled; } }",
-                           timeout=10_000)
+                           timeout=UI_WAIT_MS)
     assert not rule.is_enabled()
     note = _model_text(page, "rule-idle")
     assert "Not used on this tab" in note and "histograms" in note
@@ -127,11 +127,11 @@ def test_the_controls_a_tab_does_not_use_are_disabled_and_say_why(page, server):
     _open(page, "5 Heads")
     page.wait_for_function("() => { for (const d of Bokeh.documents) { const m = "
                            "d.get_model_by_name('rule'); if (m) return !m.disabled; } }",
-                           timeout=10_000)
+                           timeout=UI_WAIT_MS)
     assert rule.is_enabled()
     assert "512" in _model_text(page, "d_k-idle")
     _open(page, "One draw")
     page.wait_for_function("() => { for (const d of Bokeh.documents) { const m = "
                            "d.get_model_by_name('d_k'); if (m) return !m.disabled; } }",
-                           timeout=10_000)
+                           timeout=UI_WAIT_MS)
     assert page.console_errors == []

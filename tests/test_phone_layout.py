@@ -7,7 +7,7 @@ import json
 from contextlib import contextmanager
 
 import pytest
-from conftest import INIT, LIVE, column
+from conftest import INIT, LIVE, UI_WAIT_MS, column
 
 pytestmark = pytest.mark.browser
 
@@ -89,7 +89,7 @@ def _opened(browser, server, width, height=900):
     try:
         page = ctx.new_page()
         page.goto(server.url)
-        page.wait_for_function(LIVE, timeout=30_000)
+        page.wait_for_function(LIVE, timeout=UI_WAIT_MS)
         page.wait_for_timeout(500)
         yield page
     finally:
@@ -112,8 +112,8 @@ def _frame(browser, server, where):
                          "style='border:0' title='explorer'></iframe>")
         page.wait_for_function("() => window.frames.length === 1")
         frame = page.frames[1]
-    frame.wait_for_function(LIVE, timeout=30_000)
-    frame.wait_for_selector(".noUi-handle", timeout=30_000)
+    frame.wait_for_function(LIVE, timeout=UI_WAIT_MS)
+    frame.wait_for_selector(".noUi-handle", timeout=UI_WAIT_MS)
     frame.wait_for_timeout(800)
     return ctx, page, frame
 
@@ -132,7 +132,7 @@ def _drag_d_k(page, frame, dx):
     page.mouse.up()
     frame.wait_for_function(
         "(b) => JSON.stringify(window.__col('jacobian-diagonal-marker', 'width')) !== b",
-        arg=json.dumps(before), timeout=10_000)
+        arg=json.dumps(before), timeout=UI_WAIT_MS)
     frame.wait_for_timeout(400)
 
 
@@ -172,7 +172,7 @@ def test_more_controls_opens_by_keyboard_and_says_so(browser, server):
         button.focus()
         page.keyboard.press("Enter")
         page.wait_for_function("() => window.__flat().some((e) => e.getAttribute("
-                               "'aria-expanded') === 'true')", timeout=10_000)
+                               "'aria-expanded') === 'true')", timeout=UI_WAIT_MS)
         assert temperature.is_visible()
         assert button.get_attribute("aria-expanded") == "true"
         page.keyboard.press("Space")
@@ -255,7 +255,7 @@ def _open_tab(page, index, title):
                            " const v = window.__AS.view(t); return t.active === i && v && "
                            "v.child_views[i] && !v.child_views[i].el.style.visibility && "
                            "!window.__flat().some((e) => e.matches('p.status') && "
-                           "window.__shown(e)); }", arg=index, timeout=30_000)
+                           "window.__shown(e)); }", arg=index, timeout=UI_WAIT_MS)
     page.wait_for_timeout(600)
 
 
@@ -401,9 +401,9 @@ def test_a_disabled_buttons_label_reads(browser, server, theme):
     try:
         page = ctx.new_page()
         page.goto(f"{server.url}?tab=training&theme={theme}")
-        page.wait_for_function(LIVE, timeout=30_000)
+        page.wait_for_function(LIVE, timeout=UI_WAIT_MS)
         page.wait_for_function("() => window.__flat().some((e) => e.matches("
-                               "'button[disabled]') && window.__shown(e))", timeout=30_000)
+                               "'button[disabled]') && window.__shown(e))", timeout=UI_WAIT_MS)
         colours = page.evaluate("""() => window.__flat().filter((e) => e.matches(
             'button[disabled]') && window.__shown(e)).map((e) => {
               const cs = getComputedStyle(e);

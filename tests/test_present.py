@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import INIT, LIVE, open_at
+from conftest import INIT, LIVE, TRAINING_WAIT_MS, UI_WAIT_MS, open_at
 
 from attention_scaling.state import TABS
 
@@ -75,9 +75,9 @@ def _open(browser, url, width, height, offline=False):
     page.add_init_script(INIT)
     page.goto(url)
     if offline:
-        page.wait_for_function(f"() => ({MODEL})('sections') !== null", timeout=30_000)
+        page.wait_for_function(f"() => ({MODEL})('sections') !== null", timeout=UI_WAIT_MS)
     else:
-        page.wait_for_function(LIVE, timeout=30_000)
+        page.wait_for_function(LIVE, timeout=UI_WAIT_MS)
     return ctx, page
 
 
@@ -91,7 +91,7 @@ def _until(page, script, arg, timeout, why=lambda: None):
         page.wait_for_timeout(200)
 
 
-def _step(page, tab, timeout=15_000):
+def _step(page, tab, timeout=UI_WAIT_MS):
     """The open step, once it fits the screen (the charts grow to fill it after they are
     drawn)."""
     _until(page, FITS, list(tab.charts), timeout, why=lambda: page.evaluate(STEP, list(tab.charts)))
@@ -160,7 +160,7 @@ def test_keys_move_between_steps_and_the_address_follows(browser, server):
                               (" ", "variance")):
             page.keyboard.press(key if key != " " else "Space")
             page.wait_for_function("(k) => window.location.search.includes('tab=' + k)",
-                                   arg=expected, timeout=10_000)
+                                   arg=expected, timeout=UI_WAIT_MS)
             assert "present=1" in page.url
         page.keyboard.press("Home")
         page.wait_for_function("() => window.location.search.includes('tab=draw')")
@@ -170,15 +170,15 @@ def test_keys_move_between_steps_and_the_address_follows(browser, server):
         page.keyboard.press("ArrowRight")
         page.wait_for_function(
             "() => new URLSearchParams(window.location.search).get('d_k') !== '64'",
-            timeout=10_000)
+            timeout=UI_WAIT_MS)
         assert "tab=draw" in page.url
         page.keyboard.press("PageDown")
         page.wait_for_function("() => window.location.search.includes('tab=variance')",
-                               timeout=10_000)
+                               timeout=UI_WAIT_MS)
         # Escape leaves: the address drops present=1, the page is whole again
         page.keyboard.press("Escape")
         page.wait_for_function("() => !window.location.search.includes('present')",
-                               timeout=10_000)
+                               timeout=UI_WAIT_MS)
         page.wait_for_timeout(500)
         s = page.evaluate(STEP, list(TABS[1].charts))
         assert not s["present"]
@@ -228,13 +228,13 @@ def _pdf_pages(pdf: bytes) -> int:
 
 def test_the_handout_prints_one_page_per_step_in_a4_and_letter(browser, server):
     ctx, page = _open(browser, server.url + "?present=1", 1280, 720)
-    page.set_default_timeout(240_000)     # the handout builds and lays out every step at once
+    page.set_default_timeout(TRAINING_WAIT_MS)     # the handout trains, then lays out every step
     try:
         _step(page, TABS[0])
         page.evaluate("() => { window.__printed = 0; window.print = () => { window.__printed += 1; }; }")
         for n, fmt in enumerate(("A4", "Letter"), start=1):
             page.get_by_role("button", name="Print handout").click()
-            _until(page, "(n) => window.__printed === n", n, 240_000)    # Train first, slow CI
+            _until(page, "(n) => window.__printed === n", n, TRAINING_WAIT_MS)
             # every step's lead and main charts, in tab order
             leads = page.evaluate("""(keys) => keys.map((k) => { const m = (%s)(k + '-lead');
                 const v = m && window.__AS.view(m); return v ? [v.el.checkVisibility(),
@@ -276,7 +276,7 @@ def test_present_mode_in_the_offline_copy(browser, offline_export):
         _check_step(page, TABS[0], 1280)
         page.keyboard.press("PageDown")
         page.wait_for_function("() => window.location.search.includes('tab=variance')",
-                               timeout=10_000)
+                               timeout=UI_WAIT_MS)
         _check_step(page, TABS[1], 1280)
         page.keyboard.press("Escape")
         page.wait_for_function("() => !window.location.search.includes('present')")

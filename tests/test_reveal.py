@@ -13,7 +13,7 @@ import pytest
 
 from attention_scaling import core, quiz
 from attention_scaling.text import _fmt, plain
-from conftest import INIT, open_at
+from conftest import INIT, UI_WAIT_MS, open_at
 
 pytestmark = pytest.mark.browser
 
@@ -83,12 +83,12 @@ def _bare(text: str) -> str:
 
 def _reveal(page, key):
     page.wait_for_function(f"() => ({MODEL_TEXT})('{key}-ask-text')?.startsWith('Predict.')",
-                           timeout=30_000)
+                           timeout=UI_WAIT_MS)
     page.wait_for_timeout(300)
     before = page.evaluate(PAGE_TEXT)
     page.locator(".bk-btn", has_text="Reveal").locator("visible=true").first.click()
     page.wait_for_function(f"() => ({MODEL_TEXT})('{key}-answer')?.includes('Answer:')",
-                           timeout=10_000)
+                           timeout=UI_WAIT_MS)
     return before, page.evaluate(MODEL_TEXT, f"{key}-answer"), page.evaluate(PAGE_TEXT)
 
 
@@ -120,7 +120,7 @@ def test_a_new_state_asks_anew_and_puts_the_answer_away(page, server):
     page.evaluate("""() => { const m = Bokeh.documents[0].get_model_by_name('d_k');
                              m.value = m.value + 3; }""")    # three widths wider: 128
     page.wait_for_function(f"() => !({MODEL_TEXT})('draw-answer').includes('Answer:')",
-                           timeout=10_000)
+                           timeout=UI_WAIT_MS)
     assert page.evaluate(MODEL_TEXT, "draw-ask-text") != ask
     assert "1024" in page.evaluate(MODEL_TEXT, "draw-ask-text")
 
@@ -128,7 +128,7 @@ def test_a_new_state_asks_anew_and_puts_the_answer_away(page, server):
 def test_the_choice_is_a_button_and_the_guess_is_shown(page, server):
     open_at(page, server, "?tab=variance&d_k=16")
     page.wait_for_function(f"() => ({MODEL_TEXT})('variance-ask-text')?.startsWith('Predict.')",
-                           timeout=30_000)
+                           timeout=UI_WAIT_MS)
     page.locator(".bk-btn", has_text="about √128").first.click()
     _before, answer, _after = _reveal(page, "variance")
     assert answer.startswith("Your guess: about √128.") and "about √128 = 11.3" in answer

@@ -31,9 +31,10 @@ nginx:
 	scripts/ensure-nginx
 
 ## test: install, make sure Chromium exists, run the whole suite (browser tests included),
-## after the JavaScript's lint and unit tests
+## after the JavaScript's lint and unit tests: one process per core (TEST_JOBS), then the
+## timing tests alone (scripts/run-tests)
 test: js-test $(STAMP) chromium nginx
-	$(BIN)/python -m pytest -m "not docker" $(ARGS)
+	PYTHON=$(BIN)/python scripts/run-tests $(ARGS)
 
 # eslint and its configs from package-lock.json; redone when it changes.
 NODE_STAMP := node_modules/.installed

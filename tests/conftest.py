@@ -177,9 +177,10 @@ class OfflineExport:
 
 
 #: `attention-scaling export` in a fresh process (what a user runs: nothing another test loaded
-#: into this process reaches the file), keeping the payload it computed for the tests.
+#: into this process reaches the file), keeping the payload it computed for the tests; its exit
+#: status goes last into a file of its own, so any process can tell that it has ended.
 EXPORT_KEEPING_PAYLOAD = """
-import pickle, sys
+import os, pickle, sys
 from attention_scaling import cli, export
 built = {}
 build_payload = export.build_payload
@@ -190,48 +191,100 @@ export.build_payload = kept
 code = cli.main(["export", sys.argv[1]])
 with open(sys.argv[2], "wb") as f:
     pickle.dump(built.get("payload"), f)
+with open(sys.argv[3] + ".part", "w") as f:
+    f.write(str(code))
+os.replace(sys.argv[3] + ".part", sys.argv[3])
 sys.exit(code)
 """
+
+#: The folder of the run's export, made by the process that runs the session (pytest's own or,
+#: with pytest-xdist, its controller) and handed to the workers it starts through this variable.
+EXPORT_DIR_VARIABLE = "ATTENTION_SCALING_TEST_EXPORT_DIR"
 
 
 class ExportRun:
     """`attention-scaling export` with its defaults in a process of its own, writing into
-    ``folder``: niced while the tests run beside it (it takes the CPU they leave idle), back
-    to the tests' own priority once a test waits for it (where the system allows that)."""
+    ``folder``: one per test run, however many pytest processes share that run. The first to
+    call `start` starts it, niced while the tests run beside it (it takes the CPU they leave
+    idle); a test that waits for it puts it back to the tests' own priority."""
 
     def __init__(self, folder: Path) -> None:
         self.out, self.kept = folder / "explorer.html", folder / "payload.pickle"
-        self.log = folder / "export.log"
-        self.errors = folder / "export.err"
+        self.log, self.errors = folder / "export.log", folder / "export.err"
+        self.pid_file, self.status = folder / "export.pid", folder / "export.status"
+
+    def start(self) -> None:
+        """Start the export unless a process of this run has started it already."""
+        try:
+            claim = os.open(self.pid_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
         with open(self.log, "w") as out, open(self.errors, "w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", EXPORT_KEEPING_PAYLOAD, str(self.out), str(self.kept)],
+            proc = subprocess.Popen(
+                [sys.executable, "-c", EXPORT_KEEPING_PAYLOAD, str(self.out), str(self.kept),
+                 str(self.status)],
                 stdout=out, stderr=err, text=True, start_new_session=True,
                 preexec_fn=lambda: os.nice(10))
+        os.write(claim, str(proc.pid).encode())
+        os.close(claim)
+
+    def pid(self) -> int | None:
+        """The export's process while it runs (it leads its own process group), else None."""
+        try:
+            pid = int(self.pid_file.read_text())
+            with open(f"/proc/{pid}/stat") as f:
+                running = f.read().rpartition(")")[2].split()[0] != "Z"
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if running else None
+
+    def signal(self, sig: int) -> None:
+        pid = self.pid()
+        if pid is not None:
+            try:
+                os.killpg(pid, sig)
+            except OSError:                      # ended in between
+                pass
 
     def result(self, timeout: float) -> OfflineExport:
         import pickle
-        try:
-            os.setpriority(os.PRIO_PROCESS, self.proc.pid, os.getpriority(os.PRIO_PROCESS, 0))
-        except OSError:                          # ended already, or not allowed
-            pass
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            stop_group(self.proc)
-            raise
+        pid, deadline = self.pid(), time.monotonic() + timeout
+        if pid is not None:
+            try:
+                os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, 0))
+            except OSError:                      # ended already, or not allowed
+                pass
+        while not self.status.exists():
+            if self.pid() is None and not self.status.exists():
+                raise RuntimeError("the export ended without its status:\n"
+                                   + self.errors.read_text()[-2000:])
+            if time.monotonic() > deadline:
+                self.signal(signal.SIGKILL)
+                raise subprocess.TimeoutExpired("attention-scaling export", timeout)
+            time.sleep(0.5)
         stdout, stderr = self.log.read_text(), self.errors.read_text()
-        assert code == 0, stdout[-2000:] + stderr[-2000:]
+        assert self.status.read_text() == "0", stdout[-2000:] + stderr[-2000:]
         payload = pickle.loads(self.kept.read_bytes())
         return OfflineExport(self.out, stdout, payload, payload["seeds"])
 
 
-#: The session's export, started as soon as the collected tests are known to need it.
-_EXPORT: dict = {}
+def _export() -> ExportRun:
+    return ExportRun(Path(os.environ[EXPORT_DIR_VARIABLE]))
 
 
 def _uses_offline_export(item) -> bool:
     return "offline_export" in getattr(item, "fixturenames", ())
+
+
+def _runs_the_session(config) -> bool:
+    """True in pytest's own process or pytest-xdist's controller; False in a worker."""
+    return not hasattr(config, "workerinput")
+
+
+def pytest_configure(config):
+    if _runs_the_session(config):
+        import tempfile
+        os.environ[EXPORT_DIR_VARIABLE] = tempfile.mkdtemp(prefix="attention-scaling-export-")
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -244,39 +297,36 @@ def pytest_collection_modifyitems(session, config, items):
 
 def pytest_collection_finish(session):
     if any(_uses_offline_export(item) for item in session.items):
-        import tempfile
-        _EXPORT["run"] = ExportRun(Path(tempfile.mkdtemp(prefix="attention-scaling-export-")))
+        _export().start()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     """The export is paused while a test of the `relative` marker times the server against
     its own quiet run: the CPU it takes would come and go between the two."""
-    run = _EXPORT.get("run")
-    paused = (run is not None and item.get_closest_marker("relative") is not None
-              and run.proc.poll() is None)
+    paused = item.get_closest_marker("relative") is not None
     if paused:
-        os.killpg(run.proc.pid, signal.SIGSTOP)
+        _export().signal(signal.SIGSTOP)
     try:
         yield
     finally:
         if paused:
-            os.killpg(run.proc.pid, signal.SIGCONT)
+            _export().signal(signal.SIGCONT)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    run = _EXPORT.pop("run", None)
-    if run is not None:
-        stop_group(run.proc)
+    if _runs_the_session(session.config):
+        run = _export()
+        run.signal(signal.SIGKILL)
         shutil.rmtree(run.out.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
-def offline_export(tmp_path_factory) -> OfflineExport:
-    """`attention-scaling export` with its defaults, once per session, in a process of its
+def offline_export() -> OfflineExport:
+    """`attention-scaling export` with its defaults, once per test run, in a process of its
     own (started when the tests were collected): every test of the offline copy shares it."""
-    run = _EXPORT.get("run") or _EXPORT.setdefault(
-        "run", ExportRun(tmp_path_factory.mktemp("export")))
+    run = _export()
+    run.start()
     return run.result(timeout=1200)
 
 

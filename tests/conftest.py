@@ -247,6 +247,8 @@ class ExportRun:
                 pass
 
     def result(self, timeout: float) -> OfflineExport:
+        """The export's file and payload, once it has ended (waiting at most ``timeout`` s,
+        also while the process that claimed it is still starting it)."""
         import pickle
         pid, deadline = self.pid(), time.monotonic() + timeout
         if pid is not None:
@@ -255,7 +257,8 @@ class ExportRun:
             except OSError:                      # ended already, or not allowed
                 pass
         while not self.status.exists():
-            if self.pid() is None and not self.status.exists():
+            started = self.pid_file.exists() and self.pid_file.read_text() != ""
+            if started and self.pid() is None and not self.status.exists():
                 raise RuntimeError("the export ended without its status:\n"
                                    + self.errors.read_text()[-2000:])
             if time.monotonic() > deadline:

@@ -462,6 +462,7 @@ class TrainingTab(TabView):
             legend_below(fig)
         #: The sweep source's rows (None: as many as the sweep's longest rule has rates).
         self.sweep_rows = None
+        self._runs_shown = None      # the runs the source shows (show_runs)
         self.tables = [(self.source, _same(*self.source.data)),
                        (self.sweep_source, _same(*self.sweep_source.data))]
         self.intro = TRAINING_INTRO
@@ -537,7 +538,7 @@ class TrainingTab(TabView):
         for r in core.RULES:        # a diverged median's cross: at the top of the axis
             data[f"diverged_{r}"] = [fig.y_range.end / 1.5 if x == 1 else math.nan
                                      for x in data[f"diverged_{r}"]]
-        self.sweep_source.data = data
+        send_changes(self.sweep_source, data)
 
     def show_runs(self, run_by_rule: dict) -> None:
         """The training runs so far (rule -> core.SeededTraining), replacing what is shown:
@@ -560,7 +561,36 @@ class TrainingTab(TabView):
             loss_fig.y_range.end = 1.05 * max(losses)
         if grads:
             grad_fig.y_range.start, grad_fig.y_range.end = min(grads) - 0.3, max(grads) + 0.3
-        self.source.data = data
+        if self._runs_shown is not run_by_rule:      # other runs: their rows replace these
+            self._runs_shown = run_by_rule
+            self.source.data = data
+        else:
+            send_changes(self.source, data)
+
+
+def _same_value(a, b) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
+
+
+def send_changes(source: ColumnDataSource, data: dict) -> None:
+    """Make ``source`` hold ``data`` by sending only what changed: the rows past its own as
+    one ``stream``, the cells of its rows that differ as one ``patch`` (NaN equals NaN); the
+    whole data where ``data`` has other columns, or fewer rows."""
+    old = source.data
+    rows = len(next(iter(old.values()), []))
+    if set(old) != set(data) or any(len(v) < rows for v in data.values()):
+        source.data = data
+        return
+    patches = {}
+    for name, values in data.items():
+        changed = [(i, values[i]) for i, was in enumerate(old[name][:rows])
+                   if not _same_value(was, values[i])]
+        if changed:
+            patches[name] = changed
+    if patches:
+        source.patch(patches)
+    if any(len(v) > rows for v in data.values()):
+        source.stream({name: values[rows:] for name, values in data.items()})
 
 
 def training_data(run_by_rule: dict) -> dict:

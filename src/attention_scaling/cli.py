@@ -428,7 +428,7 @@ def _server_options(args: argparse.Namespace) -> dict:
 def _serve(args: argparse.Namespace) -> int:
     import panel as pn
 
-    from . import server
+    from . import server, work
     from .page import create_page
 
     _install(args)
@@ -444,9 +444,15 @@ def _serve(args: argparse.Namespace) -> int:
         return page
 
     try:
-        pn.serve(session_page, **_server_options(args))
+        # started here rather than by pn.serve: with --num-procs each process (forked by the
+        # server's constructor) warms its own worker pool once its loop runs
+        served = pn.serve(session_page, start=False, **_server_options(args))
+        served.io_loop.add_callback(work.warm)
+        served.start()
+        served.io_loop.start()
     except KeyboardInterrupt:   # Ctrl-C or SIGINT
         pass
+    work.shutdown()
     print("attention-scaling: stopped", flush=True)
     # Leave now: Panel's and Bokeh's worker threads would otherwise keep the process alive.
     sys.stderr.flush()
@@ -479,7 +485,7 @@ def _export(args: argparse.Namespace) -> int:
     if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
         return fail(f"cannot write {args.out!r}: permission denied")
     try:
-        info = export.export(out, seeds)
+        info = export.export(out, seeds, progress=sys.stderr)
     except (OSError, ValueError) as exc:
         return fail(f"cannot write {args.out!r}: {exc}")
     print(f"attention-scaling: wrote {info['path']}: {info['states']} states "

@@ -10,15 +10,150 @@ standard library only.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import functools
 import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import numpy as np
+
+# ---- the results worth keeping: caches another process can fill ---------------------------
+
+class NotCached(LookupError):
+    """A computation that :func:`cached_only` forbids: its result is not cached here yet."""
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+
+
+_CALLS = threading.local()      # per thread: memo depth, cached_only, the recording list
+#: Every :func:`memo` by its qualified name: what :func:`prime` fills.
+MEMOS: dict[str, "Memo"] = {}
+_MISSING = object()
+
+
+class Memo:
+    """A function's results for its ``maxsize`` most recently used arguments (positional,
+    hashable), like ``functools.lru_cache``, and also filled from outside
+    (:func:`prime`): a result computed in a worker process joins this process's cache.
+    The outermost memoised call of a thread is what :func:`recording` records and what
+    :func:`cached_only` refuses to compute."""
+
+    def __init__(self, fn, maxsize: int) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn, self.maxsize = fn, maxsize
+        self._data: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._hits = self._misses = 0
+        MEMOS[fn.__qualname__] = self
+
+    def __call__(self, *args):
+        with self._lock:
+            value = self._data.get(args, _MISSING)
+            if value is not _MISSING:
+                self._data.move_to_end(args)
+                self._hits += 1
+        depth = getattr(_CALLS, "depth", 0)
+        if value is _MISSING:
+            if depth == 0 and getattr(_CALLS, "only", False):
+                raise NotCached(self.__qualname__, args)
+            _CALLS.depth = depth + 1
+            try:
+                value = self.fn(*args)
+            finally:
+                _CALLS.depth = depth
+            self.put(args, value)
+            with self._lock:
+                self._misses += 1
+        records = getattr(_CALLS, "records", None)
+        if depth == 0 and records is not None:
+            records.append((self.__qualname__, args, value))
+        return value
+
+    def has(self, *args) -> bool:
+        with self._lock:
+            return args in self._data
+
+    def put(self, args: tuple, value) -> None:
+        with self._lock:
+            self._data[args] = value
+            self._data.move_to_end(args)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._hits = self._misses = 0
+
+    def cache_info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, self.maxsize, len(self._data))
+
+
+def memo(maxsize: int):
+    """Decorator: the function as a :class:`Memo` of ``maxsize`` results."""
+    return lambda fn: Memo(fn, maxsize)
+
+
+@contextmanager
+def cached_only():
+    """Within the block, this thread's outermost memoised calls answer from the cache or
+    raise :class:`NotCached` instead of computing (nothing heavy runs)."""
+    before = getattr(_CALLS, "only", False)
+    _CALLS.only = True
+    try:
+        yield
+    finally:
+        _CALLS.only = before
+
+
+@contextmanager
+def recording():
+    """Within the block, this thread's outermost memoised calls are recorded, with their
+    results: the list yielded, of (name, arguments, result), for :func:`prime`."""
+    before = getattr(_CALLS, "records", None)
+    _CALLS.records = records = []
+    try:
+        yield records
+    finally:
+        _CALLS.records = before
+
+
+def _read_only(value):
+    """``value`` with every array inside it read-only (a result unpickled from a worker
+    process comes back writeable; cached results are shared by every session)."""
+    if isinstance(value, np.ndarray):
+        value.setflags(write=False)
+    elif isinstance(value, (dict, MappingProxyType)):
+        for v in value.values():
+            _read_only(v)
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            _read_only(v)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            _read_only(getattr(value, field.name))
+    return value
+
+
+def prime(records) -> None:
+    """Put results recorded elsewhere (:func:`recording`, pickled across processes) into
+    this process's caches, read-only."""
+    for name, args, value in records:
+        MEMOS[name].put(tuple(args), _read_only(value))
+
 
 #: d_k as the page writes it where HTML cannot go (chart titles, axis labels, legends, buttons,
 #: tabs, slider titles, presets, escaped text): d with Unicode's subscript k (U+2096). Prose in
@@ -430,6 +565,16 @@ class State:
         """The p(1 - p) sweep under ``rule`` (or scaled: True / False)."""
         return self.sweeps[as_rule(rule)]
 
+    def __reduce__(self):
+        # pickled (a worker process's result) with plain dicts for its read-only mappings
+        return (_state_from, (self.d_k, self.temperature, self.seed, self.raw_logits,
+                              dict(self.variants), self.widths, dict(self.sweeps), self.align))
+
+
+def _state_from(d_k, temperature, seed, raw_logits, variants, widths, sweeps, align) -> State:
+    return State(d_k, temperature, seed, raw_logits, MappingProxyType(variants), widths,
+                 MappingProxyType(sweeps), align)
+
 
 def _rule_logits(query, keys, rule: str) -> np.ndarray:
     """q . k under ``rule``: the raw logits divided by :func:`rule_divisor`."""
@@ -503,7 +648,7 @@ def compute_state_uncached(
     return state
 
 
-@lru_cache(maxsize=STATE_CACHE_SIZE)
+@memo(maxsize=STATE_CACHE_SIZE)
 def _cached_state(d_k: int, temperature: float, seed: int, n_keys: int, align: float) -> State:
     return compute_state_uncached(d_k, temperature, seed, n_keys, align)
 
@@ -629,7 +774,7 @@ def _log_rest(d_k: int, scale: float, n_keys: int, align: float) -> np.ndarray:
     return np.sort(log_s - np.log1p(np.exp(log_s)))
 
 
-@lru_cache(maxsize=4096)         # per (d_k, T, keys, alignment), ~9 KB each
+@memo(maxsize=4096)         # per (d_k, T, keys, alignment), ~9 KB each
 def _typical(d_k: int, temperature: float, n_keys: int, align: float = 0.0) -> Typical:
     picks = np.round(np.linspace(0, MC_DRAWS - 1, _LEVELS + 1)).astype(int)
     log_rest, median = {}, {}
@@ -934,7 +1079,7 @@ def _spread_columns(spreads: dict) -> dict:
             for col, key in names.items()}
 
 
-@lru_cache(maxsize=256)      # per (T, keys, alignment): ~60 KB each
+@memo(maxsize=256)      # per (T, keys, alignment): ~60 KB each
 def _saturation_curves(temperature: float, n_keys: int, align: float) -> tuple[dict, tuple]:
     stats = {f"{m}_{q}_{r}": np.empty(len(D_K_VALUES)) for m in ("max_weight", "eff_keys",
              "grad_q", "log10_grad_q") for q in ("median", "q25", "q75") for r in RULES}
@@ -1006,7 +1151,7 @@ def gradient_spread(d_k: int, temperature: float = 1.0, n_keys: int = N_KEYS,
                               float(align)))
 
 
-@lru_cache(maxsize=1024)     # per (width, T, keys, alignment): ~4 KB each
+@memo(maxsize=1024)     # per (width, T, keys, alignment): ~4 KB each
 def _width_spread(d_k: int, temperature: float, n_keys: int, align: float) -> dict:
     """:func:`gradient_spread` at one width from that width's draws alone (the values of
     :func:`saturation_curves` at it, bit for bit, at ~1/25 of their cost: the one draw's tab
@@ -1060,7 +1205,7 @@ def _logit_draws() -> tuple[np.ndarray, np.ndarray]:
     return g, norms
 
 
-@lru_cache(maxsize=len(D_K_VALUES))
+@memo(maxsize=len(D_K_VALUES))
 def _logit_distribution(d_k: int) -> dict:
     g, norms = _logit_draws()
     raw = norms[D_K_VALUES.index(d_k)] * g                 # q . k = |q| g, exactly
@@ -1083,7 +1228,7 @@ def logit_distribution(d_k: int) -> dict:
     return _logit_distribution(int(d_k))
 
 
-@cache
+@memo(maxsize=1)
 def logit_std_curve() -> dict:
     """The measured standard deviation of q . k at every width (``d_k``, ``std_raw``), from
     the draws of :func:`logit_distribution`."""

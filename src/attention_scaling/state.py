@@ -173,12 +173,16 @@ class _State(param.Parameterized):
         finally:
             result.constant = True
 
-    def draw_new_seed(self) -> None:
-        """Pick a different random seed (and so a new draw of q and k)."""
+    def new_seed(self) -> int:
+        """A random seed other than the current one."""
         new = self.seed
         while new == self.seed:
             new = random.randint(0, MAX_SEED)
-        self.seed = new
+        return new
+
+    def draw_new_seed(self) -> None:
+        """Pick a different random seed (and so a new draw of q and k)."""
+        self.seed = self.new_seed()
 
     def reset_to_fig3(self) -> None:
         """Restore the reference figure: every control at its default (d_k = 64, T = 1,

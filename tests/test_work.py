@@ -1,0 +1,180 @@
+"""Heavy work in its place (work.py): a served session's new setting is computed in the
+worker pool, never in the server's process, and the page applies it once the results have
+joined the caches; meanwhile the page says so, and the newest change wins."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+from bokeh.application import Application
+from bokeh.application.handlers.function import FunctionHandler
+from bokeh.server.server import Server as BokehServer
+from conftest import free_port, run_in_thread
+from tornado.httpclient import AsyncHTTPClient
+
+from attention_scaling import core, page, work
+from attention_scaling.page import Explorer
+from attention_scaling.state import ExplorerState
+
+CURVES = core.MEMOS["_saturation_curves"]
+
+
+def uncached_temperatures(n_keys: int, align: float, count: int) -> list[float]:
+    """``count`` temperatures whose saturation curves at (n_keys, align) this process has not
+    computed (this test's own precondition: another test may have filled some), from the
+    hottest down: none is another's half, which a question looks at, nor T = 1 or its half,
+    which the first view computes."""
+    found = [t for t in reversed(core.TEMPERATURES[13:])
+             if not CURVES.has(t, n_keys, align)]
+    if len(found) < count:
+        pytest.skip("this process has computed the curves of too many temperatures already")
+    return found[:count]
+
+
+async def served(settings: dict):
+    """An in-process Bokeh server whose session holds an Explorer at ``settings``;
+    (server, explorer, document) once a request has made the session."""
+    made = []
+
+    def build(doc):
+        explorer = Explorer(ExplorerState(**settings))
+        doc.add_root(explorer.view.root)
+        made.append((explorer, doc))
+
+    port = free_port()
+    server = BokehServer({"/": Application(FunctionHandler(build))}, port=port,
+                         address="127.0.0.1", unused_session_lifetime_milliseconds=600_000,
+                         sign_sessions=False, secret_key=None)
+    server.start()
+    await AsyncHTTPClient().fetch(f"http://127.0.0.1:{port}/", request_timeout=120)
+    return server, *made[0]
+
+
+async def until(condition, timeout: float = 240) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        await asyncio.sleep(0.02)
+
+
+async def in_tick(doc, action):
+    """Run ``action()`` as the session's own callback (as a browser's change runs); its
+    result."""
+    done = asyncio.get_running_loop().create_future()
+    doc.add_next_tick_callback(lambda: done.set_result(action()))
+    return await done
+
+
+def idle(explorer) -> bool:
+    return explorer._computing is None and explorer._pending is None
+
+
+def test_a_new_setting_is_computed_in_the_pool_and_shown_as_core_computes_it(monkeypatch):
+    keys, align = 16, 0.3
+    (t,) = uncached_temperatures(keys, align, 1)
+    monkeypatch.setattr(page, "BUSY_AFTER_MS", 0)   # the note at once, however short the wait
+    events = []
+
+    async def scenario():
+        server, explorer, doc = await served(dict(tab="saturation", keys=keys, align=align,
+                                                  temperature=1.0))
+        try:
+            await until(lambda: idle(explorer))
+            misses = CURVES.cache_info().misses
+            explorer.view.busy.on_change("visible", lambda _a, _o, new: events.append(
+                ("busy", new, explorer.state.temperature)))
+            explorer.state.param.watch(lambda e: events.append(("applied", e.new)),
+                                       "temperature")
+            shown_t = await in_tick(doc, lambda: (explorer.change({"temperature": t}),
+                                                  explorer.state.temperature)[1])
+            await until(lambda: explorer.state.temperature == t and idle(explorer))
+            data = dict(explorer.view.argument.model("saturation-curves-source").data)
+            return shown_t, misses, CURVES.cache_info().misses, explorer.view.busy.visible, data
+        finally:
+            server.stop()
+
+    shown_t, misses_before, misses_after, busy_after, data = run_in_thread(scenario, 300)
+    # while the pool computes, the page says so and still shows the setting it had; then it
+    # shows the new one and says nothing more
+    assert shown_t == 1.0
+    assert events[0] == ("busy", True, 1.0) and ("applied", t) in events
+    assert events.index(("busy", True, 1.0)) < events.index(("applied", t))
+    # the curves were not computed in this (the server's) process, yet they are cached here
+    assert misses_after == misses_before and CURVES.has(t, keys, align)
+    assert not busy_after
+    # and the page shows them as core computes them, bit for bit
+    truth = CURVES.fn(t, keys, align)[0]
+    for column in ("max_weight_median_none", "eff_keys_q25_sqrt", "max_weight_q75_sqrt"):
+        np.testing.assert_array_equal(np.asarray(data[column], float), truth[column])
+
+
+def test_the_newest_change_replaces_one_not_yet_started(monkeypatch):
+    keys, align = 24, 0.7
+    first, middle, last = uncached_temperatures(keys, align, 3)
+    submitted = []
+    submit = work.submit
+
+    def recorded(values):
+        submitted.append(values["temperature"])
+        return submit(values)
+
+    monkeypatch.setattr(work, "submit", recorded)
+
+    async def scenario():
+        server, explorer, doc = await served(dict(tab="saturation", keys=keys, align=align))
+        try:
+            await until(lambda: idle(explorer))
+            submitted.clear()
+
+            def changes():
+                for t in (first, middle, last):
+                    explorer.change({"temperature": t})
+
+            await in_tick(doc, changes)
+            await until(lambda: explorer.state.temperature == last and idle(explorer))
+            return explorer.state.temperature
+        finally:
+            server.stop()
+
+    final = run_in_thread(scenario, 300)
+    assert final == last
+    # the first went to the pool at once; the middle one was replaced before it started
+    assert submitted[0] == first and middle not in submitted and submitted[-1] == last
+
+
+def test_a_change_whose_setting_is_cached_applies_at_once():
+    async def scenario():
+        server, explorer, doc = await served(dict(tab="saturation"))
+        try:
+            await until(lambda: idle(explorer))
+            d_k = 128 if explorer.state.d_k != 128 else 256
+            core.prime(work.prepare({**explorer.controls(), "d_k": d_k}))   # computed before
+
+            def change():
+                explorer.change({"d_k": d_k})
+                return explorer.state.d_k, explorer._computing, explorer._busy_timer
+
+            return d_k, await in_tick(doc, change)
+        finally:
+            server.stop()
+
+    d_k, (shown, job, busy) = run_in_thread(scenario, 300)
+    # the curves do not depend on d_k: nothing to compute, so nothing waits
+    assert shown == d_k and job is None and not busy
+
+
+def test_ready_answers_from_the_caches_alone():
+    values = {**work.defaults(), "tab": "saturation", "keys": 48, "align": 0.8}
+    t = next((t for t in core.TEMPERATURES if not CURVES.has(t, 48, 0.8)), None)
+    if t is None:
+        pytest.skip("every temperature's curves are cached in this process")
+    values["temperature"] = t
+    misses, size = CURVES.cache_info().misses, CURVES.cache_info().currsize
+    assert not work.ready(values)
+    assert CURVES.cache_info().misses == misses     # it computed nothing
+    assert CURVES.cache_info().currsize == size
+    core.prime(work.prepare(values))
+    assert work.ready(values) and CURVES.cache_info().currsize > size

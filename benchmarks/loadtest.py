@@ -43,6 +43,16 @@ tenth of the arrival order (an early student held back by later ones shows as a 
 and as a share of pairs in which the later arrival was ready first). Goals: p50 <= 5 s and
 p95 <= 10 s for a class; p95 <= 3 s for one of at most 30.
 
+Training (--train-clickers N, alone: no ramp, no cycles): a bystander's default Train (the
+defaults but its seed, so that no kept sweep answers it) on the training tab, from the click to
+the status line saying the learning-rate sweep has ended, alone; then N sessions at d_k = 4096
+with 64 keys click Train every --click-every seconds (2), and after --train-settle seconds of
+that (60) another bystander's default Train (another seed) is timed the same way. Reported:
+both times, their ratio (the goal: <= 1.5), and the bytes each bystander's websocket received
+from its click to its end (every websocket message's payload; goal: <= 2 MB). The server
+shares its training thread by the time each session has used so far, so the figure depends
+on how long the clickers have trained before the bystander clicks.
+
 Human rate (each session, independently, seeded): wait U(--interval) seconds (1-3 s), then
 either one change (a jump to another random position; 60% d_k, 30% temperature, 10% the switch)
 or, with probability --drag-prob (15%), a drag of a slider: U{3..6} steps of one position,
@@ -1235,6 +1245,164 @@ def table(res: dict) -> str:
     return "\n".join(rows)
 
 
+# ------------------------------------------------------- training: fair by time, small on the wire
+
+class TrainingClient:
+    """A page on the training tab, as far as Train goes: its websocket, the Train button's
+    id, and every byte the server sends it (the websocket messages' payloads), counted."""
+
+    def __init__(self, url: str, query: str) -> None:
+        self.url, self.query = url, query
+        self.ws = None
+        self.received = 0
+        self.train_id = None
+        self.msg_n = 0
+
+    async def open(self) -> None:
+        parts = urllib.parse.urlsplit(self.url)
+        page = await AsyncHTTPClient().fetch(self.url + self.query, request_timeout=120)
+        token = TOKEN_RE.search(page.body.decode("utf-8", "replace")).group(1)
+        ws_url = urllib.parse.urlunsplit(("ws", parts.netloc, parts.path + "ws", "", ""))
+        self.ws = await websocket_connect(
+            HTTPRequest(ws_url, headers={"Origin": f"{parts.scheme}://{parts.netloc}"}),
+            subprotocols=["bokeh", token], max_message_size=64 * 2**20)
+        self.ws.protocol.set_nodelay(True)
+        await self.read()                                       # ACK
+        await self.send("PULL-DOC-REQ", {})
+        while True:
+            header, content = await self.read()
+            if header["msgtype"] == "PULL-DOC-REPLY":
+                break
+        stack = [json.loads(content)["doc"]]
+        while stack and self.train_id is None:
+            o = stack.pop()
+            if isinstance(o, dict):
+                if o.get("type") == "object" and o.get("attributes", {}).get("name") == "train":
+                    self.train_id = o["id"]
+                stack.extend(o.values())
+            elif isinstance(o, list):
+                stack.extend(o)
+        await self.send("PATCH-DOC", {"events": [{
+            "kind": "MessageSent", "msg_type": "bokeh_event",
+            "msg_data": {"type": "event", "name": "document_ready", "values": {"type": "map"}}}]})
+
+    async def send(self, msgtype: str, content: dict) -> None:
+        self.msg_n += 1
+        for frame in ({"msgid": f"t{self.msg_n}", "msgtype": msgtype}, {}, content):
+            await self.ws.write_message(json.dumps(frame))
+
+    async def read(self):
+        """One whole Bokeh message: (header, content text); its bytes counted."""
+        frames = [await self.ws.read_message()]
+        if frames[0] is None:
+            raise WebSocketClosedError()
+        header = json.loads(frames[0])
+        for _ in range(2 + 2 * header.get("num_buffers", 0)):
+            frames.append(await self.ws.read_message())
+            if frames[-1] is None:
+                raise WebSocketClosedError()
+        self.received += sum(len(f.encode() if isinstance(f, str) else f) for f in frames)
+        return header, frames[2]
+
+    async def click_train(self) -> None:
+        await self.send("PATCH-DOC", {"events": [{
+            "kind": "MessageSent", "msg_type": "bokeh_event",
+            "msg_data": {"type": "event", "name": "button_click", "values": {
+                "type": "map", "entries": [["model", {"id": self.train_id}]]}}}]})
+
+    async def train(self, timeout: float) -> dict:
+        """Click Train and read until the status line says the sweep has ended: the seconds
+        and the bytes received, and the PATCH-DOCs."""
+        bytes0, patches = self.received, 0
+        t0 = time.perf_counter()
+        await self.click_train()
+        end = time.monotonic() + timeout
+        while True:
+            header, content = await asyncio.wait_for(self.read(), max(end - time.monotonic(),
+                                                                      0.01))
+            patches += header["msgtype"] == "PATCH-DOC"
+            if TRAINING_END in content:
+                break
+        return {"seconds": round(time.perf_counter() - t0, 2),
+                "bytes": self.received - bytes0, "patch_docs": patches}
+
+    async def drain(self) -> None:
+        try:
+            while True:
+                await self.read()
+        except (WebSocketClosedError, asyncio.CancelledError):
+            return
+
+    async def clicking(self, every_s: float) -> None:
+        while True:
+            await self.click_train()
+            await asyncio.sleep(every_s)
+
+
+#: What the status line says once a Train's sweep has ended (text.training_status_html).
+TRAINING_END = "Learning-rate sweep: "
+#: The clickers' setting: the heaviest the controls allow.
+HEAVIEST_TRAINING = "d_k=4096&keys=64"
+
+
+async def training_fairness(url: str, a) -> dict:
+    """A bystander's default Train (the defaults but its seed: a sweep no one has kept) alone,
+    then while --train-clickers sessions click Train every --click-every seconds at the
+    heaviest setting (after --train-settle seconds of that): its seconds and the bytes its
+    page received, each from the click to the sweep's end, and what the clickers received."""
+    out: dict = {}
+    alone = TrainingClient(url, "?tab=training&seed=101")
+    await alone.open()
+    out["alone"] = await alone.train(a.train_timeout)
+    alone.ws.close()
+    print(f"bystander alone: {out['alone']}", flush=True)
+    clickers = [TrainingClient(url, f"?tab=training&{HEAVIEST_TRAINING}&seed={500 + i}")
+                for i in range(a.train_clickers)]
+    for c in clickers:
+        await c.open()
+    t_load = time.perf_counter()
+    tasks = [asyncio.ensure_future(f) for c in clickers
+             for f in (c.drain(), c.clicking(a.click_every))]
+    await asyncio.sleep(a.train_settle)
+    loaded = TrainingClient(url, "?tab=training&seed=202")
+    await loaded.open()
+    received0 = [c.received for c in clickers]
+    try:
+        out["loaded"] = await loaded.train(a.train_timeout)
+    except asyncio.TimeoutError:
+        out["loaded"] = {"seconds": None, "timed_out_after_s": a.train_timeout}
+    took = time.perf_counter() - t_load
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    out["clickers"] = {"sessions": a.train_clickers, "click_every_s": a.click_every,
+                       "settle_s": a.train_settle, "setting": HEAVIEST_TRAINING,
+                       "bytes_per_s_each_while_loaded": [
+                           round((c.received - r0) / max(out["loaded"].get("seconds") or took,
+                                                         1e-9)) for c, r0 in
+                           zip(clickers, received0)],
+                       "bytes_each_whole_load": [c.received for c in clickers]}
+    for c in [loaded, *clickers]:
+        c.ws.close()
+    s = out["loaded"].get("seconds")
+    out["loaded_over_alone"] = None if s is None else round(s / out["alone"]["seconds"], 2)
+    return out
+
+
+def training_table(r: dict) -> str:
+    al, lo, c = r["alone"], r["loaded"], r["clickers"]
+    rows = [f"bystander's default Train alone: {al['seconds']} s, {al['bytes'] / 1e6:.2f} MB "
+            f"received in {al['patch_docs']} PATCH-DOCs",
+            f"... while {c['sessions']} sessions click Train every {c['click_every_s']:g} s at "
+            f"{c['setting']} (after {c['settle_s']:g} s of it): {lo.get('seconds')} s, "
+            + (f"{lo['bytes'] / 1e6:.2f} MB in {lo['patch_docs']} PATCH-DOCs"
+               if lo.get("seconds") is not None else "not ended"),
+            f"loaded / alone: {r['loaded_over_alone']} (goal <= 1.5)",
+            f"each clicker received (bytes/s while the bystander trained): "
+            f"{c['bytes_per_s_each_while_loaded']}"]
+    return "\n".join(rows)
+
+
 def parse_range(text: str, kind=float):
     lo, _, hi = text.partition(",")
     return kind(lo), kind(hi or lo)
@@ -1312,6 +1480,15 @@ def main(argv=None) -> int:
     ap.add_argument("--nice", type=int, default=0,
                     help="run the client and the own server at this niceness (e.g. -10, as root, "
                          "to measure on a machine that is busy with other work)")
+    ap.add_argument("--train-clickers", type=int, default=0, metavar="N",
+                    help="training fairness alone: a bystander's default Train alone, then "
+                         "while N sessions click Train every --click-every s at the heaviest "
+                         "setting; its seconds and bytes received (e.g. 6)")
+    ap.add_argument("--click-every", type=float, default=2.0, help="seconds between clicks (2)")
+    ap.add_argument("--train-settle", type=float, default=60.0,
+                    help="seconds the clickers train before the bystander's Train (60)")
+    ap.add_argument("--train-timeout", type=float, default=600.0,
+                    help="the most a bystander's Train is waited for (600 s)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="JSON path")
     ap.add_argument("--verbose", action="store_true")
@@ -1346,6 +1523,17 @@ def main(argv=None) -> int:
             else:
                 print(f"server: {' '.join(server.cmd)} (pid {server.proc.pid}, "
                       f"log {server.log.name})", flush=True)
+        if a.train_clickers:
+            results = asyncio.run(training_fairness(url, a))
+            out = a.out or ROOT / "benchmarks" / "results" / (
+                f"loadtest-training-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            results["server_log_tracebacks"] = server.log_text().count("Traceback") \
+                if server else None
+            out.write_text(json.dumps(results, indent=2))
+            print(training_table(results))
+            print(f"\nJSON: {out}")
+            return 0
         lt = LoadTest(a, url, server)
         if isinstance(server, Backends):
             lt.worker_pids = set(server.pgids)

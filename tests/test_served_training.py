@@ -12,13 +12,14 @@ import pytest
 from bokeh.application import Application
 from bokeh.application.handlers.function import FunctionHandler
 from bokeh.events import ConnectionLost
+from bokeh.models import ColumnDataSource
 from bokeh.server.server import Server as BokehServer
 from conftest import free_port, run_in_thread
 from tornado.httpclient import AsyncHTTPClient
 
-from attention_scaling import core
+from attention_scaling import core, training
 from attention_scaling.argument import TRAINING_STEPS
-from attention_scaling.page import Explorer, training_thread
+from attention_scaling.page import Explorer
 from attention_scaling.state import ExplorerState
 
 HEAVIEST = dict(d_k=4096, keys=64)
@@ -74,9 +75,9 @@ async def until(condition, timeout: float = 60) -> None:
 
 
 async def slice_under_way_ended() -> None:
-    """Until the training thread has ended the slice it was running (it runs one job at a
-    time: a job handed to it now runs after that one)."""
-    await asyncio.wait_for(asyncio.wrap_future(training_thread().submit(lambda: None)), 60)
+    """Until the training thread has ended the slice it was running (a stopped job takes no
+    slice after it)."""
+    await until(lambda: training.scheduler().running is None)
 
 
 def test_the_loop_answers_while_a_run_trains_at_the_heaviest_setting(advances):
@@ -203,3 +204,134 @@ def test_a_run_stops_when_its_session_is_destroyed(advances):
             server.stop()
 
     assert run_in_thread(scenario, timeout=240) == 0
+
+
+def test_train_while_the_sweep_is_under_way_at_that_setting_changes_nothing():
+    """A Train click while the runs' sweep is under way (the button is usable then) neither
+    restarts the runs nor the sweep: the same runs and sweep go on to the sweep's end."""
+    async def scenario():
+        server, explorer, doc = await served(dict(d_k=64, keys=8, seed=5151))
+        try:
+            tab = explorer.view.argument.tabs["training"]
+            await until(lambda: "Sweeping learning rates" in tab.status.text, timeout=120)
+            runs, sweep = explorer._training[0], explorer._sweep
+            for _ in range(3):
+                doc.add_next_tick_callback(explorer.start_training)
+                await asyncio.sleep(0.3)
+            same = explorer._training[0] is runs and explorer._sweep is sweep
+            await until(lambda: "Learning-rate sweep: " in tab.status.text, timeout=180)
+            return same, explorer._training[0] is runs, sweep.done
+        finally:
+            server.stop()
+
+    assert run_in_thread(scenario, timeout=240) == (True, True, True)
+
+
+def test_a_run_is_shown_in_new_rows_only_one_update_a_slice(monkeypatch):
+    """After its first show, each update of a run adds only its new rows to the training
+    source (a stream) and changes only the sweep's new rows and changed cells (a stream and a
+    patch), never the whole data; the page is updated at most once per slice the scheduler
+    ran, and each slice but the ends of the runs and of the sweep trained at least
+    TRAINING_SLICE_S (so at most 1 / TRAINING_SLICE_S updates a second)."""
+    async def scenario():
+        server, explorer, doc = await served(dict(d_k=64, keys=8, seed=6262))
+        tab = explorer.view.argument.tabs["training"]
+        shows = []
+        show = tab.show
+
+        def counted(*args, **kwargs):
+            shows.append(explorer._job)
+            return show(*args, **kwargs)
+
+        tab.show = counted
+        try:
+            await until(lambda: explorer._job is not None)
+            job = explorer._job
+            await until(lambda: "Learning-rate sweep: " in tab.status.text, timeout=180)
+            return None, shows, job, dict(tab.source.data)
+        finally:
+            server.stop()
+
+    calls = []
+    for method in ("stream", "patch"):
+        def record(source, new, *args, _method=method, _real=getattr(ColumnDataSource, method),
+                   **kwargs):
+            calls.append((source.name, _method, new))
+            return _real(source, new, *args, **kwargs)
+        monkeypatch.setattr(ColumnDataSource, method, record)
+    _, shows, job, data = run_in_thread(scenario, timeout=240)
+    streamed = [c for c in calls if c[0] == "training-source"]
+    assert len(streamed) > 1 and all(method == "stream" for _, method, _ in streamed)
+    rows = [len(new["step"]) for _, _, new in streamed]
+    first = TRAINING_STEPS + 1 - sum(rows)          # the rows of the first show, set whole
+    assert all(n > 0 for n in rows) and first >= 0
+    assert data["step"] == list(range(TRAINING_STEPS + 1))
+    steps = [s for _, _, new in streamed for s in new["step"]]
+    assert steps == list(range(first, TRAINING_STEPS + 1))       # each row once, in order
+    sweep_calls = [c for c in calls if c[0] == "training-lr-sweep-source"]
+    assert sweep_calls and all(len(next(iter(new.values()))) < 40 if method == "stream"
+                               else True for _, method, new in sweep_calls)
+    # the shows of this run: at most one a slice, and one before the first
+    assert len([j for j in shows if j is job]) <= len(job.slices) + 1
+    assert len(job.slices) <= 2 + sum(job.slices) / training.TRAINING_SLICE_S
+
+
+class _Units:
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return None
+
+
+def test_runs_per_address_are_capped_and_the_refusal_said_once(caplog):
+    """Past runs_per_address jobs under way from one address, submit refuses (logged once
+    for that address); a loopback address is not capped; a stopped job frees its place."""
+    scheduler = training.Scheduler(runs_per_address=2)
+    account = training.Account()
+
+    def submit(address):
+        return scheduler.submit(account, address, _Units(), lambda job, done: None)
+
+    first, second = submit("10.1.2.3"), submit("10.1.2.3")
+    with caplog.at_level("WARNING", logger="attention_scaling.training"):
+        refused = [submit("10.1.2.3"), submit("10.1.2.3")]
+    other = submit("10.9.9.9")
+    local = [submit("127.0.0.1") for _ in range(4)]
+    first.stop()
+    again = submit("10.1.2.3")
+    for job in [second, other, *local, again]:
+        job.stop()
+    assert first is not None and second is not None and other is not None
+    assert refused == [None, None]
+    assert all(job is not None for job in local)
+    assert again is not None
+    said = [r for r in caplog.records if "10.1.2.3" in r.getMessage()]
+    assert len(said) == 1
+
+
+def test_the_session_that_used_least_training_time_goes_next():
+    """With one session's account far ahead, the other's ready job takes every slice until it
+    has caught up (order: by measured seconds used, not by turns)."""
+    scheduler = training.Scheduler()
+    ahead, behind = training.Account(), training.Account()
+    ahead.used_s = 1e6
+    order = []
+
+    def units(name):
+        while True:
+            order.append(name)
+            yield
+
+    jobs = {}
+    for name, account in (("ahead", ahead), ("behind", behind)):
+        jobs[name] = scheduler.submit(account, "", units(name), lambda job, done: job.resume())
+    deadline = time.monotonic() + 60
+    while order.count("behind") < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for job in jobs.values():
+        job.stop()
+    # the first job submitted may take the very first slice; every slice after that is behind's
+    assert order.count("behind") >= 3
+    first_behind = order.index("behind")
+    assert "ahead" not in order[first_behind:]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import re
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -62,6 +64,55 @@ def test_export_writes_one_small_self_contained_file(exported):
         assert not link.strip().lower().startswith(("http://", "https://", "//")), link
     assert not [link for link in parser.links if link.strip()], parser.links
     assert "Why attention divides by √dₖ" in text
+
+
+PROGRESS_LINE = re.compile(r"export: (\d+)% \((\d+) of (\d+) steps\)")
+
+
+def test_export_shows_its_progress_in_plain_lines_up_to_100_percent(offline_export):
+    """stderr not a terminal (the session's export writes it to a file): plain lines, no bar,
+    each further on than the one before, the last at every step."""
+    assert "\r" not in offline_export.stderr
+    lines = [line for line in offline_export.stderr.splitlines() if line.startswith("export")]
+    found = [PROGRESS_LINE.fullmatch(line) for line in lines]
+    assert len(lines) >= 2 and all(found), lines
+    percent, done, total = ([int(m[i]) for m in found] for i in (1, 2, 3))
+    assert len(set(total)) == 1 and total[0] >= 2 * len(offline_export.payload["d_k"]) * len(
+        offline_export.payload["temperatures"]) * len(offline_export.seeds)
+    assert all(a < b for a, b in zip(done, done[1:]))
+    assert all(a < b for a, b in zip(percent, percent[1:]))
+    assert percent == [100 * d // total[0] for d in done]
+    assert (percent[-1], done[-1]) == (100, total[0])
+
+
+class _Stream(io.StringIO):
+    def __init__(self, terminal: bool) -> None:
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+
+def test_progress_is_a_bar_redrawn_in_place_on_a_terminal():
+    stream = _Stream(terminal=True)
+    progress = export._Progress(stream, 4, interval=0)
+    for _ in range(4):
+        progress.advance()
+    drawn = stream.getvalue()
+    assert drawn.endswith("] 100% (4 of 4 steps)\n") and drawn.count("\n") == 1
+    bars = drawn.split("\r")[1:]
+    assert [bar.count("#") for bar in bars] == [7, 15, 22, 30]
+    assert [bar.split("] ")[1].split("%")[0] for bar in bars] == ["25", "50", "75", "100"]
+
+
+def test_progress_lines_wait_their_interval_but_the_last_is_always_written():
+    stream = _Stream(terminal=False)
+    progress = export._Progress(stream, 1000, interval=3600)
+    for _ in range(1000):
+        progress.advance()
+    assert stream.getvalue().splitlines() == ["export: 0% (1 of 1000 steps)",
+                                              "export: 100% (1000 of 1000 steps)"]
 
 
 @pytest.mark.parametrize("args,message", [

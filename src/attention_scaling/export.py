@@ -15,18 +15,29 @@ source and setting); ``ints``, per record indices into small tables of the disti
 labels and texts (a text field with one value over the whole grid is stored once, in
 ``constant_fields``); everything else as JSON. The three are gzipped (the float64s byte plane
 by byte plane) and base64-encoded; the browser inflates them with ``DecompressionStream``.
+
+Speed: core's computations of the records, the training runs and the sweeps run on a pool of
+worker processes, one per core, started with "spawn" (a script that calls :func:`export` or
+:func:`build_payload` guards its own code with ``if __name__ == "__main__":``), while this
+process draws the argument's tabs, a setting at a time for all of them; the progress goes to
+a stream (``attention-scaling export``: stderr).
 """
 
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import dataclasses
-import functools
 import gzip
 import json
+import multiprocessing
+import os
 import re
+import threading
 import time
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 import param
@@ -36,7 +47,7 @@ from bokeh.models import CustomJS, Div, Spinner
 from bokeh.resources import INLINE
 
 from . import core, quiz
-from .argument import SWEEP_TITLE, TRAINING_STEPS
+from .argument import SWEEP_TITLE, TAB_VIEWS, TRAINING_STEPS
 from .figures import Charts, bar_data, diagonal_label_data, jacobian_data, max_label, sweep_data
 from .layout import TAB, View, ask_html
 from .style import KEY_LABELS, LABEL_ALPHA, script
@@ -163,31 +174,108 @@ class _Blocks:
         return np.concatenate(arrays), meta
 
 
+#: A training run and a sweep (each rule's rates, three seeds each) in the export's progress:
+#: as many steps as settings drawn or computed in about the same time.
+RUN_STEPS, SWEEP_STEPS = 90, 1000
+
+
+class _Progress:
+    """The export's progress on ``stream``, counted in steps (a state's records, a tab, the
+    spread or a question drawn at a setting; a training run :data:`RUN_STEPS`, a sweep
+    :data:`SWEEP_STEPS`) from any thread: on a terminal a bar redrawn in place, otherwise a plain line ("export: 40% (120
+    of 300 steps)") when the percentage moves, at most every ``interval`` seconds, and
+    always at 100%. Nothing without a stream."""
+
+    def __init__(self, stream, total: int, interval: float | None = None) -> None:
+        self.stream, self.total, self.done = stream, total, 0
+        self.tty = stream is not None and stream.isatty()
+        self.interval = (0.1 if self.tty else 0.5) if interval is None else interval
+        self._lock = threading.Lock()
+        self._percent, self._at = -1, float("-inf")
+
+    def advance(self, steps: int = 1) -> None:
+        with self._lock:
+            self.done = min(self.total, self.done + steps)
+            percent, now = 100 * self.done // self.total, time.monotonic()
+            if (self.stream is None or percent == self._percent
+                    or (self.done < self.total and now - self._at < self.interval)):
+                return
+            self._percent, self._at = percent, now
+            counted = f"{percent}% ({self.done} of {self.total} steps)"
+            if self.tty:
+                bar = "#" * (30 * self.done // self.total)
+                self.stream.write(f"\rexport [{bar:.<30}] {counted}"
+                                  + ("\n" if self.done == self.total else ""))
+            else:
+                self.stream.write(f"export: {counted}\n")
+            self.stream.flush()
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                      # not on Linux
+        return os.cpu_count() or 1
+
+
+def _questions_index() -> dict[str, str]:
+    """Each step's question's index (the one draw's: ``setting``), for the steps with one."""
+    index = {"draw": "setting", **{key: cls.asked for key, cls in TAB_VIEWS.items()}}
+    return {key: index[key] for key in index if TAB[key].ask}
+
+
+def _steps(seeds: list[int], runs: bool) -> int:
+    """The steps :func:`build_payload` counts for ``seeds`` (see :class:`_Progress`); the
+    training runs among them if ``runs``."""
+    count = lambda kind: sum(1 for _ in _settings(kind, seeds))  # noqa: E731
+    d_ks = core.D_K_VALUES
+    return (2 * count("setting")                               # records, the spread
+            + sum(count(cls.offline) for cls in TAB_VIEWS.values() if cls.offline)
+            + len(d_ks)                                        # the training tab
+            + sum(count(kind) for kind in _questions_index().values())
+            + (len(d_ks) * len(core.RULES) * RUN_STEPS if runs else 0)
+            + len(SWEEP_WIDTHS) * SWEEP_STEPS)
+
+
 def _paragraphs(markup: str, table: _Table) -> list[int]:
     """A text as indices of its paragraphs (many settings share some) into ``table``."""
     return [table.add(p) for p in re.split(r"(?<=</p>)", markup) if p]
 
 
-@functools.cache
+def _training_run(d_k: int, rule: str, seed: int) -> core.SeededTraining:
+    """One run :func:`training_runs` holds (a job of the export's pool)."""
+    return core.train_seeds(d_k, rule, seed, temperature=TRAINING_TEMPERATURE,
+                            steps=TRAINING_STEPS)
+
+
+def _sweep(d_k: int, seed: int) -> core.LearningRateSweep:
+    """One sweep :func:`sweeps` holds, taken to its end (a job of the export's pool)."""
+    sweep = core.start_sweep(d_k, TRAINING_TEMPERATURE, seed, N, steps=TRAINING_STEPS)
+    sweep.run()
+    return sweep
+
+
+#: :func:`training_runs`' runs by seed, computed once per process (:func:`build_payload`
+#: computes them on its pool of workers and keeps them here for :func:`build_view`).
+_RUNS: dict[int, dict[int, dict]] = {}
+
+
 def training_runs(seed: int) -> dict[int, dict]:
     """The runs the offline copy holds, as the served page's Train button runs them:
     d_k -> rule -> core.SeededTraining taken to its end (core.TRAIN_SEEDS seeds from
     ``seed``, each rule at its own learning rate), at TRAINING_TEMPERATURE."""
-    return {d_k: {rule: core.train_seeds(d_k, rule, seed, temperature=TRAINING_TEMPERATURE,
-                                         steps=TRAINING_STEPS) for rule in core.RULES}
-            for d_k in core.D_K_VALUES}
+    if seed not in _RUNS:
+        _RUNS[seed] = {d_k: {rule: _training_run(d_k, rule, seed) for rule in core.RULES}
+                       for d_k in core.D_K_VALUES}
+    return _RUNS[seed]
 
 
 def sweeps(seed: int) -> dict[int, core.LearningRateSweep]:
     """The learning-rate sweeps the offline copy holds, as the served page runs them after
     Train: d_k -> core.LearningRateSweep taken to its end, at SWEEP_WIDTHS, from ``seed``,
     at TRAINING_TEMPERATURE."""
-    out = {}
-    for d_k in SWEEP_WIDTHS:
-        out[d_k] = sweep = core.start_sweep(d_k, TRAINING_TEMPERATURE, seed, N,
-                                            steps=TRAINING_STEPS)
-        sweep.run()
-    return out
+    return {d_k: _sweep(d_k, seed) for d_k in SWEEP_WIDTHS}
 
 
 def _settings(kind: str, seeds: list[int]):
@@ -214,21 +302,31 @@ def _index(kind: str, s: Setting, seeds: list[int]) -> int:
             * len(core.TEMPERATURES) + ti}[kind]
 
 
-def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
+def _argument(seeds: list[int], table: _Table, progress: _Progress,
+              computed) -> tuple[_Blocks, dict]:
     """The argument's tabs at every setting, as the served page draws them
     (View.draw_tab, View.show_training on a View of its own): their sources' blocks and,
     as JSON, their texts, which source each tab sets at which index, the highlighted lines'
     widths per rule and the training runs' index, ranges and status lines. Each tab is held
-    as its class in argument.TAB_VIEWS says (``offline``, ``stores``)."""
+    as its class in argument.TAB_VIEWS says (``offline``, ``stores``). ``computed()`` gives
+    the training runs and sweeps (:func:`training_runs`, :func:`sweeps`), called once the
+    tabs drawn from the controls are."""
     view = View(values={c.name: c.default for c in CONTROLS})
     view.build_argument()
     a = view.argument
     blocks = _Blocks()
-    _spread_blocks(view.charts.spread, seeds, blocks)
     text: dict[str, list] = {tab.key: [] for tab in TABS[1:]}
     leads: dict[str, list] = {tab.key: [] for tab in TABS[1:]}
     drawn = {key: tab for key, tab in a.tabs.items() if tab.offline}
-    _drawn_tabs(view, drawn, seeds, blocks, table, text, leads)
+    draw_questions: list[quiz.Question] = []
+    # beside the tabs at each setting (its state in core's cache for all of them): the one
+    # draw's spread chart and question
+    beside = {"setting": [
+        lambda s: _spread_block(view.charts.spread, s, seeds, blocks, progress),
+        lambda s: draw_questions.append(
+            quiz.draw_question(s.d_k, s.temperature, s.seed, N, OFFLINE_ALIGN))]}
+    _drawn_tabs(view, drawn, seeds, blocks, table, text, leads, progress, beside)
+    runs, swept = computed()
     lines = [line for r in core.RULES for line in a.rule_lines[r]]
     widths = {}
     for rule in core.RULES:
@@ -239,34 +337,36 @@ def _argument(seeds: list[int], table: _Table) -> tuple[_Blocks, dict]:
         sources={"draw": [list(store) for store in SPREAD_STORES],
                  **{key: [list(store) for store in tab.stores] for key, tab in drawn.items()}},
         text_index={key: tab.offline for key, tab in drawn.items()},
-        **_training(view, seeds, blocks, table, text, leads),
-        **_questions(view, seeds, table),
+        **_training(view, seeds[0], runs, swept, blocks, table, text, leads, progress),
+        **_questions(view, seeds, runs, draw_questions, table, progress),
         tabs=[tab.key for tab in TABS])
 
 
-def _questions(view: View, seeds: list[int], table: _Table) -> dict:
+def _questions(view: View, seeds: list[int], runs: dict, draw_questions: list,
+               table: _Table, progress: _Progress) -> dict:
     """Every step's question (quiz) at every setting the offline copy holds it at, by the
     index its tab's ``asked`` names (the one draw's: ``setting``), as indices into ``table``
     of its text as the step shows it (layout.ask_html), its choices (one line each) and its
     answer's sentences (many settings share some); the training's answered by the run where
-    the copy holds one (T = 1)."""
+    the copy holds one (T = 1, ``runs``)."""
     def stored(q: quiz.Question) -> list[int]:
+        progress.advance()
         return [table.add(ask_html(q)), table.add("\n".join(q.choices)),
                 *(table.add(part) for part in re.split(r"(?<=\.) (?=[A-Z<])", q.answer))]
 
-    runs = training_runs(seeds[0])
     tabs = view.argument.tabs
-    ask = {"draw": lambda s: quiz.draw_question(s.d_k, s.temperature, s.seed, N, OFFLINE_ALIGN),
+    asked_draws = iter(draw_questions)
+    ask = {"draw": lambda s: next(asked_draws),
            "training": lambda s: (
                quiz.training_question(s.d_k, s.temperature, runs[s.d_k])
                if (s.temperature, s.seed) == (TRAINING_TEMPERATURE, seeds[0])
                else dataclasses.replace(quiz.training_question(s.d_k, s.temperature),
                                         answer=OFFLINE_NO_ANSWER.format(seed=seeds[0]))),
            **{key: tab.question for key, tab in tabs.items() if tab.offline}}
-    index = {"draw": "setting", **{key: tab.asked for key, tab in tabs.items()}}
-    return {"questions": {key: [stored(ask[key](s)) for s in _settings(index[key], seeds)]
-                          for key in index if TAB[key].ask},
-            "question_index": {key: index[key] for key in index if TAB[key].ask}}
+    index = _questions_index()
+    return {"questions": {key: [stored(ask[key](s)) for s in _settings(kind, seeds)]
+                          for key, kind in index.items()},
+            "question_index": index}
 
 
 #: The one draw's models that come from many draws, as an argument tab's stores: the spread
@@ -275,44 +375,54 @@ SPREAD_STORES = (("gradient-spread-source", "grid"), ("gradient-this-draw-source
                  ("gradient-spread:x_range", "setting"))
 
 
-def _spread_blocks(spread, seeds: list[int], blocks: _Blocks) -> None:
-    """The one draw's spread chart (figures.SpreadChart) at every setting, as the served page
-    draws it: its blocks of :data:`SPREAD_STORES`, each at its index."""
-    for setting in _settings("setting", seeds):
-        state = core.compute_state(setting.d_k, setting.temperature, setting.seed, N,
-                                   OFFLINE_ALIGN)
-        spread.update(core.gradient_spread(setting.d_k, setting.temperature, N, OFFLINE_ALIGN),
-                      {r: v.log10_query_gradient for r, v in state.variants.items()})
-        if setting.seed == seeds[0]:
-            blocks.add(spread.source)
-        blocks.add(spread.this_draw_source)
-        blocks.add_range("gradient-spread:x_range", spread.fig.x_range)
+def _spread_block(spread, setting: Setting, seeds: list[int], blocks: _Blocks,
+                  progress: _Progress) -> None:
+    """The one draw's spread chart (figures.SpreadChart) at ``setting``, as the served page
+    draws it: its blocks of :data:`SPREAD_STORES` (called at every setting in order, each at
+    its index)."""
+    state = core.compute_state(setting.d_k, setting.temperature, setting.seed, N,
+                               OFFLINE_ALIGN)
+    spread.update(core.gradient_spread(setting.d_k, setting.temperature, N, OFFLINE_ALIGN),
+                  {r: v.log10_query_gradient for r, v in state.variants.items()})
+    if setting.seed == seeds[0]:
+        blocks.add(spread.source)
+    blocks.add(spread.this_draw_source)
+    blocks.add_range("gradient-spread:x_range", spread.fig.x_range)
+    progress.advance()
 
 
 def _drawn_tabs(view: View, drawn: dict, seeds: list[int], blocks: _Blocks, table: _Table,
-                text: dict, leads: dict) -> None:
+                text: dict, leads: dict, progress: _Progress, beside: dict) -> None:
     """Each tab drawn from the controls at every setting of its ``offline`` index: its text
     and lead (into ``text`` and ``leads``) and, the first time each index of theirs comes
-    up, its stores' blocks."""
+    up, its stores' blocks. The tabs of one index are drawn side by side, a setting at a
+    time (each tab's settings in order), after ``beside[index]``'s calls at that setting."""
     stored: dict[str, int] = {}              # models' blocks so far, by name
-    for key, tab in drawn.items():
-        for setting in _settings(tab.offline, seeds):
-            view.draw_tab(key, setting)
-            text[key].append(_paragraphs(view.section_texts[key].text, table))
-            leads[key].append(table.add(view.leads[key].text))
-            for name, kind in tab.stores:
-                if _index(kind, setting, seeds) == stored.get(name, 0):
-                    model = view.argument.model(name)
-                    (blocks.add_range(name, model) if ":" in name else blocks.add(model))
-                    stored[name] = stored.get(name, 0) + 1
+    models = {name: view.argument.model(name)        # looked up once: a search of the figures
+              for tab in drawn.values() for name, _kind in tab.stores}
+    for kind in dict.fromkeys([*(tab.offline for tab in drawn.values()), *beside]):
+        tabs = {key: tab for key, tab in drawn.items() if tab.offline == kind}
+        for setting in _settings(kind, seeds):
+            for call in beside.get(kind, ()):
+                call(setting)
+            for key, tab in tabs.items():
+                view.draw_tab(key, setting)
+                text[key].append(_paragraphs(view.section_texts[key].text, table))
+                leads[key].append(table.add(view.leads[key].text))
+                for name, by in tab.stores:
+                    if _index(by, setting, seeds) == stored.get(name, 0):
+                        model = models[name]
+                        (blocks.add_range(name, model) if ":" in name else blocks.add(model))
+                        stored[name] = stored.get(name, 0) + 1
+                progress.advance()
 
 
-def _training(view: View, seeds: list[int], blocks: _Blocks, table: _Table,
-              text: dict, leads: dict) -> dict:
-    """The training runs the offline copy holds (one per width, :func:`training_runs`): their
-    source's blocks, texts (into ``text``), and as JSON their index, ranges and status."""
+def _training(view: View, seed: int, runs: dict, swept: dict, blocks: _Blocks,
+              table: _Table, text: dict, leads: dict, progress: _Progress) -> dict:
+    """The training runs the offline copy holds (one per width, ``runs`` of
+    :func:`training_runs`, with ``swept`` of :func:`sweeps`, from ``seed``): their source's
+    blocks, texts (into ``text``), and as JSON their index, ranges and status."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
-    runs, swept = training_runs(seeds[0]), sweeps(seeds[0])
     ranges, status, tags, ti = [], [], [], temps.index(TRAINING_TEMPERATURE)
     training = view.argument.tabs["training"]
     training.sweep_rows = max(len(s.result()[r].rates) for s in swept.values()
@@ -332,10 +442,11 @@ def _training(view: View, seeds: list[int], blocks: _Blocks, table: _Table,
         ranges.append({name: {r: [getattr(fig, r).start, getattr(fig, r).end]
                               for r in ("x_range", "y_range")}
                        for name, fig in training.figures.items()})
+        progress.advance()
     training.sweep_rows = None
     return dict(training={f"0,{di},{ti}": di for di in range(len(d_ks))},
                 training_ranges=ranges, training_status=status, training_tags=tags,
-                no_run=OFFLINE_NO_RUN.format(seed=seeds[0]), training_sweep=sweep_index,
+                no_run=OFFLINE_NO_RUN.format(seed=seed), training_sweep=sweep_index,
                 sweep_columns=list(training.sweep_source.data), sweep_title=SWEEP_TITLE,
                 no_sweep=OFFLINE_NO_SWEEP_TITLE)
 
@@ -379,50 +490,110 @@ def _record(v: core.Variant, state: core.State, rule: str, di: int) -> tuple[dic
     return bars, cells
 
 
-def build_payload(seeds: list[int]) -> dict:
-    """Every state of the controls for ``seeds``, packed (see the module docstring)."""
+def _state_records(seed: int, d_k: int) -> list[tuple]:
+    """The records of ``seed`` at width ``d_k``, every temperature and rule in order (a job
+    of the export's pool): per record its floats (:data:`_RECORD_FLOATS`), logits, and the
+    values :func:`build_payload` stores in its tables (style, label, ink, the Jacobian's
+    texts, the text fields)."""
+    explorer, di, out = ExplorerState(), core.D_K_VALUES.index(d_k), []
+    for temp in core.TEMPERATURES:
+        state = core.compute_state(d_k, temp, seed)
+        with param.edit_constant(explorer):
+            explorer.result = state
+        for rule in core.RULES:
+            v = state.active(rule)
+            bars, cells = _record(v, state, rule, di)
+            text, align = max_label(v)
+            explorer.rule = rule
+            out.append(([*bars["weight"], *bars["gq"], *bars["pq"]], bars["logit"],
+                        [bars["alpha"], bars["line"]], [int(v.argmax), align, text],
+                        cells["ink"], cells["text"], explorer.text_fields()))
+    return out
+
+
+def _mapping_proxy(items: dict) -> MappingProxyType:
+    return MappingProxyType(items)
+
+
+# core's read-only mappings (a sweep's result) as the pool's workers send them back
+ForkingPickler.register(MappingProxyType, lambda proxy: (_mapping_proxy, (dict(proxy),)))
+
+
+def _pool() -> concurrent.futures.ProcessPoolExecutor:
+    """Worker processes for core's computations, one per core, each a fresh interpreter
+    ("spawn": nothing of this process's threads or state is copied into it)."""
+    return concurrent.futures.ProcessPoolExecutor(
+        max_workers=_cores(), mp_context=multiprocessing.get_context("spawn"))
+
+
+def _submit(pool, progress: _Progress, steps: int, fn, *args) -> concurrent.futures.Future:
+    """``fn(*args)`` on ``pool``, counted as ``steps`` of ``progress`` when it is done."""
+    job = pool.submit(fn, *args)
+    job.add_done_callback(lambda _job: progress.advance(steps))
+    return job
+
+
+def _start(pool, progress: _Progress, seeds: list[int]):
+    """The pool's jobs, longest first: the sweeps and training runs from the first seed (none
+    if this process holds them), then the records of each seed and width in order
+    (:func:`_state_records`). Returns ``computed()``, which waits for the runs and sweeps
+    (:func:`_argument`'s), and the records' jobs."""
+    seed, d_ks = seeds[0], core.D_K_VALUES
+    swept = {d_k: _submit(pool, progress, SWEEP_STEPS, _sweep, d_k, seed)
+             for d_k in SWEEP_WIDTHS}
+    runs = {} if seed in _RUNS else {
+        d_k: {rule: _submit(pool, progress, RUN_STEPS, _training_run, d_k, rule, seed)
+              for rule in core.RULES} for d_k in d_ks}
+    jobs = [_submit(pool, progress, len(core.TEMPERATURES), _state_records, s, d_k)
+            for s in seeds for d_k in d_ks]
+
+    def computed() -> tuple[dict, dict]:
+        if runs:
+            _RUNS[seed] = {d_k: {rule: job.result() for rule, job in by_rule.items()}
+                           for d_k, by_rule in runs.items()}
+        return _RUNS[seed], {d_k: job.result() for d_k, job in swept.items()}
+
+    return computed, jobs
+
+
+def build_payload(seeds: list[int], progress=None) -> dict:
+    """Every state of the controls for ``seeds``, packed (see the module docstring). Core's
+    computations run on a pool of worker processes (the training runs and sweeps, then the
+    records, in this order) while this process draws the argument's tabs; the progress goes
+    to the stream ``progress`` (see :class:`_Progress`)."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
     nd, nt = len(d_ks), len(temps)
     nr = len(core.RULES)
     n_rec = len(seeds) * nd * nt * nr
-    explorer = ExplorerState()
-    fields_order = list(explorer.text_fields())
+    fields_order = list(ExplorerState().text_fields())
     n_head = _INT_HEAD + _DIAG_TEXTS
     n_ints = n_head + len(fields_order)
     rec_floats = np.empty((n_rec, _RECORD_FLOATS))
     logits = np.empty((len(seeds), nd, nr, N))
     ints = np.empty((n_rec, n_ints), dtype=np.uint16)
     styles, labels, inks, strings = _Table(), _Table(), _Table(), _Table()
-    grid = ((si, seed, di, d_k, ti, temp) for si, seed in enumerate(seeds)
-            for di, d_k in enumerate(d_ks) for ti, temp in enumerate(temps))
-    for si, seed, di, d_k, ti, temp in grid:
-        state = core.compute_state(d_k, temp, seed)
-        with param.edit_constant(explorer):
-            explorer.result = state
-        for var, rule in enumerate(core.RULES):
-            v = state.active(rule)
-            rec = ((si * nd + di) * nt + ti) * nr + var
-            bars, cells = _record(v, state, rule, di)
-            rec_floats[rec] = [*bars["weight"], *bars["gq"], *bars["pq"]]
-            logits[si, di, var] = bars["logit"]
-            text, align = max_label(v)
-            explorer.rule = rule
-            fields = explorer.text_fields()
-            ints[rec] = [
-                styles.add([bars["alpha"], bars["line"]]),
-                labels.add([int(v.argmax), align, text]),
-                inks.add(cells["ink"]),
-                *(strings.add(t) for t in cells["text"]),
-                *(strings.add(fields[k]) for k in fields_order),
-            ]
+    progress = _Progress(progress, _steps(seeds, seeds[0] not in _RUNS))
+    with _pool() as pool:
+        computed, jobs = _start(pool, progress, seeds)
+        paragraphs = _Table()
+        blocks, argument = _argument(seeds, paragraphs, progress, computed)
+        for (si, di), job in zip(((si, di) for si in range(len(seeds)) for di in range(nd)),
+                                 jobs):
+            for k, (floats, logit, style, label, ink, cell_texts, fields) in enumerate(
+                    job.result()):
+                ti, var = divmod(k, nr)
+                rec = ((si * nd + di) * nt + ti) * nr + var
+                rec_floats[rec] = floats
+                logits[si, di, var] = logit
+                ints[rec] = [styles.add(style), labels.add(label), inks.add(ink),
+                             *(strings.add(t) for t in cell_texts),
+                             *(strings.add(fields[f]) for f in fields_order)]
     # a text field with one value over the whole grid is stored once, not per record
     same = [k for k in range(len(fields_order))
             if (ints[:, n_head + k] == ints[0, n_head + k]).all()]
     constants = {fields_order[k]: strings.items[ints[0, n_head + k]] for k in same}
     keep = [c for c in range(n_ints) if c - n_head not in same]
     ints = ints[:, keep]
-    paragraphs = _Table()
-    blocks, argument = _argument(seeds, paragraphs)
     start = rec_floats.size + logits.size
     argument_floats, argument["blocks"] = blocks.pack(start)
     floats = np.concatenate([rec_floats.ravel(), logits.ravel(), argument_floats])
@@ -545,12 +716,13 @@ def _PayloadHolder(payload: dict) -> Div:
     return holder
 
 
-def export(out, n_seeds: int = DEFAULT_SEEDS) -> dict:
-    """Write the offline explorer to ``out``; returns states, bytes and seconds taken."""
+def export(out, n_seeds: int = DEFAULT_SEEDS, progress=None) -> dict:
+    """Write the offline explorer to ``out``, its progress to the stream ``progress`` (see
+    :class:`_Progress`); returns states, bytes and seconds taken."""
     start = time.perf_counter()
     seeds = seed_list(n_seeds)
     out = Path(out)
-    payload = build_payload(seeds)
+    payload = build_payload(seeds, progress)
     doc = Document()
     view = build_view(payload, seeds)
     doc.add_root(view.root)

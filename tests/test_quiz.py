@@ -14,7 +14,7 @@ import pytest
 
 from attention_scaling import core, quiz
 from attention_scaling.argument import BUDGET_HEADS, BUDGET_WIDTH
-from attention_scaling.text import plain
+from attention_scaling.text import _fmt, plain
 
 SEED = 2288
 
@@ -142,17 +142,22 @@ def test_the_training_answer_stays_while_its_runs_still_answer_the_setting():
     from attention_scaling.state import ExplorerState
 
     explorer = Explorer(ExplorerState(tab="training", d_k=4, seed=SEED))
-    reveal = explorer.view.asks["training"]["reveal"]
-    lead = explorer.view.leads["training"]
-    assert "Press <b>Train</b>" in reveal.tags[0]
+    view = explorer.view
+    lead = view.leads["training"]
+
+    def answer() -> str:       # as Reveal sends it
+        view.reveal("training")
+        return view.asks["training"]["reveal"].tags[0]
+
+    assert "Press <b>Train</b>" in answer()
     explorer.start_training()          # no server: the runs at once
-    answered, led = reveal.tags[0], lead.text
+    answered, led = answer(), lead.text
     assert re.search(r"ends lowest|tie", answered) and led != ""
     explorer.state.align = 0.5
     explorer.state.rule = "none"
-    assert (reveal.tags[0], lead.text) == (answered, led)
+    assert (answer(), lead.text) == (answered, led)
     explorer.state.seed = SEED + 1
-    assert "Press <b>Train</b>" in reveal.tags[0]
+    assert "Press <b>Train</b>" in answer()
 
 
 @pytest.mark.parametrize("align", [0.0, 1.0])
@@ -168,3 +173,54 @@ def test_temperature_is_called_the_same_knob_as_width_only_without_an_aligned_ke
     answer = plain(quiz.saturation_question(d, 1.0, 8, align).answer)
     assert same == (align == 0)
     assert ("same knob" in answer) == same
+
+
+def _strings(value) -> list[str]:
+    """Every string in a property's value, however nested (lists, tuples, dicts)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_the_served_document_holds_each_answer_only_once_reveal_asks_for_it():
+    """With Python behind the page (the served page, the notebook), no model of the document
+    holds a step's answer (the string its Reveal shows) until that step's Reveal is clicked,
+    which puts it in that Reveal's tags alone; the handout's request puts every answer in the
+    tags of its own button, in one change."""
+    from bokeh.document import Document
+    from bokeh.events import ButtonClick
+
+    from attention_scaling.page import Explorer
+    from attention_scaling.state import TABS, ExplorerState
+
+    explorer = Explorer(ExplorerState(tab="variance", d_k=64, seed=SEED))
+    doc = Document()
+    doc.add_root(explorer.view.root)
+    view = explorer.view
+    answers = {key: q.answer for key, q in view.questions.items()}
+    assert set(answers) == {t.key for t in TABS if t.ask}
+    # the variance step's answer holds the spread core gives at the moved width
+    spread = core.logit_distribution(quiz.width_move(64))["std_none"]
+    assert plain(answers["variance"]).startswith(f"{_fmt(spread)} over")
+
+    def holding(text: str) -> list[str]:
+        return sorted(f"{m.name or type(m).__name__}.{prop}" for m in doc.models
+                      for prop, value in m.properties_with_values().items()
+                      if any(text in s for s in _strings(value)))
+
+    assert {key: holding(a) for key, a in answers.items()} == {key: [] for key in answers}
+    doc.callbacks.trigger_event(ButtonClick(view.asks["variance"]["reveal"]))
+    assert {key: holding(a) for key, a in answers.items()} == {
+        key: ["variance-reveal.tags"] if key == "variance" else [] for key in answers}
+    # a new question puts the answer away again
+    explorer.state.d_k = 128
+    assert holding(answers["variance"]) == []
+    new = {key: q.answer for key, q in view.questions.items()}
+    assert new["variance"] != answers["variance"]
+    doc.callbacks.trigger_event(ButtonClick(doc.get_model_by_name("present-answers")))
+    assert {key: holding(a) for key, a in new.items()} == {
+        key: ["present-answers.tags"] for key in new}

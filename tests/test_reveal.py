@@ -6,12 +6,15 @@ states; a change of the state asks anew."""
 
 from __future__ import annotations
 
+import json
 import re
+import urllib.request
 
 import numpy as np
 import pytest
 
 from attention_scaling import core, quiz
+from attention_scaling.state import ExplorerState
 from attention_scaling.text import _fmt, plain
 from conftest import INIT, UI_WAIT_MS, open_at
 
@@ -106,6 +109,56 @@ def test_reveal_shows_cores_value_which_the_page_held_back(page, server, key, se
     assert sentence in after
     assert _bare(f"Answer: {value}") not in before
     assert answer.startswith("Your guess:")
+    assert page.console_errors == []
+
+
+def _sent_strings(frames) -> list[str]:
+    """Every string in the server's websocket messages (each a JSON text; binary buffers
+    hold numbers)."""
+    out: list[str] = []
+
+    def walk(value) -> None:
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(k)
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    for frame in frames:
+        if isinstance(frame, str):
+            try:
+                walk(json.loads(frame))
+            except ValueError:
+                out.append(frame)
+    return out
+
+
+def test_the_served_page_is_sent_the_answer_only_on_reveal(page, server):
+    """The answer (as quiz words it for this state) is in neither the page's HTML nor any
+    message the server sent before Reveal; Reveal's click brings it, and the page shows it."""
+    search = "?d_k=8&seed=7"
+    r = ExplorerState(d_k=8, seed=7).result
+    answer = quiz.draw_question(r.d_k, r.temperature, r.seed, len(r.raw_logits), r.align).answer
+    frames: list = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: frames.append(frame)))
+    open_at(page, server, search)
+    page.wait_for_function(f"() => ({MODEL_TEXT})('draw-ask-text')?.startsWith('Predict.')",
+                           timeout=UI_WAIT_MS)
+    with urllib.request.urlopen(server.url + search, timeout=60) as response:
+        html = response.read().decode("utf-8")
+    before = len(frames)
+    assert before > 0
+    assert not any(answer in s for s in _sent_strings(frames[:before]))
+    assert answer not in html and json.dumps(answer)[1:-1] not in html
+    page.locator(".bk-btn", has_text="Reveal").locator("visible=true").first.click()
+    page.wait_for_function(f"() => ({MODEL_TEXT})('draw-answer')?.includes('Answer:')",
+                           timeout=UI_WAIT_MS)
+    assert any(answer in s for s in _sent_strings(frames[before:]))
+    assert _bare(plain(answer)) in _bare(page.evaluate(MODEL_TEXT, "draw-answer"))
     assert page.console_errors == []
 
 

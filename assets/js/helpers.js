@@ -7,13 +7,19 @@
 // it here. BokehJS offers no public way to reach a model's rendered elements (its view, the
 // view's shadow root) or to have a chart painted again; the programs need them to name
 // slider handles and tabs for screen readers, to fill the texts' numbers, to write the
-// screen-reader tables, to export the charts as SVG and to repaint the charts in a new theme.
+// screen-reader tables, to export the charts as SVG, to repaint the charts in a new theme and
+// to lay out the handout's many changes once.
 //   AS.view(model)     the model's view: Bokeh.index.find_one (of a view the programs use
 //                      `el`, `model` and `export('svg')`); null while it is not drawn
 //   AS.root(model)     the view's shadow root (view.shadow_el), where BokehJS draws the
 //                      model's elements (.bk-* classes); null while it is not drawn
 //   AS.repaint(model)  the view painted again (view.request_paint)
 //   AS.documents()     the page's BokehJS documents (Bokeh.documents)
+//   AS.laidOutOnce(model, change)
+//                      change() run with the layout BokehJS computes after each change
+//                      under `model` (a view passes view.invalidate_layout and
+//                      view.compute_layout on to its parent, and the top one lays out the
+//                      whole document) held at `model`'s view and made once at the end
 //   AS.note(object, key, value), AS.noted(object, key)
 //                      a program's state kept for a model (or an element) across its runs,
 //                      in one WeakMap instead of properties set on BokehJS's objects
@@ -38,6 +44,21 @@ const AS = (() => {
   const root = (model) => { const found = view(model); return found == null ? null : found.shadow_el; };
   const repaint = (model) => { const found = view(model); if (found != null) found.request_paint(); };
   const documents = () => [...Bokeh.documents];
+  const laidOutOnce = (model, change) => {
+    const found = model == null ? null : view(model);
+    if (found == null) return change();
+    const asked = {invalidate: false, compute: false};
+    found.invalidate_layout = () => { asked.invalidate = true; };
+    found.compute_layout = () => { asked.compute = true; };
+    try {
+      return change();
+    } finally {
+      delete found.invalidate_layout;        // the prototype's own again
+      delete found.compute_layout;
+      if (asked.invalidate) found.invalidate_layout();
+      else if (asked.compute) found.compute_layout();
+    }
+  };
   // Every program (and every run of one: this file is part of each run's code) shares the
   // one WeakMap, kept on the page under a registered symbol.
   const NOTES = Symbol.for('attention-scaling.notes');
@@ -106,6 +127,6 @@ const AS = (() => {
   // Text as HTML (or XML) text or attribute value: &, <, > and " escaped.
   const escape = (t) => String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
     .replace(/"/g, '&quot;');
-  return {col, fields, view, root, repaint, documents, note, noted, position, apply, query,
-          writeAddress, escape};
+  return {col, fields, view, root, repaint, documents, laidOutOnce, note, noted, position,
+          apply, query, writeAddress, escape};
 })();

@@ -20,7 +20,7 @@ const MIN_CHART = 200;      // px: the least height a chart is given
 const PRINT_HEIGHT = {1: 440, 2: 300};    // px: a printed chart's height, by the step's charts
 const state = AS.noted(tabs, 'present') ?? AS.note(tabs, 'present', {
   on: false, handout: false, hidden: new Set(), heights: new Map(), answers: new Map(),
-  shown: new Set(), theme: null, timers: [], refit: null, legends: new Map()});
+  shown: new Set(), theme: null, timers: [], refit: null, legends: new Map(), progress: null});
 
 const byName = (name) => {
   try {
@@ -176,96 +176,179 @@ const go = (to) => {
 };
 const click = (name) => AS.root(byName(name))?.querySelector('button')?.click();
 
-// The handout: every step's panel built (the served page builds the argument's when one is
-// shown, the offline copy puts them in), then shown one under the other, light, each
-// chart as wide as the page, and printed; the page as it was once printed.
+// The handout: every step gathered (its panel built: the served page builds the argument's
+// when one is shown, the offline copy puts them in; its lead and question; the training
+// step's run), with progress said on the page meanwhile; every answer asked for at once
+// (reveal.js); then every step shown one under the other, light, each chart as wide as the
+// page, laid out once, and printed; the page as it was once printed.
+const RUN_MS = 2500;        // ms after the click: the longest the handout waits for a run to end
+const GATHER_MS = 240000;   // ms after the click: the longest it waits for the steps and answers
+                            // (a machine busy with other work took minutes where one second does)
+const POLL_MS = 100;        // ms between two looks at what has arrived
+const ASK_MS = 1000;        // ms between two requests for the answers
 const wait = (ms) => new Promise((done) => { setTimeout(done, ms); });
-const built = () => tabs.tabs.every((p) => p.child.type !== 'Div')
-  && keys.every((key) => { const lead = byName(`${key}-lead`); return lead == null || lead.text !== ''; });
+const built = () => tabs.tabs.every((p) => p.child.type !== 'Div');
 const repaint = () => {
   for (const model of tabs.document.all_models) {
     if (model.type === 'Plot' || model.type === 'Figure') AS.repaint(model);
   }
 };
-const finish = () => {
-  state.handout = false;
-  classes(tabs, 'handout', false);
-  classes(body, 'handout', false);
-  for (const model of state.shown) model.visible = false;
-  state.shown.clear();
-  restoreHeights();
-  // each answer as it was, unless a new question has put it away meanwhile
-  for (const [answer, [before, printed]] of state.answers) {
-    if (answer.text === printed) answer.text = before;
+// what the handout says while it gathers: an element of its own, outside BokehJS's layout (a
+// change of it lays nothing out again); null: gone
+const say = (text) => {
+  let el = state.progress;
+  if (text === null) {
+    el?.remove();
+    state.progress = null;
+    return;
   }
-  state.answers.clear();
-  if (state.theme !== null) {
-    if (state.theme === 'auto') delete document.documentElement.dataset.theme;
-    else document.documentElement.dataset.theme = state.theme;
-    state.theme = null;
-    repaint();
+  if (el == null) {
+    el = state.progress = document.createElement('div');
+    el.className = 'handout-progress';
+    el.setAttribute('role', 'status');
+    Object.assign(el.style, {position: 'fixed', top: '8px', left: '50%', transform: 'translateX(-50%)',
+      zIndex: '1000', padding: '6px 14px', borderRadius: '6px', background: '#1f2937',
+      color: '#ffffff', font: '600 15px/1.4 system-ui, sans-serif'});
+    document.body.append(el);
   }
-  if (state.on) update(); else {
-    apply(new Set());
-    title(false);
+  if (el.textContent !== text) el.textContent = text;
+};
+// a model by name, found once (a document's search looks at every model)
+const named = (name) => {
+  const models = AS.noted(tabs, 'present-named') ?? AS.note(tabs, 'present-named', new Map());
+  if (!models.has(name)) {
+    const model = byName(name);
+    if (model == null) return null;
+    models.set(name, model);
+  }
+  return models.get(name);
+};
+// the training step's run: Train pressed where none is shown (the offline copy then shows its
+// run at once or says it holds none; served, the runs go on while the rest is gathered)
+const train = () => {
+  const button = named('train'), source = named('training-source');
+  if (button == null || source == null || AS.col(source, 'step').length > 0) return null;
+  click('train');
+  return performance.now();
+};
+// a step's question asked: its panel built, its lead and question written
+const asked = (key) => {
+  const panel = tabs.tabs[keys.indexOf(key)];
+  if (panel == null || panel.child.type === 'Div') return false;
+  return ![`${key}-lead`, `${key}-ask-text`].some((name) => named(name)?.text === '');
+};
+// the training step's run ended (or shown, once RUN_MS have passed since the click; none to
+// wait for where Train was not pressed or said there is none)
+const ran = (start, pressed) => {
+  if (pressed === null) return true;
+  const button = named('train'), source = named('training-source');
+  const steps = source == null ? 0 : AS.col(source, 'step').length;
+  const now = performance.now();
+  if (button == null || (!button.disabled && (steps > 0 || now - pressed > 1500))) return true;
+  return steps > 0 && now - start > RUN_MS;
+};
+// every step gathered: asked, the training's run, and its answer without a guess (reveal.js,
+// on a click of present-answers: at once where the page holds the answers, after one message
+// from the server on the served page; asked again where a new question put one away)
+const gather = async (start) => {
+  let pressed = null, requested = -Infinity;
+  const answer = (key) => {         // written since the first request (a guess shown before goes)
+    const a = named(`${key}-answer`);
+    return a == null || (requested > -Infinity && a.text !== '');
+  };
+  const shown = (key) => asked(key) && (key !== 'training' || ran(start, pressed));
+  const progress = () => {
+    const count = keys.filter(shown).length;
+    say(count < keys.length ? `Gathering step ${count + 1} of ${keys.length}…`
+      : 'Gathering the answers…');
+    return count === keys.length && keys.every(answer);
+  };
+  progress();
+  const open = tabs.active;
+  if (!built()) {
+    if (open === 0) tabs.active = 1;
+    while (!built() && performance.now() - start < GATHER_MS) { await wait(POLL_MS); progress(); }
+    if (tabs.active !== open) tabs.active = open;
+  }
+  for (const key of keys) {
+    const a = named(`${key}-answer`);
+    if (a != null) state.answers.set(a, [a.text, null]);
+  }
+  pressed = train();
+  while (!progress() && performance.now() - start < GATHER_MS) {
+    if (keys.every(asked) && performance.now() - requested > ASK_MS) {
+      requested = performance.now();
+      click('present-answers');
+    }
+    await wait(POLL_MS);
   }
 };
-// the training step's run, for its chart: Train pressed where none is shown (the served page
-// trains in about a second, the offline copy shows its run at once or says it holds none)
-const trained = async () => {
-  const train = byName('train'), source = byName('training-source');
-  if (train == null || source == null || AS.col(source, 'step').length > 0) return;
-  click('train');
-  for (let waited = 0; waited < 30000; waited += 100) {
-    await wait(100);
-    if (!train.disabled && (AS.col(source, 'step').length > 0 || waited >= 2000)) return;
-  }
+const finish = () => {
+  state.handout = false;
+  AS.laidOutOnce(root, () => {
+    classes(tabs, 'handout', false);
+    classes(body, 'handout', false);
+    for (const model of state.shown) model.visible = false;
+    state.shown.clear();
+    restoreHeights();
+    // each answer as it was, unless a new question has put it away meanwhile
+    for (const [answer, [before, printed]] of state.answers) {
+      if (answer.text === printed) answer.text = before;
+    }
+    state.answers.clear();
+    if (state.theme !== null) {
+      if (state.theme === 'auto') delete document.documentElement.dataset.theme;
+      else document.documentElement.dataset.theme = state.theme;
+      state.theme = null;
+      repaint();
+    }
+    if (state.on) update(); else {
+      apply(new Set());
+      title(false);
+    }
+  });
 };
 const handout = async () => {
   if (state.handout) return;
   state.handout = true;
-  const open = tabs.active;
-  if (!built()) {
-    if (open === 0) tabs.active = 1;
-    for (let waited = 0; !built() && waited < 20000; waited += 100) await wait(100);
-    await wait(300);
-    if (tabs.active !== open) tabs.active = open;
-  }
-  await trained();
-  const theme = document.documentElement.dataset.theme;
-  if (theme === 'dark' || (theme === undefined && window.matchMedia('(prefers-color-scheme: dark)').matches)) {
-    state.theme = theme ?? 'auto';
-    document.documentElement.dataset.theme = 'light';
-    repaint();
-  }
-  title(true);
-  classes(tabs, 'handout', true);
-  classes(body, 'handout', true);
-  const keep = new Set(keys.flatMap((key) => keptFor(key, true)));
-  const hide = new Set();
-  walk(root, keep, hide, true);
-  // on paper a question has its answer, without the guess and Reveal (reveal.js then
-  // writes no guess)
-  for (const key of keys) {
-    for (const name of [`${key}-guess`, `${key}-reveal`]) {
-      const model = byName(name);
-      if (model != null && model.visible) hide.add(model);
+  await gather(performance.now());
+  say('Laying out the handout…');
+  AS.laidOutOnce(root, () => {
+    const theme = document.documentElement.dataset.theme;
+    if (theme === 'dark' || (theme === undefined && window.matchMedia('(prefers-color-scheme: dark)').matches)) {
+      state.theme = theme ?? 'auto';
+      document.documentElement.dataset.theme = 'light';
+      repaint();
     }
-  }
-  apply(hide);
-  for (const key of keys) {
-    const answer = byName(`${key}-answer`);
-    if (answer != null) state.answers.set(answer, [answer.text, null]);
-    click(`${key}-reveal`);           // the answer, for the page (reveal.js, soon after)
-    if (answer != null && !answer.visible) {
-      answer.visible = true;
-      state.shown.add(answer);
+    title(true);
+    classes(tabs, 'handout', true);
+    classes(body, 'handout', true);
+    const keep = new Set(keys.flatMap((key) => keptFor(key, true)));
+    const hide = new Set();
+    walk(root, keep, hide, true);
+    // on paper a question has its answer, without the guess and Reveal
+    for (const key of keys) {
+      for (const name of [`${key}-guess`, `${key}-reveal`]) {
+        const model = byName(name);
+        if (model != null && model.visible) hide.add(model);
+      }
     }
-    const figs = steps[key].charts.map(byName).filter((f) => f != null);
-    for (const fig of figs) setHeight(fig, PRINT_HEIGHT[Math.min(figs.length, 2)]);
-  }
-  await wait(800);
+    apply(hide);
+    for (const key of keys) {
+      const answer = byName(`${key}-answer`);
+      if (answer != null && !answer.visible) {
+        answer.visible = true;
+        state.shown.add(answer);
+      }
+      const figs = steps[key].charts.map(byName).filter((f) => f != null);
+      for (const fig of figs) setHeight(fig, PRINT_HEIGHT[Math.min(figs.length, 2)]);
+    }
+  });
+  // the charts painted at their printed sizes
+  await new Promise((done) => { requestAnimationFrame(() => requestAnimationFrame(done)); });
+  await wait(200);
   for (const [answer, texts] of state.answers) texts[1] = answer.text;      // as printed
+  say(null);
   window.addEventListener('afterprint', finish, {once: true});
   window.print();
 };

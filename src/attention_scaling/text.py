@@ -280,6 +280,11 @@ def text_fields(d_k: int, temperature: float, seed: int, rule,
                              float(align)))
 
 
+#: While the worker pool computes a setting the page has not shown before (page.Explorer.change).
+BUSY_HTML = ("<p class='busy' role='status'>Computing this setting… the charts show the "
+             "previous one until it is ready.</p>")
+
+
 def notice_html(notices: list[str]) -> str:
     """The notice about adjusted URL values: plain text, escaped, never markup."""
     if not notices:
@@ -577,6 +582,15 @@ def training_status_html(step: int, steps: int, d_k: int, temperature: float, n_
             f" Sweeping learning rates… {sweep.points_done} of {sweep.points_planned} points.")
     return (f"<span class='status' role='status'>Trained {step} of {steps} steps at "
             f"d<sub>k</sub> = {d_k}, T = {temperature:g}, {n_keys} keys.{tail}</span>")
+
+
+def training_refused_html(limit: int) -> str:
+    """The line beside the Train button when the server refuses a run: ``limit`` runs are
+    under way from the same address already."""
+    return (f"<span class='status' role='status'>The server is training {limit} "
+            f"run{'s' if limit != 1 else ''} from your network address already (the most it "
+            f"trains at once for one address). Train again once one of them has ended."
+            f"</span>")
 
 
 def _names(rules: list[str]) -> str:

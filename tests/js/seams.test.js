@@ -13,6 +13,8 @@ const INTERNALS = [
   ['Bokeh.documents', /\bBokeh\.documents\b/],
   ['shadow_el', /\bshadow_el\b/],
   ['request_paint', /\brequest_paint\b/],
+  ['invalidate_layout', /\binvalidate_layout\b/],
+  ['compute_layout', /\bcompute_layout\b/],
   ['a __name property', /\.__[A-Za-z_$]/],
 ];
 const ALLOWED = new Set(['helpers.js', 'first-view.js']);
@@ -66,6 +68,37 @@ test('documents lists the page\'s documents, a copy of BokehJS\'s list', () => {
   assert.deepStrictEqual(listed, docs);
   listed.pop();
   assert.strictEqual(docs.length, 2);
+});
+
+test('laidOutOnce lays out once after a batch of changes, and as often as asked outside it', () => {
+  const calls = [];
+  const proto = {
+    invalidate_layout() { calls.push('invalidate'); },
+    compute_layout() { calls.push('compute'); },
+  };
+  const root = {}, loose = {};
+  const view = Object.create(proto);
+  const AS = adapter(new Map([[root, view]]));
+  const result = AS.laidOutOnce(root, () => {
+    // what children do, passing their layout on to their parent, many times over
+    for (let i = 0; i < 5; i++) { view.invalidate_layout(); view.compute_layout(); }
+    assert.deepStrictEqual(calls, []);
+    return 'changed';
+  });
+  assert.strictEqual(result, 'changed');
+  assert.deepStrictEqual(calls, ['invalidate']);
+  assert.deepStrictEqual(Object.keys(view), []);           // the prototype's methods again
+  view.compute_layout();
+  assert.deepStrictEqual(calls, ['invalidate', 'compute']);
+  calls.length = 0;
+  AS.laidOutOnce(root, () => view.compute_layout());       // a text: measured once
+  assert.deepStrictEqual(calls, ['compute']);
+  calls.length = 0;
+  AS.laidOutOnce(root, () => {});                          // nothing changed: no layout
+  assert.deepStrictEqual(calls, []);
+  assert.strictEqual(AS.laidOutOnce(loose, () => 3), 3);   // not drawn: just the change
+  assert.throws(() => AS.laidOutOnce(root, () => { view.invalidate_layout(); throw new Error('x'); }), /x/);
+  assert.deepStrictEqual(calls, ['invalidate']);          // laid out even so
 });
 
 test('note keeps state per object and key, shared by every copy of AS, off the objects', () => {

@@ -167,13 +167,15 @@ def server():
 
 @dataclass(frozen=True)
 class OfflineExport:
-    """The offline copy `attention-scaling export` wrote: its file, what the command printed,
-    and the payload it holds (export.build_payload's) for its seeds."""
+    """The offline copy `attention-scaling export` wrote: its file, what the command printed
+    (on stdout and, its progress, on stderr, a file), and the payload it holds
+    (export.build_payload's) for its seeds."""
 
     path: Path
     stdout: str
     payload: dict
     seeds: list
+    stderr: str = ""
 
 
 #: `attention-scaling export` in a fresh process (what a user runs: nothing another test loaded
@@ -184,8 +186,8 @@ import os, pickle, sys
 from attention_scaling import cli, export
 built = {}
 build_payload = export.build_payload
-def kept(seeds):
-    built["payload"] = build_payload(seeds)
+def kept(seeds, *args, **kwargs):
+    built["payload"] = build_payload(seeds, *args, **kwargs)
     return built["payload"]
 export.build_payload = kept
 code = cli.main(["export", sys.argv[1]])
@@ -268,7 +270,7 @@ class ExportRun:
         stdout, stderr = self.log.read_text(), self.errors.read_text()
         assert self.status.read_text() == "0", stdout[-2000:] + stderr[-2000:]
         payload = pickle.loads(self.kept.read_bytes())
-        return OfflineExport(self.out, stdout, payload, payload["seeds"])
+        return OfflineExport(self.out, stdout, payload, payload["seeds"], stderr)
 
 
 def _export() -> ExportRun:

@@ -392,14 +392,16 @@ PATCHED = """() => window.__patches.map((ids) => [...new Set(ids.map((id) => {
 def patches_after(page, slider: str, position: int) -> list[set[str]]:
     """The named models each PATCH-DOC changed after setting ``slider`` to ``position`` in
     the page, in the order they arrived, up to the step's new question (the last thing the
-    server sends) and 1.5 s more."""
+    server sends) and 1.5 s more; the note saying that the worker pool computes a new
+    setting ("busy") left out, alone or beside what it waited for."""
     page.evaluate("() => { window.__patches = []; }")
     page.evaluate("([n, p]) => { Bokeh.documents[0].get_model_by_name(n).value = p; }",
                   [slider, position])
     page.wait_for_function(f"() => ({PATCHED})().some((names) => names.some("
                            "(n) => n.endsWith('-ask-text')))", timeout=UI_WAIT_MS)
     page.wait_for_timeout(1500)       # anything else the change sends
-    return page.evaluate(PATCHED)
+    return [names for names in ([n for n in names if n != "busy"]
+                                for names in page.evaluate(PATCHED)) if names]
 
 
 #: The models of the steps' questions (layout.View._ask), which the server sends on its next

@@ -87,7 +87,8 @@ def test_the_size_check_sees_a_long_function(tmp_path, monkeypatch):
 
 #: What each module of src/attention_scaling may import of the package: core <- text <- lead,
 #: quiz, state <- style <- figures, argument <- layout <- page / export <- cli, and server (a
-#: package) beside page and export; seams (the libraries' internals) under page and server; nothing
+#: package) beside page and export; seams (the libraries' internals) and training (the served
+#: runs' scheduler, which imports none of the package) under page and server; nothing
 #: imports cli. The package's __init__ imports page on first use of
 #: `attention_scaling.Explorer` only.
 _BOKEH = {"core", "text", "lead", "quiz", "state", "style", "figures", "argument", "layout"}
@@ -102,11 +103,13 @@ LAYERS = {
     "style": {"core"},
     "figures": {"core", "text", "lead", "style"},
     "argument": {"core", "text", "lead", "quiz", "state", "style"},
+    "work": {"core", "text", "lead", "quiz", "state", "style", "argument"},
     "layout": _BOKEH - {"layout"},
-    "page": _BOKEH | {"seams"},
+    "training": set(),
+    "page": _BOKEH | {"seams", "training", "work"},
     "export": _BOKEH,
-    "server": _BOKEH | {"page", "seams"},
-    "cli": _BOKEH | {"page", "export", "server", "seams"},
+    "server": _BOKEH | {"page", "seams", "training", "work"},
+    "cli": _BOKEH | {"page", "export", "server", "seams", "training", "work"},
 }
 #: Libraries a module must not load (core: nothing but NumPy and the standard library).
 NOT_LOADED = {
@@ -114,7 +117,7 @@ NOT_LOADED = {
     "lead": {"panel", "bokeh", "param"},
     "quiz": {"panel", "bokeh", "param"},
     "state": {"panel", "bokeh"},
-    **{m: {"panel"} for m in ("style", "figures", "argument", "layout")},
+    **{m: {"panel"} for m in ("style", "figures", "argument", "layout", "work")},
 }
 
 

@@ -702,6 +702,39 @@ def test_document_requests_are_rate_limited_per_session(stats_server):
     assert second
 
 
+def test_a_flood_of_messages_closes_the_websocket_and_is_not_worked_through(stats_server):
+    srv = stats_server
+    token = token_of(srv)
+    flood = 12 * served.MESSAGES_BURST
+
+    async def send_flood():
+        ws = await connected(srv.url, token)
+        for i in range(flood):
+            try:
+                await send(ws, "PATCH-DOC", {"events": [], "references": []}, msgid=str(i))
+            except tornado.websocket.WebSocketClosedError:
+                break
+        answered = 0
+        while (answer := await read_message(ws, timeout=60)) is not None:
+            answered += answer[0]["msgtype"] == "OK"
+        return answered, ws.close_code
+
+    answered, code = run_in_thread(send_flood, timeout=240)
+    # closed past the allowance, and what came after the limit was dropped, not answered
+    assert code == 1008
+    assert served.MESSAGES_BURST <= answered < flood
+    assert srv.output().count("too many messages") == 1
+
+
+def test_the_message_allowance_refills_at_its_rate():
+    allowance = served.Allowance(served.MESSAGES_BURST, served.MESSAGE_EVERY_S)
+    assert all(allowance.take("a", now=0.0) for _ in range(served.MESSAGES_BURST))
+    assert not allowance.take("a", now=0.0)
+    assert allowance.take("a", now=served.MESSAGE_EVERY_S)     # one more, one interval later
+    assert not allowance.take("a", now=served.MESSAGE_EVERY_S)
+    assert allowance.take("b", now=0.0)                         # each session its own
+
+
 def test_an_error_reply_carries_no_traceback(stats_server):
     srv = stats_server
     logged = len(srv.output())
@@ -868,3 +901,41 @@ def test_requests_that_never_connect_cannot_hold_the_line():
     ratio = statistics.median(times["ours"]) / statistics.median(times["floor"])
     print(f"live after 30 page requests that never connect (s): {times}, {ratio:.2f}x")
     assert ratio <= 2, times
+
+
+def test_a_client_that_floods_and_leaves_leaves_no_error_in_the_log(tmp_path):
+    """A client opens a session, sends slider changes back to back (each one a redraw) with a
+    Train click now and then, and closes without reading the answers; three times. The
+    server handles no message of a connection that has closed (Bokeh's session is let go of
+    then: handling one failed with AssertionError) and writes nothing to it: the log has no
+    such error nor a failed send, and the server keeps answering."""
+    from test_fairness import click_train, open_session
+
+    srv = Server(log=tmp_path / "server.log")
+    try:
+        async def flood():
+            for round_ in range(3):
+                ws, _token, models = await open_session(srv.url, "?tab=saturation")
+                slider = models["d_k"][0]
+                for i in range(1000):
+                    event = {"kind": "ModelChanged", "model": {"id": slider}, "attr": "value",
+                             "new": i % 7}
+                    for frame in ({"msgid": f"f{round_}-{i}", "msgtype": "PATCH-DOC"}, {},
+                                  {"events": [event]}):
+                        ws.write_message(json.dumps(frame))
+                    if i % 100 == 0:
+                        await click_train(ws, models)
+                ws.close()
+                await asyncio.sleep(1)
+
+        run_in_thread(flood, timeout=240)
+        # the server has read every message of the three (its answers wait on nothing): a new
+        # page opens and is answered
+        assert status_of(srv.url)[0] == 200
+        time.sleep(5)
+        log = srv.output()
+    finally:
+        srv.stop()
+    for sign in ("AssertionError", "Uncaught exception", "could not handle",
+                 "Failed sending message", "error handling message"):
+        assert sign not in log, log[-3000:]

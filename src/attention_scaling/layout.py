@@ -18,7 +18,7 @@ from .figures import Charts
 from .state import CONTROLS, TABS, Setting
 from .style import page_css, position_formatter, script, theme_css
 from .lead import try_html
-from .text import FORMULAS, TITLE, header_html
+from .text import BUSY_HTML, FORMULAS, TITLE, header_html
 
 #: For a Bokeh Div whose content should span its width (Bokeh sets ``display: inline-block``
 #: on the element that holds the HTML).
@@ -213,12 +213,17 @@ class View:
     charts, ``buttons`` names the buttons the runtime wires (``resample``, ``fig3``, ``copy``);
     ``argument=False`` leaves out the tabs of the argument (the offline copy); ``presets``
     is HTML shown under the guide; ``controls`` names the controls to show (all by default).
+    ``on_click(button, action)`` has ``action()`` run in Python when ``button`` is clicked
+    (page.on_click), on a page with Python behind it: there each step's answer stays in Python
+    until its Reveal, or the handout, asks for it (:meth:`reveal`); without it (the offline
+    copy) the answers wait in the page, in their Reveal buttons' tags.
     """
 
     def __init__(self, *, values: dict, subtitle: str = "", guide: str = "",
                  caption_extra: str = "", hidden=frozenset(), notice: str = "",
                  buttons=("resample", "fig3", "copy"), argument: bool = True,
-                 presets: str = "", controls=None) -> None:
+                 presets: str = "", controls=None, on_click=None) -> None:
+        self._on_click = on_click
         self._css = css = [InlineStyleSheet(css=page_css())]
         self._controls_css = [InlineStyleSheet(css=BUTTON_CSS)]
         self._hide_text = "text" in hidden
@@ -229,25 +234,21 @@ class View:
         bar_rows, rows, argument_rows = self._controls(values, argument, controls)
         self.seed_div = Div(text="", stylesheets=css, disable_math=True, name="seed",
                             margin=(4, 10))
-        labels = {"resample": ("Resample q and k", "primary"),
-                  "fig3": ("Reset to the reference draw", "default"),
-                  "copy": ("Copy link to this view", "default")}
-        self.buttons = {key: Button(label=labels[key][0], button_type=labels[key][1],
-                                    name=key, sizing_mode="stretch_width", margin=(5, 10),
-                                    stylesheets=self._controls_css)
-                        for key in buttons}
+        self.buttons = self._buttons(buttons)
         if argument:
             self.buttons["present"] = self._present_button()
         unfold = self._sidebar(bar_rows, rows, argument_rows)
         theme = self._notes(presets)
         self._guide = guide
-        #: Each tab's question's models (:meth:`_ask`), the question shown (quiz.Question),
-        #: by tab key; Reveal, one program for every step's button (assets/js/reveal.js).
+        #: Each tab's question's models (:meth:`_ask`) and question shown (quiz.Question), by key.
         self.asks, self.questions = {}, {}
-        self._reveal_js = CustomJS(args=dict(asks={}), code=script("reveal"))
+        self._reveal_js = self._reveal_program()
         self._download_names()
         one_draw = self._one_draw()
         self._tabs(values, one_draw, argument)
+        #: Said while the worker pool computes a setting (:meth:`show_busy`).
+        self.busy = Div(text=BUSY_HTML, visible=False, name="busy", stylesheets=css,
+                        disable_math=True, sizing_mode="stretch_width", margin=(0, 10))
         self.main = column(
             # without its title bar the page keeps its title as its heading, for screen
             # readers
@@ -255,6 +256,7 @@ class View:
                    disable_math=True, margin=0, name="title")] if "header" in hidden else []),
             *([Div(text=notice, stylesheets=css, disable_math=True, name="notice",
                    sizing_mode="stretch_width")] if notice else []),
+            self.busy,
             self.tabs if argument else one_draw,
             sizing_mode="stretch_width", css_classes=["app-main"], stylesheets=css,
             margin=(10, 12))
@@ -276,6 +278,16 @@ class View:
         if argument:
             self.ready.append(self._present(body, "controls" in hidden))
 
+    def _buttons(self, keys) -> dict:
+        """The sidebar's buttons ``keys`` (of resample, fig3, copy), by key."""
+        labels = {"resample": ("Resample q and k", "primary"),
+                  "fig3": ("Reset to the reference draw", "default"),
+                  "copy": ("Copy link to this view", "default")}
+        return {key: Button(label=labels[key][0], button_type=labels[key][1], name=key,
+                            sizing_mode="stretch_width", margin=(5, 10),
+                            stylesheets=self._controls_css)
+                for key in keys}
+
     def _present_button(self) -> Button:
         """The "Present" button, beside "Copy link to this view": present mode
         (:meth:`_present`)."""
@@ -295,8 +307,8 @@ class View:
         handout = Button(label="Print handout", name="present-print",
                          sizing_mode="stretch_width", margin=(5, 10),
                          stylesheets=self._controls_css)
-        actions = column(leave, handout, name="present-actions", visible=False,
-                         sizing_mode="stretch_width", margin=(10, 0, 0, 0))
+        actions = column(leave, handout, self._answers_button(), name="present-actions",
+                         visible=False, sizing_mode="stretch_width", margin=(10, 0, 0, 0))
         (self.main.children.insert(0, actions) if no_controls
          else self.sidebar.children.append(actions))
         args = dict(tabs=self.tabs, keys=list(TAB), root=self.root, body=body,
@@ -312,6 +324,26 @@ class View:
         self.tabs.js_on_change("active", step)
         self.tabs.js_on_change("tabs", step)
         return CustomJS(args=dict(args, action="ready"), code=script("present"))
+
+    @staticmethod
+    def _reveal_program() -> CustomJS:
+        """Reveal (assets/js/reveal.js): one program for every step's button (``asks``, grown
+        by :meth:`_ask`) and for the handout's request for every answer (``answers`` and the
+        page's ``root``: :meth:`_answers_button`)."""
+        return CustomJS(args=dict(asks={}, answers=None, root=None), code=script("reveal"))
+
+    def _answers_button(self) -> Button:
+        """The handout's request for every step's answer (assets/js/present.js clicks it once
+        the steps are gathered): hidden; with Python behind the page, one click has
+        :meth:`reveal_all` send them all in one message; then, or at once where they wait in
+        the page, assets/js/reveal.js shows each without a guess."""
+        answers = Button(label="Every answer", name="present-answers", visible=False)
+        self._reveal_js.args = {**self._reveal_js.args, "answers": answers, "root": self.root}
+        answers.js_on_event("button_click", self._reveal_js)
+        answers.js_on_change("tags", self._reveal_js)
+        if self._on_click is not None:
+            self._on_click(answers, self.reveal_all)
+        return answers
 
     def _sidebar(self, bar_rows: list, rows: list, argument_rows: list) -> CustomJS:
         """The controls (``self.sidebar``), and the notes under them (guide, presets): beside
@@ -621,27 +653,25 @@ class View:
         return row(*buttons.values(), css_classes=["no-print"], name=f"downloads-{tab}",
                    stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
 
-    def build_argument(self, wire=None) -> bool:
-        """Build the argument's tabs (argument.TAB_VIEWS: figures, texts, Train button) and put
-        them in their panels; False if they were built already. ``wire(view)`` runs before
-        they join the document: an event callback added to a model the browser already has
-        would not reach it."""
+    def new_argument(self) -> Argument:
+        """The argument's tabs' figures and sources (argument.Argument), in no document yet:
+        the bulk of :meth:`build_argument`, which a served page does on a thread of its own."""
+        return Argument([tab.key for tab in TABS[1:]], self._css, self._controls_css)
+
+    def build_argument(self, wire=None, built: Argument | None = None) -> bool:
+        """Build the argument's tabs (argument.TAB_VIEWS: figures, texts, Train button; or
+        take ``built``, :meth:`new_argument`'s) and put them in their panels; False if they
+        were built already. ``wire(view)`` runs before they join the document: an event
+        callback added to a model the browser already has would not reach it."""
         if self.argument is not None:
             return False
-        css = self._css
         keys = [tab.key for tab in TABS[1:]]
-        self.argument = a = Argument(keys, css, self._controls_css)
+        self.argument = a = built or self.new_argument()
         training = a.tabs.get("training")
         if training is not None:
             self.train_button, self.training_status = training.button, training.status
         #: Each argument tab's lead sentence and its "More detail" text, by key.
-        self.leads = {key: Div(text="", name=f"{key}-lead", stylesheets=css, disable_math=True,
-                               sizing_mode="stretch_width", margin=(5, 10))
-                      for key in keys}
-        self.section_texts = {
-            key: Div(text="", name=f"{key}-text", stylesheets=css, disable_math=True,
-                     sizing_mode="stretch_width", margin=(5, 10), css_classes=["section-text"])
-            for key in keys}
+        self.leads, self.section_texts = self._argument_texts(keys)
         children = {key: self._argument_tab(key, tab) for key, tab in a.tabs.items()}
         if training is not None:
             self._show_texts("training", training.draw(None))
@@ -654,6 +684,15 @@ class View:
         self.tabs.tabs = [panel if tab.key not in children else TabPanel(
             title=tab.title, child=children[tab.key]) for tab, panel in zip(TABS, self.tabs.tabs)]
         return True
+
+    def _argument_texts(self, keys: list) -> tuple[dict, dict]:
+        """Empty Divs for each tab's lead sentence and for its "More detail" text."""
+        css = self._css
+        return ({key: Div(text="", name=f"{key}-lead", stylesheets=css, disable_math=True,
+                          sizing_mode="stretch_width", margin=(5, 10)) for key in keys},
+                {key: Div(text="", name=f"{key}-text", stylesheets=css, disable_math=True,
+                          sizing_mode="stretch_width", margin=(5, 10),
+                          css_classes=["section-text"]) for key in keys})
 
     def _argument_tab(self, key: str, tab):
         """An argument tab's panel: its lead, charts, "Try this", "More detail" and
@@ -680,7 +719,8 @@ class View:
         """Tab ``key``'s predict-then-reveal block, if its row of state.TABS has a question:
         the question, a guess (a slider of percentages or buttons, the row's ``ask``),
         Reveal, and the answer, empty until Reveal (assets/js/reveal.js); the answer waits in
-        Reveal's tags, out of the page's text."""
+        Reveal's tags, out of the page's text, put there by :meth:`show_question` or, with
+        Python behind the page, only on Reveal (:meth:`reveal`)."""
         kind = TAB[key].ask
         if not kind:
             return []
@@ -701,9 +741,13 @@ class View:
         answer = Div(text="", name=f"{key}-answer", stylesheets=css, disable_math=True,
                      sizing_mode="stretch_width", margin=(0, 10))
         self.asks[key] = dict(text=text, guess=guess, reveal=reveal, answer=answer)
-        self._reveal_js.args = {"asks": {**self._reveal_js.args["asks"],
+        self._reveal_js.args = {**self._reveal_js.args,
+                                "asks": {**self._reveal_js.args["asks"],
                                          key: {**self.asks[key], "kind": kind}}}
         reveal.js_on_event("button_click", self._reveal_js)
+        reveal.js_on_change("tags", self._reveal_js)
+        if self._on_click is not None:
+            self._on_click(reveal, lambda: self.reveal(key))
         return [column(text, row(guess, reveal, sizing_mode="stretch_width",
                                  stylesheets=[InlineStyleSheet(css=WRAP_CSS)]),
                        answer, name=f"{key}-ask", css_classes=["ask"], margin=(8, 10),
@@ -712,8 +756,9 @@ class View:
 
     def show_question(self, key: str, question: quiz.Question | None) -> None:
         """Tab ``key``'s question (quiz.Question, or None: it has none), its answer put away
-        until Reveal: the answer shown and the guess are left as they are while the question
-        stays the same."""
+        until Reveal (kept here with Python behind the page, :meth:`reveal`; else in Reveal's
+        tags): the answer shown and the guess are left as they are while the question stays
+        the same."""
         parts = self.asks.get(key)
         if parts is None or question is None or self.questions.get(key) == question:
             return
@@ -721,9 +766,31 @@ class View:
         parts["text"].text = ask_html(question)
         if question.choices and list(question.choices) != parts["guess"].labels:
             parts["guess"].labels = list(question.choices)
-        parts["reveal"].tags = [question.answer]
+        parts["reveal"].tags = [] if self._on_click is not None else [question.answer]
         if parts["answer"].text:
             parts["answer"].text = ""
+
+    def show_busy(self, waiting: bool) -> None:
+        """Say that a setting is being computed, or no longer say it."""
+        if self.busy.visible != waiting:
+            self.busy.visible = waiting
+
+    def reveal(self, key: str) -> None:
+        """Tab ``key``'s answer to the question shown, into its Reveal button's tags: on a
+        page with Python behind it, the one way an answer reaches the browser (on Reveal,
+        :meth:`_ask`); assets/js/reveal.js then shows it."""
+        question, parts = self.questions.get(key), self.asks.get(key)
+        if question is not None and parts is not None:
+            parts["reveal"].tags = [question.answer]
+
+    def reveal_all(self) -> None:
+        """Every step's answer to the question shown, for the handout, into the tags of its
+        request's button (:meth:`_answers_button`): [the request's number (each request is
+        answered by a change), [[key, answer], ...]]."""
+        answers = self._reveal_js.args["answers"]
+        number = answers.tags[0] + 1 if answers.tags else 1
+        answers.tags = [number, [[key, question.answer] for key, question in self.questions.items()
+                                 if key in self.asks]]
 
     def show_training(self, runs: dict, d_k: int, temperature: float, n_keys: int,
                       sweep=None) -> bool:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import base64
 import logging
 import sys
-import threading
-import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -17,61 +15,34 @@ import panel as pn
 from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Spinner, Tabs
 from tornado.ioloop import IOLoop
 
-from . import core, quiz, seams
+from . import core, quiz, seams, training, work
 from .argument import TRAINING_STEPS
 from .layout import View
 from .state import (CONTROLS, MAX_SEED, TABS, ExplorerState, Setting, parse_query, preset_links,
                     to_query)
 from .style import ASSETS, script
-from .text import TITLE, guide_html, notice_html, presets_html
+from .text import TITLE, guide_html, notice_html, presets_html, training_refused_html
 
 log = logging.getLogger(__name__)
 
 #: The presets' links (state.PRESETS), the same for every page.
 PRESETS_HTML = presets_html(preset_links())
 
-#: A served training run's slice (argument.TRAINING_STEPS steps in all): the steps the training
-#: thread takes before the page shows them, as long as this (at least a step of each rule).
-TRAINING_SLICE_S = 0.02
+#: A wait for the worker pool or the build thread longer than this is said on the page.
+BUSY_AFTER_MS = 300
 
-_training_thread: ThreadPoolExecutor | None = None
-
-
-def training_thread() -> ThreadPoolExecutor:
-    """The process's one thread for training runs. Every served session's run goes through it
-    a slice at a time, in the order the slices were handed over: the runs of several sessions
-    take turns, and the server's event loop only shows their results (NumPy lets go of the
-    GIL in the large products, so the loop keeps answering meanwhile). One step at d_k = 4096
-    with 64 keys takes ~70 ms and ~130 MB of temporaries: one thread bounds both."""
-    global _training_thread
-    if _training_thread is None:
-        _training_thread = ThreadPoolExecutor(max_workers=1,
-                                              thread_name_prefix="attention-scaling-training")
-    return _training_thread
+_build_thread: ThreadPoolExecutor | None = None
 
 
-#: After each slice the training thread rests as long as the slice took: training takes at
-#: most half a core, whatever the number of runs, and the class's changes keep the rest (with
-#: six runs at the heaviest setting, a bystander's answer stayed under twice its quiet time
-#: only with the rest: tests/test_fairness.py).
-TRAINING_REST = 1.0
-
-
-def train_slice(runs: dict, stop: threading.Event, budget_s: float) -> None:
-    """A step of each rule's runs in turn (rule -> core.SeededTraining: a step of each of its
-    seeds' runs), again while ``budget_s`` has
-    not passed, until every run is done; no step once ``stop`` is set. Then a rest of
-    TRAINING_REST times the slice's time (cut short by ``stop``)."""
-    start = time.perf_counter()
-    end = start + budget_s
-    while not all(run.done for run in runs.values()):
-        for run in runs.values():
-            if stop.is_set():
-                return
-            run.advance(1)
-        if time.perf_counter() >= end:
-            break
-    stop.wait(TRAINING_REST * (time.perf_counter() - start))
+def build_thread() -> ThreadPoolExecutor:
+    """The process's one thread for building a session's argument tabs (View.new_argument:
+    ~1 s of Bokeh models, in no document yet), so that a student's first click on a step
+    does not hold the server's loop meanwhile; the loop only puts them in their panels."""
+    global _build_thread
+    if _build_thread is None:
+        _build_thread = ThreadPoolExecutor(max_workers=1,
+                                           thread_name_prefix="attention-scaling-build")
+    return _build_thread
 
 
 #: The tab icon, inline (no extra request): assets/favicon.svg drawn as a PNG
@@ -102,20 +73,26 @@ def held(doc):
         doc.unhold()
 
 
-def bind_slider(slider: Slider, state, name: str) -> None:
+def _setter(state):
+    """Apply a browser's change of controls ({name: value}) to ``state`` at once."""
+    return lambda changes: state.param.update(
+        **{k: v for k, v in changes.items() if getattr(state, k) != v})
+
+
+def bind_slider(slider: Slider, state, name: str, apply=None) -> None:
     """Keep a position slider and a Selector parameter of ``state`` in sync both ways. A
-    position that is not one (a forged message) puts the handle back where the state is."""
+    position that is not one (a forged message) puts the handle back where the state is.
+    ``apply({name: value})`` applies a change from the browser (at once by default)."""
     values = list(state.param[name].objects)
+    apply = apply or _setter(state)
 
     def from_browser(_attr, _old, new) -> None:
         position = _position(new, len(values))
         if position is None:
             slider.value = values.index(getattr(state, name))
             return
-        if values[position] == getattr(state, name):
-            return      # the echo of a change made on the state (reset, URL): nothing to do
         with held(slider.document):
-            setattr(state, name, values[position])
+            apply({name: values[position]})
 
     def to_browser(event) -> None:
         position = values.index(event.new)
@@ -126,19 +103,20 @@ def bind_slider(slider: Slider, state, name: str) -> None:
     state.param.watch(to_browser, name)
 
 
-def bind_index(widget, state, name: str) -> None:
+def bind_index(widget, state, name: str, apply=None) -> None:
     """Keep a widget's ``active`` index (tabs, radio buttons) and a Selector parameter of
     ``state`` (its options in the widget's order) in sync both ways; an index that is not one
-    (a forged message) puts the widget back."""
+    (a forged message) puts the widget back. ``apply``: see :func:`bind_slider`."""
     keys = list(state.param[name].objects)
+    apply = apply or _setter(state)
 
     def from_browser(_attr, _old, new) -> None:
         position = _position(new, len(keys))
         if position is None:
             widget.active = keys.index(getattr(state, name))
-        elif keys[position] != getattr(state, name):
+        else:
             with held(widget.document):
-                setattr(state, name, keys[position])
+                apply({name: keys[position]})
 
     def to_browser(event) -> None:
         if widget.active != keys.index(event.new):
@@ -148,18 +126,20 @@ def bind_index(widget, state, name: str) -> None:
     state.param.watch(to_browser, name)
 
 
-def bind_count(widget: Spinner, state, name: str) -> None:
+def bind_count(widget: Spinner, state, name: str, apply=None) -> None:
     """Keep a number widget and an Integer parameter of ``state`` in sync both ways; a value
-    outside the parameter's bounds (a forged message) puts the widget back."""
+    outside the parameter's bounds (a forged message) puts the widget back. ``apply``: see
+    :func:`bind_slider`."""
     low, high = state.param[name].bounds
+    apply = apply or _setter(state)
 
     def from_browser(_attr, _old, new) -> None:
         value = _position(new, high + 1)
         if value is None or value < low:
             widget.value = getattr(state, name)
-        elif value != getattr(state, name):
+        else:
             with held(widget.document):
-                setattr(state, name, value)
+                apply({name: value})
 
     def to_browser(event) -> None:
         if widget.value != event.new:
@@ -201,28 +181,28 @@ class Explorer(pn.viewable.Viewer):
         self.state = s = state or ExplorerState()
         self.view = View(values={c.name: getattr(s, c.name) for c in CONTROLS},
                          guide=guide_html(), hidden=hidden, notice=notice_html(list(notices)),
-                         presets=PRESETS_HTML)
+                         presets=PRESETS_HTML, on_click=on_click)
         self.charts = self.view.charts
         for name, widget in self.view.widgets.items():
             if isinstance(widget, (Tabs, RadioButtonGroup)):
-                bind_index(widget, s, name)
+                bind_index(widget, s, name, self.change)
             else:
-                bind_slider(widget, s, name)
+                bind_slider(widget, s, name, self.change)
         self.d_k_slider = self.view.widgets["d_k"]
         self.temperature_slider = self.view.widgets["temperature"]
         self.rule_buttons = self.view.widgets["rule"]
         #: The seed, for the presets (assets/js/presets.js sets it as it sets the others).
         self.seed_input = Spinner(low=0, high=MAX_SEED, step=1, value=s.seed, visible=False,
                                   name="seed-value")
-        bind_count(self.seed_input, s, "seed")
+        bind_count(self.seed_input, s, "seed", self.change)
         self.view.sidebar.children.append(self.seed_input)
         if "controls" not in hidden:
             self.view.ready.append(CustomJS(args=dict(
                 presets=self.view.presets, rows=self.view.address(self.seed_input)),
                 code=script("presets")))
         buttons = self.view.buttons
-        on_click(buttons["resample"], s.draw_new_seed)
-        on_click(buttons["fig3"], s.reset_to_fig3)
+        on_click(buttons["resample"], lambda: self.change({"seed": s.new_seed()}))
+        on_click(buttons["fig3"], lambda: self.change(work.defaults()))
         # In the browser: the page's own URL (kept equal to the controls) to the clipboard,
         # with a fallback for pages served over plain http to other machines.
         buttons["copy"].js_on_event("button_click", CustomJS(
@@ -232,10 +212,17 @@ class Explorer(pn.viewable.Viewer):
         self._shown: dict = {}     # per tab: the setting it was drawn at
         self._training = None
         self._sweep = None          # the learning-rate sweep at the runs' setting, or None
-        self._slice = None          # a served run's slice: (job, stop, show callback or None)
+        self._job = None            # a served run's training.Job (its runs, then its sweep)
+        self._shown_next = None     # its slice's show, waiting on the document, or None
+        self._account = training.Account()     # this session's training time
         self._stops_with = None     # the document whose end stops a served run
         self._page_pending = False
         self._asks_pending: set = set()    # the tabs whose question waits for the next turn
+        self._pending: dict | None = None  # controls waiting for the worker pool (newest)
+        self._computing = None             # the pool's job for this session, or None
+        self._building = None              # the argument's tabs being built, or None
+        self._built = None                 # the argument's tabs built, not yet in place
+        self._busy_timer = None            # the callback that will say the page is waiting
         self._refresh()
         # the number of keys and the alignment change the result; the tab leaves the one
         # draw as it is and changes only the address and the argument's tabs
@@ -293,13 +280,47 @@ class Explorer(pn.viewable.Viewer):
         key = self.state.tab
         if key == "draw":
             return
+        if self._served():
+            if self._pending is not None:
+                return          # drawn when the change waiting for the pool is applied
+            if not work.ready(self.controls()):
+                self._wait_for(self.controls())     # drawn once the pool has computed it
+                return
+            if self.view.argument is None and self._built is None:
+                self._build_later()
+                return
         with held(self.view.root.document):
-            if self.view.build_argument(self._wire_argument):
+            if self.view.build_argument(self._wire_argument, self._built):
+                self._built = None
+                controls = self.controls()
                 for other in TABS[1:]:     # drawn once, each: no empty chart
-                    if other.key != key:
+                    if other.key != key and (not self._served() or work.ready(
+                            {**controls, "tab": other.key})):
                         self._draw(other.key)
             if self._shown.get(key) != self.argument_setting():
                 self._draw(key)
+
+    def _build_later(self) -> None:
+        """Build the argument's tabs on the build thread, then put them in place and draw
+        the open one on the session's next turn (the page says it is busy meanwhile)."""
+        if self._building is not None:
+            return
+        self._busy(True)
+        self._building = job = build_thread().submit(self.view.new_argument)
+        doc = self.view.root.document
+
+        def built(job) -> None:
+            if not doc.session_context.destroyed:
+                doc.add_next_tick_callback(lambda: self._place_argument(job.result()))
+
+        IOLoop.current().add_future(job, built)
+
+    def _place_argument(self, argument) -> None:
+        self._building, self._built = None, argument
+        with held(self.view.root.document):
+            if self._pending is None:
+                self._busy(False)
+            self._refresh_argument()
 
     def _wire_argument(self, view) -> None:
         on_click(view.train_button, self.start_training)
@@ -342,10 +363,20 @@ class Explorer(pn.viewable.Viewer):
         if self._page_pending:      # the page's own refresh (its address, the one draw) first
             self.view.root.document.add_next_tick_callback(self._ask_pending)
             return
+        if self._computing is not None:   # asked once the pool's job is applied
+            return
         keys, self._asks_pending = self._asks_pending, set()
+        controls = self.controls()
         with held(self.view.root.document):
             for key in sorted(keys):
-                self._ask(key)
+                if key == "training" or not self._served() or work.ready(
+                        {**controls, "tab": key}):
+                    self._ask(key)
+                elif key in ("draw", self.state.tab):
+                    self._asks_pending.add(key)     # asked once the pool has computed it
+                    self._wait_for(controls)
+                else:
+                    self._shown.pop(key, None)      # a hidden tab: drawn again when shown
 
     def _ask(self, key: str) -> None:
         if key == "draw":
@@ -360,80 +391,184 @@ class Explorer(pn.viewable.Viewer):
             question = self.view.argument.tabs[key].question(self._shown[key])
         self.view.show_question(key, question)
 
+    def _served(self) -> bool:
+        doc = self.view.root.document
+        return doc is not None and doc.session_context is not None
+
+    def controls(self) -> dict:
+        """Every control's value (state.CONTROLS) as the state holds it."""
+        return {c.name: getattr(self.state, c.name) for c in CONTROLS}
+
+    def change(self, changes: dict) -> None:
+        """Controls changed from the browser ({name: value}). Applied at once where
+        everything they show is in the caches (work.ready) or where no server runs; else the
+        worker pool computes it first (work.submit) while the page says so
+        (View.show_busy), and it is applied when done. A change that comes meanwhile joins
+        the one waiting: the newest controls win, and a job not yet started is for them."""
+        target = {**self.controls(), **(self._pending or {}), **changes}
+        if self._pending is None and target == self.controls():
+            return      # the echo of a change made on the state (reset, URL): nothing to do
+        if not self._served() or work.ready(target):
+            if self._pending is not None:
+                self._pending = None
+                self._busy(False)
+            self._apply(target)
+            return
+        self._wait_for(target)
+
+    def _apply(self, target: dict) -> None:
+        self.state.param.update(**{k: v for k, v in target.items()
+                                   if getattr(self.state, k) != v})
+
+    def _wait_for(self, target: dict) -> None:
+        self._pending = target
+        self._busy(True)
+        if self._computing is None:
+            self._computing = job = work.submit(target)
+            IOLoop.current().add_future(job, self._computed)
+
+    def _busy(self, waiting: bool) -> None:
+        """Say, BUSY_AFTER_MS after it began, that the page waits for the pool or the build
+        thread (a wait shorter than that says nothing: no note flashing over the charts at
+        every new seed); stop saying it."""
+        doc = self.view.root.document
+        if waiting and self._busy_timer is None and not self.view.busy.visible:
+            self._busy_timer = doc.add_timeout_callback(self._busy_if_waiting, BUSY_AFTER_MS)
+        elif not waiting:
+            if self._busy_timer is not None and self._busy_timer in doc.session_callbacks:
+                doc.remove_timeout_callback(self._busy_timer)
+            self._busy_timer = None
+            self.view.show_busy(False)
+
+    def _busy_if_waiting(self) -> None:
+        self._busy_timer = None
+        if self._pending is not None or self._building is not None:
+            self.view.show_busy(True)
+
+    def _computed(self, job) -> None:
+        """The pool's job is done (on the server's loop): its results join the caches, then
+        the newest controls are applied on the document's next turn (or computed next)."""
+        if job.exception() is None:
+            core.prime(job.result())
+        else:
+            log.error("A computation in the worker pool failed: %r", job.exception())
+        doc = self.view.root.document
+        if doc is None or doc.session_context is None or doc.session_context.destroyed:
+            self._computing = None
+            return
+        doc.add_next_tick_callback(lambda: self._after_computing(job))
+
+    def _after_computing(self, job) -> None:
+        self._computing = None
+        target, self._pending = self._pending, None
+        if target is None:
+            self._ask_again()
+            return
+        if job.exception() is not None or work.ready(target):
+            # (a failed job: drawn here, on the loop, rather than never)
+            with held(self.view.root.document):
+                self._busy(False)
+                if target == self.controls():
+                    self._refresh()     # the first view, waiting since the page was built
+                else:
+                    self._apply(target)
+            self._ask_again()
+        else:
+            self._wait_for(target)
+
+    def _ask_again(self) -> None:
+        """The questions that waited for the pool's job, on the next turn."""
+        if self._asks_pending and self._computing is None:
+            self.view.root.document.add_next_tick_callback(self._ask_pending)
+
     def start_training(self) -> None:
         """Train one head under each rule at the current d_k, T and keys, from the state's
         seed and the next (core.TRAIN_SEEDS seeds), each rule at its own learning rate
-        (core.rule_learning_rate). Served, the steps run in slices on the process's training thread
-        (:func:`training_thread`) while the page's curves grow, each slice shown on the
-        server's loop, until the runs end or :meth:`stop_training`; then, the same way, the
-        learning-rate sweep at their setting (core.LearningRateSweep), its points shown as they
-        arrive. A sweep kept from before shows at once. Elsewhere (a notebook, a document
-        with no session) the runs all at once, and the sweep only if one is kept."""
-        if self._slice is not None:
-            if self._sweep is None or self._sweep.done:
-                return       # one run at a time (the button is disabled meanwhile)
-            self._end_slice()            # a sweep under way: Train again ends it
+        (core.rule_learning_rate). Served, the steps run in slices on the process's training
+        thread (:func:`training.scheduler`: the session that has used the least training time
+        first) while the page's curves grow, each slice shown on the server's loop, until the
+        runs end or :meth:`stop_training`; then, the same way, the learning-rate sweep at
+        their setting (core.LearningRateSweep), its points shown as they arrive. A sweep kept
+        from before shows at once. Train while the runs or their sweep are under way at this
+        setting changes nothing; while the sweep of another setting is under way, it ends it.
+        Past the runs under way allowed from the client's address, the status line says so.
+        Elsewhere (a notebook, a document with no session) the runs all at once, and the
+        sweep only if one is kept."""
         s = self.argument_setting()
+        if self._job is not None:
+            if self._runs_at(s) is not None or self._sweep is None or self._sweep.done:
+                return      # under way (the button is disabled while the runs are)
+            self._end_slice()            # another setting's sweep under way: this one instead
         d_k, t, n = s.d_k, s.temperature, s.keys
         runs = {rule: core.start_seeds(d_k, rule, s.seed, temperature=t,
                                        steps=TRAINING_STEPS, n_keys=n)
                 for rule in core.RULES}
-        self._training = (runs, (d_k, t, n))
-        self._sweep = core.cached_sweep(d_k, t, s.seed, n, steps=TRAINING_STEPS)
-        self.view.train_button.disabled = True
         doc = self.view.root.document
         if doc is None or doc.session_context is None:
+            self._training = (runs, (d_k, t, n))
+            self._sweep = core.cached_sweep(d_k, t, s.seed, n, steps=TRAINING_STEPS)
             for run in runs.values():
                 run.advance(TRAINING_STEPS + 1)
             self._show_training()
             return
+        request = doc.session_context.request
+        address = getattr(request, "remote_ip", None) or ""
+        loop = IOLoop.current()
+        job = training.scheduler().submit(
+            self._account, address, training.run_steps(runs),
+            lambda job, done: loop.add_callback(self._slice_done, job, done))
+        if job is None:
+            self.view.training_status.text = training_refused_html(
+                training.scheduler().runs_per_address)
+            self.view.train_button.disabled = False
+            return
+        self._job = job
+        self._training = (runs, (d_k, t, n))
+        self._sweep = core.cached_sweep(d_k, t, s.seed, n, steps=TRAINING_STEPS)
+        self.view.train_button.disabled = True
         if doc is not self._stops_with:
             self._stops_with = doc
             doc.on_event("connection_lost", lambda event: self.stop_training())
             doc.on_session_destroyed(lambda session_context: self.stop_training(doc=False))
         self._show_training()
         self.view.show_question("training", quiz.training_question(d_k, t, running=True))
-        self._next_slice(runs, threading.Event())
 
-    def _next_slice(self, runs: dict, stop: threading.Event) -> None:
-        """Hand the next slice of ``runs`` to the training thread; once it is done, show it
-        on the server's loop (Tornado runs the done callback there)."""
-        job = training_thread().submit(train_slice, runs, stop, TRAINING_SLICE_S)
-        self._slice = (job, stop, None)
-        IOLoop.current().add_future(job, lambda job: self._slice_done(job, runs, stop))
+    def _slice_done(self, job, done: bool) -> None:
+        """On the server's loop, after a slice of ``job``: its show, on the document's next
+        turn (Bokeh lets a served document change only in its callbacks)."""
+        if job is not self._job:
+            return
+        self._shown_next = self.view.root.document.add_next_tick_callback(
+            lambda: self._show_slice(job, done))
 
-    def _slice_done(self, job, runs: dict, stop: threading.Event) -> None:
-        if stop.is_set():
+    def _show_slice(self, job, done: bool) -> None:
+        """Show the slice; then the job's next slice, the sweep once the runs are done, or
+        the end (a unit that failed, logged by the scheduler, ends it too)."""
+        if job is not self._job:
             return
-        if job.exception() is not None:
-            log.error("A training run failed: %r", job.exception())
-            self.stop_training()
-            return
-        shown = self.view.root.document.add_next_tick_callback(
-            lambda: self._show_slice(runs, stop))
-        self._slice = (job, stop, shown)
-
-    def _show_slice(self, runs: dict, stop: threading.Event) -> None:
-        if stop.is_set():
-            return
-        self._slice = None
+        self._shown_next = None
+        runs = self._training[0]
         if all(run.done for run in runs.values()) and self._sweep is None:
             first = next(iter(runs.values()))
             self._sweep = core.start_sweep(first.d_k, first.temperature, first.seed,
                                            first.n_keys, steps=TRAINING_STEPS)
         with held(self.view.root.document):
             self._show_training()
-        if not all(run.done for run in runs.values()):
-            self._next_slice(runs, stop)
+        if job.stopped:
+            self.stop_training()
+        elif not done:
+            job.resume()
         elif not self._sweep.done:
-            self._next_slice({"sweep": self._sweep}, stop)
+            job.resume(training.sweep_steps(self._sweep))
+        else:
+            self.stop_training()
 
     def stop_training(self, doc: bool = True) -> None:
         """End a served run where it is: no step after the one under way, no slice left to
         show, and the Train button usable again on the server's next turn (Bokeh lets a
         served document change only in its callbacks); ``doc=False``: the session is gone,
         its document is left as it is."""
-        if self._slice is None:
+        if self._job is None:
             return
         self._end_slice(doc)
         document = self.view.root.document
@@ -443,17 +578,16 @@ class Explorer(pn.viewable.Viewer):
     def _end_slice(self, doc: bool = True) -> None:
         """No step after the one under way and no slice left to show (``doc``: its show
         callback taken off the document)."""
-        job, stop, shown = self._slice
-        self._slice = None
-        stop.set()
-        job.cancel()
+        job, shown = self._job, self._shown_next
+        self._job = self._shown_next = None
+        job.stop()
         document = self.view.root.document
         if (doc and document is not None and shown is not None
                 and shown in document.session_callbacks):
             document.remove_next_tick_callback(shown)
 
     def _enable_train(self) -> None:
-        if self._slice is None:
+        if self._job is None:
             self.view.train_button.disabled = False
 
     def _show_training(self) -> None:

@@ -26,9 +26,9 @@ from .http import (_GZIP_CACHE, GZIP_CACHE_MAX_BYTES, GzipStaticOnce, check_fram
 from .limits import (BASE_MIB, CACHES_MIB, DEFAULT_MAX_SESSIONS, DEFAULT_WEBSOCKETS_PER_ADDRESS,
                      HEADER_TIMEOUT_S, HEADROOM_MIB, LOG_RECORD_CHARS, LOG_REPEAT_S,
                      MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_MESSAGE_BUFFERS, MAX_MESSAGE_BYTES,
-                     MEMORY_LIMIT_MIB, OPENS_BURST, OPENS_EVERY_S, PULL_DOC_BURST,
-                     PULL_DOC_EVERY_S, SESSION_MIB, WEBSOCKETS_PER_SESSION, Allowance,
-                     MessageBounds)
+                     MEMORY_LIMIT_MIB, MESSAGE_EVERY_S, MESSAGES_BURST, OPENS_BURST,
+                     OPENS_EVERY_S, PULL_DOC_BURST, PULL_DOC_EVERY_S, SESSION_MIB,
+                     WEBSOCKETS_PER_SESSION, Allowance, MessageBounds)
 from .line import (DEFAULT_OPENING_AT_ONCE, LINE_PROGRESS_S, LINE_WAIT_MAX_S, OPENING_HOLD_S,
                    ConnectingPage, OpeningLine, unused_bundles)
 from .logs import BoundedLog, bound_logs
@@ -76,6 +76,8 @@ __all__ = [
     "OPENS_EVERY_S",
     "PULL_DOC_BURST",
     "PULL_DOC_EVERY_S",
+    "MESSAGE_EVERY_S",
+    "MESSAGES_BURST",
     "security_headers",
     "ServerConfig",
     "session_ended",

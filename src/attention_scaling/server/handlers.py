@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import html
-import ipaddress
 import logging
 import weakref
 from dataclasses import dataclass
@@ -20,9 +19,12 @@ from bokeh.settings import settings
 from bokeh.util.token import check_token_signature, get_session_id
 from panel.io.server import DocHandler, WSHandler
 from tornado import web
+from tornado.websocket import WebSocketClosedError
 
-from .. import seams
-from .limits import (DEFAULT_MAX_SESSIONS, DEFAULT_WEBSOCKETS_PER_ADDRESS, OPENS_BURST,
+from .. import seams, training
+from ..training import is_loopback
+from .limits import (DEFAULT_MAX_SESSIONS, DEFAULT_TRAINING_RUNS_PER_ADDRESS,
+                     DEFAULT_WEBSOCKETS_PER_ADDRESS, MESSAGE_EVERY_S, MESSAGES_BURST, OPENS_BURST,
                      OPENS_EVERY_S, PULL_DOC_BURST, PULL_DOC_EVERY_S, WEBSOCKETS_PER_SESSION,
                      Allowance, MessageBounds)
 from .line import (DEFAULT_OPENING_AT_ONCE, LINE_PROGRESS_S, LINE_WAIT_MAX_S, ConnectingPage,
@@ -37,6 +39,7 @@ class ServerConfig:
 
     max_sessions: int = DEFAULT_MAX_SESSIONS
     websockets_per_address: int = DEFAULT_WEBSOCKETS_PER_ADDRESS   # 0: no limit
+    training_runs_per_address: int = DEFAULT_TRAINING_RUNS_PER_ADDRESS   # 0: no limit
     open_at_once: int = DEFAULT_OPENING_AT_ONCE                    # 0: no line
     trust_forwarded_host: bool = False                             # --use-xheaders
     title: str = "Explorer"
@@ -67,6 +70,7 @@ class Classroom:
         self.by_address: dict[str, weakref.WeakSet] = {}
         keep = 4 * config.max_sessions
         self.pulls = Allowance(PULL_DOC_BURST, PULL_DOC_EVERY_S, keep)
+        self.messages = Allowance(MESSAGES_BURST, MESSAGE_EVERY_S, keep)
         self.opens = Allowance(OPENS_BURST, OPENS_EVERY_S, keep)
         self.refusals = RefusalLog()
         self.origins = OriginLog()
@@ -101,13 +105,6 @@ REFUSED_PAGE = """<!doctype html>
 <title>Not served here</title>""" + NOTICE_STYLE.replace("{", "{{").replace("}", "}}") + """</head>
 <body><main><h1>Not served here</h1><p>{what}</p></main></body></html>
 """
-
-
-def _is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 def asked_for_host(request, trust_forwarded_host: bool) -> str:
@@ -322,6 +319,9 @@ class CappedWSHandler(WSHandler):
     _session_id = None
     _address = None
     _refused = False
+    _gone = False              # closed: nothing is read from it or written to it any more
+    _handling = 0              # messages being handled (Bokeh awaits the document's lock)
+    _close_waits = False       # closed while one was: its session let go of after it
 
     async def prepare(self):
         if not host_allowed(self):
@@ -363,7 +363,7 @@ class CappedWSHandler(WSHandler):
             return
         self._address = self.request.remote_ip or ""
         limit = self.classroom.config.websockets_per_address
-        if limit and not _is_loopback(self._address):
+        if limit and not is_loopback(self._address):
             others = self.classroom.by_address.get(self._address, ())
             mine = self.classroom.by_session.get(self._session_id)
             if len(others) - (mine in others) >= limit:
@@ -407,27 +407,67 @@ class CappedWSHandler(WSHandler):
         return super().open(*args, **kwargs)
 
     async def on_message(self, fragment) -> None:
-        if self._refused:
+        if self._refused or self._gone:
+            # a closed connection's messages still read from Tornado's buffer: its session is
+            # detached (Bokeh would fail on them), and nothing may answer them
             return
         problem = self._bounds.take(fragment)
         if problem is None and self._bounds.kind == "PULL-DOC-REQ" and self._bounds.left == 2 \
                 and not self.classroom.pulls.take(self._session_id):
             problem = (f"more than {PULL_DOC_BURST} document requests at once, or more than "
                        f"one per {PULL_DOC_EVERY_S:g} s")
+        if problem is None and self._bounds.started \
+                and not self.classroom.messages.take(self._session_id):
+            problem = (f"too many messages: more than {MESSAGES_BURST} at once, or more "
+                       f"than {1 / MESSAGE_EVERY_S:g} a second")
         if problem is not None:
             self._refuse(problem)
             return
-        await super().on_message(fragment)
+        self._handling += 1
+        try:
+            await super().on_message(fragment)
+        finally:
+            self._handling -= 1
+            if self._close_waits and not self._handling:
+                self._close_waits = False
+                self._closed()
 
     def _refuse(self, problem: str) -> None:
         """Close this websocket for a message it may not send, and let go of what it sent."""
         self._refused = True
+        # a flood is a kind of its own in the bounded log, not one more refused message
+        form = ("Closed a websocket (from %s) that sent %s" if problem.startswith("too many")
+                else "Closed a websocket (from %s) for %s")
         self.classroom.refusals.once("message", problem.split()[1] if " " in problem else problem,
-                         "Closed a websocket (from %s) for %s", self._address[:60], problem)
+                                     form, self._address[:60], problem)
         seams.drop_partial_message(self)      # Bokeh's partial message and its buffers
         self.close(1009 if "bytes" in problem else 1008, "message refused")
 
+    async def write_message(self, message, binary: bool = False, locked: bool = True) -> None:
+        """Bokeh's write, none once the connection is closed; a write that finds it closed
+        (the client left while the server was answering) ends its writes, quietly: Tornado
+        calls on_close once it has read to the end."""
+        if self._gone:
+            return
+        try:
+            await super().write_message(message, binary, locked)
+        except WebSocketClosedError:
+            self._gone = True
+
+    def ping(self, data=b"") -> None:
+        """Tornado's ping (Bokeh's keep-alive), none once the connection is closed; a ping
+        that finds it closed marks it so and leaves it to on_close (Bokeh would let go of its
+        session here, and on_close would then find none)."""
+        if self._gone:
+            return
+        try:
+            super().ping(data)
+        except WebSocketClosedError:
+            self._gone = True
+
     async def send_message(self, message) -> None:
+        if self._gone:
+            return
         if message.msgtype == "ERROR":
             # the detail (Bokeh puts a traceback in it) stays in the log, said once
             log.error("Answered a message this server could not handle (from %s) with a "
@@ -442,6 +482,16 @@ class CappedWSHandler(WSHandler):
             self.classroom.line.done(self.connection.session.id)     # this session has opened
 
     def on_close(self) -> None:
+        """Nothing read or written from now on; the session let go of (Bokeh detaches it from
+        this connection) once no message of this connection is being handled: a message
+        waiting for the document's lock would otherwise find no session."""
+        self._gone = True
+        if self._handling:
+            self._close_waits = True
+            return
+        self._closed()
+
+    def _closed(self) -> None:
         self.classroom.websockets.discard(self)
         peers = self.classroom.by_address.get(self._address)
         if peers is not None:
@@ -482,9 +532,11 @@ def not_served_patterns() -> list[tuple]:
 
 def install(config: ServerConfig) -> Classroom:
     """Serve pages and websockets with handlers that read a new :class:`Classroom` for
-    ``config``, and answer /autoload.js and /metadata with 404 (:func:`seams.install_handlers`:
-    Bokeh's route table is read when a server is made)."""
+    ``config`` (and set the training scheduler's runs per address), and answer /autoload.js
+    and /metadata with 404 (:func:`seams.install_handlers`: Bokeh's route table is read when
+    a server is made)."""
     classroom = Classroom(config)
+    training.scheduler().runs_per_address = config.training_runs_per_address
     page = type("ClassroomDocHandler", (CappedDocHandler,), {"classroom": classroom})
     socket = type("ClassroomWSHandler", (CappedWSHandler,), {"classroom": classroom})
     seams.install_handlers(page, socket, NotServed)

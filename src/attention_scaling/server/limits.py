@@ -54,6 +54,12 @@ MAX_MESSAGE_BUFFERS = 16
 #: websocket that asks more often is closed.
 PULL_DOC_BURST = 2
 PULL_DOC_EVERY_S = 60.0
+#: Messages a session may send: MESSAGES_BURST at once, then one per MESSAGE_EVERY_S (a
+#: slider dragged as fast as a hand can sends about 60 a second; a page that answers them
+#: sends fewer). A websocket that sends more is closed, and nothing it sent after the limit
+#: is worked through.
+MESSAGES_BURST = 240
+MESSAGE_EVERY_S = 0.01
 #: Websockets a session may open: OPENS_BURST at once, then one per OPENS_EVERY_S (BokehJS
 #: reconnects a dropped page up to 5 times, 0-16 s apart); past it the handshake gets 429
 #: before any work.
@@ -63,6 +69,11 @@ OPENS_EVERY_S = 10.0
 #: Live websockets from one client address (not loopback: a proxy on this machine, or the load
 #: test, speaks for many). A page has one; a student with several tabs open has a few.
 DEFAULT_WEBSOCKETS_PER_ADDRESS = 16
+
+#: Training runs (a Train's runs, then their sweep) under way from one client address at once
+#: (not loopback, as above): a student's page has one, a student with several tabs a few.
+#: Past it, Train says so in the page and trains nothing.
+DEFAULT_TRAINING_RUNS_PER_ADDRESS = 2
 
 #: HTTP request limits (Tornado's defaults: 64 KiB of headers, 100 MB of body). The app
 #: takes no request body; a page URL with every control is under 200 bytes.
@@ -110,8 +121,10 @@ class MessageBounds:
         self.left = 0               # frames still to come of the current message
         self.size = 0
         self.kind = None
+        self.started = False        # the last frame taken was a message's header
 
     def take(self, fragment) -> str | None:
+        self.started = self.left == 0
         if self.left == 0:
             self.size = 0
             if not isinstance(fragment, str):

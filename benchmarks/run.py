@@ -21,9 +21,14 @@ Measures, in one run, and prints a table (and writes the same figures as JSON, p
   load     navigation -> first chart drawn (median of 15 cold page loads each, the servers
            taking turns);
   sessions server memory per open session (RSS delta over 50 sessions) and time to open one;
+  argument new saturation curves in the page after a temperature change, and present mode's
+           "Print handout", click -> print dialog (a fresh page; again with its steps built);
   sweep    one learning-rate sweep (core.LearningRateSweep, the chart the Training tab fills
            after Train: every rule's rates x 3 seeds x 300 steps) at d_k = 64 and 1024, 8 keys,
-           s, in one thread, start to end (a served sweep also rests between its slices).
+           s, in one thread, start to end (a served sweep also rests between its slices);
+  export   `attention-scaling export OUT.html` with its defaults (4 seeds), a fresh process
+           each, start to exit, s, wall time (it computes on a pool of one worker per core);
+           left out with --quick.
 And the machine's speed during each section: a fixed small pure-Python task timed every 0.5 s
 in a separate process (this VM's CPU speed switches between two levels ~2x apart, and every
 other figure moves with it). Then the speed goals, each against this run's figures (ours and
@@ -73,6 +78,10 @@ PANEL_RATIO_ROW = "{mode}: default Panel / ours (data, median)"
 FLOOR_RATIO_ROW = "{mode}: ours / Bokeh floor (data, median)"
 CURVES_ROW = "new saturation curves, {n_keys} keys (2,000 draws x 25 widths x 3 rules)"
 CURVES_BROWSER_ROW = "temperature change -> new curves in the page, 64 keys"
+FIRST_VIEW_ROW = "{tab} by its address, new session -> its chart's data ({at})"
+BYSTANDER_ROW = "a bystander's d_k change -> new bars ({while_})"
+EXPORT_ROW = "attention-scaling export OUT.html (4 seeds), wall time"
+HANDOUT_ROW = "Print handout click -> print dialog, {page}"
 MODES = ("model paced", "model drag", "keyboard")
 #: The browser section's viewports: the desktop's (section "browser") and a phone's.
 DESKTOP, PHONE = "1400x1000", "375x812"
@@ -293,6 +302,20 @@ def bench_sweep(n: int) -> dict:
             times.append(time.perf_counter() - t)
         out[f"a learning-rate sweep at d_k = {d_k}, 8 keys, start to end"] = summary(times, "s")
     return out
+
+
+def bench_export(n: int) -> dict:
+    """`attention-scaling export` with its defaults, ``n`` times, each a fresh process (what a
+    user runs), start to exit: wall time."""
+    import tempfile
+    times = []
+    with tempfile.TemporaryDirectory() as folder:
+        for i in range(n):
+            t = time.perf_counter()
+            subprocess.run([str(BIN / "attention-scaling"), "export", f"{folder}/explorer.html"],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            times.append(time.perf_counter() - t)
+    return {EXPORT_ROW: summary(times, "s")}
 
 
 def bench_server(n: int) -> dict:
@@ -541,23 +564,24 @@ def bench_load(servers: dict, n: int) -> dict:
             for kind, v in times.items()}
 
 
-#: A temperature change on the Saturation tab at 64 keys: the slider's model set from
-#: JavaScript, timed until the curves' source holds new data (a new Monte Carlo each: every
-#: temperature is new to the server's cache once).
+#: A control's changes (``slider`` set to each of ``positions`` from JavaScript), each timed
+#: until ``source``'s ``column`` holds new data (null after ``wait`` ms), ``gap`` ms apart: a
+#: temperature on the Saturation tab at 64 keys (a new Monte Carlo each: every temperature is
+#: new to the server's cache once), or the width on the one draw.
 CURVES_JS = r"""
-async (positions) => {
+async ({slider, source, column, positions, wait, gap}) => {
   const doc = Bokeh.documents[0];
-  const slider = [...doc.all_models].find(m => m.name === 'temperature');
-  const src = doc.get_model_by_name('saturation-curves-source');
-  const col = () => { const d = src.data; const v = d instanceof Map ? d.get('max_weight_median_sqrt') : d.max_weight_median_sqrt; return JSON.stringify(Array.from(v)); };
+  const control = doc.get_model_by_name(slider);
+  const src = doc.get_model_by_name(source);
+  const col = () => { const d = src.data; const v = d instanceof Map ? d.get(column) : d[column]; return JSON.stringify(Array.from(v)); };
   const out = [];
   for (const p of positions) {
     const before = col();
     const t0 = performance.now();
     const changed = new Promise(res => { const f = () => { if (col() !== before) { src.properties.data.change.disconnect(f); res(performance.now() - t0); } }; src.properties.data.change.connect(f); });
-    slider.value = p;
-    out.push(await Promise.race([changed, new Promise(r => setTimeout(() => r(null), 10000))]));
-    await new Promise(r => setTimeout(r, 300));
+    control.value = p;
+    out.push(await Promise.race([changed, new Promise(r => setTimeout(() => r(null), wait))]));
+    await new Promise(r => setTimeout(r, gap));
   }
   return out;
 }
@@ -580,12 +604,153 @@ def bench_curves(srv: Served, n: int) -> dict:
         _open(page, srv.url + "?tab=saturation&keys=64")
         page.wait_for_function("() => Bokeh.documents[0].get_model_by_name("
                                "'saturation-curves-source') !== null", timeout=60_000)
-        times = page.evaluate(CURVES_JS, order)
+        times = page.evaluate(CURVES_JS, dict(
+            slider="temperature", source="saturation-curves-source",
+            column="max_weight_median_sqrt", positions=order, wait=10_000, gap=300))
         browser.close()
     ok = [t for t in times if t is not None]
     return {CURVES_BROWSER_ROW: summary(ok, "ms"),
             "new curves in the page, 64 keys: lost": {"median": len(times) - len(ok),
                                                       "unit": "count"}}
+
+
+#: Each argument tab's main source, whose data says that the tab's chart has been drawn.
+TAB_SOURCES = {"variance": "logit-histogram-source", "saturation": "saturation-curves-source",
+               "gradient": "saturation-curves-source", "budget": "head-budget-source"}
+
+#: Until the named source holds more than one row (a drawn chart).
+HAS_DATA_JS = """(name) => { const d = window.Bokeh && Bokeh.documents[0];
+  const m = d && d.get_model_by_name(name); if (!m) return false;
+  const v = Object.values(m.data instanceof Map ? Object.fromEntries(m.data) : m.data)[0];
+  return !!v && v.length > 1; }"""
+
+
+def _new_settings():
+    """Settings of (T, keys, alignment) nobody asked for, one after another (the defaults'
+    T = 1 and 8 keys left out, and the half temperatures a question looks at)."""
+    from attention_scaling import core
+    for align in core.ALIGNMENTS[1:]:
+        for keys in core.KEY_COUNTS[::-1]:
+            for t in core.TEMPERATURES[::2]:
+                if keys != core.N_KEYS:
+                    yield t, keys, align
+
+
+def bench_views(srv: Served, n: int) -> dict:
+    """Each argument tab opened by its address in a new session (a new browser context):
+    from navigation to its chart's data, at the defaults and at settings nobody asked for
+    before. The first view of each tab at the defaults is left out (the server may still be
+    warming its worker pool)."""
+    from playwright.sync_api import sync_playwright
+    settings = _new_settings()
+    rows: dict = {}
+    with sync_playwright() as p:
+        browser = _launch(p)
+        for tab, source in TAB_SOURCES.items():
+            for at in ("defaults", "a new setting"):
+                times = []
+                for i in range(n + (at == "defaults")):
+                    query = f"?tab={tab}"
+                    if at != "defaults":
+                        t, keys, align = next(settings)
+                        query += f"&temperature={t}&keys={keys}&align={align}"
+                    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+                    page = ctx.new_page()
+                    page.goto(srv.url + query, wait_until="commit")
+                    page.wait_for_function(HAS_DATA_JS, arg=source, polling="raf",
+                                           timeout=120_000)
+                    ms = page.evaluate("() => performance.now()")
+                    ctx.close()
+                    if at != "defaults" or i:
+                        times.append(ms)
+                rows[FIRST_VIEW_ROW.format(tab=tab, at=at)] = summary(times, "ms")
+        browser.close()
+    return rows
+
+
+#: Another student walking the Saturation tab through settings nobody asked for, one
+#: message each, waiting for each one's curves, until window.__stop.
+WALK_JS = r"""
+(steps) => { (async () => {
+  const doc = Bokeh.documents[0];
+  const by = (n) => doc.get_model_by_name(n);
+  const src = by('saturation-curves-source');
+  const col = () => JSON.stringify(Array.from(src.data instanceof Map ? src.data.get('max_weight_median_sqrt') : src.data.max_weight_median_sqrt));
+  for (const [t, k, a] of steps) {
+    if (window.__stop) break;
+    const before = col();
+    by('temperature').value = t; by('keys').value = k; by('align').value = a;
+    const end = performance.now() + 20000;
+    while (col() === before && performance.now() < end && !window.__stop)
+      await new Promise(r => setTimeout(r, 20));
+  }
+})(); }
+"""
+
+
+def bench_bystander(srv: Served, n: int) -> dict:
+    """A student's d_k change on the one draw, quiet and while another session walks the
+    Saturation tab's temperature, keys and alignment through settings nobody asked for."""
+    from playwright.sync_api import sync_playwright
+
+    from attention_scaling import core
+    index = {v: i for i, v in enumerate(core.D_K_VALUES)}
+    positions = [index[w] for w in (128, 256, 64, 512, 32)] * (n // 5 + 1)
+    steps = [(core.TEMPERATURES.index(t), core.KEY_COUNTS.index(k), core.ALIGNMENTS.index(a))
+             for t, k, a in _new_settings()]
+    rows = {}
+    with sync_playwright() as p:
+        browser = _launch(p)
+        bystander = browser.new_page(viewport={"width": 1400, "height": 1000})
+        _open(bystander, srv.url)
+        walker = browser.new_page(viewport={"width": 1400, "height": 1000})
+        walker.goto(srv.url + "?tab=saturation")
+        walker.wait_for_function(HAS_DATA_JS, arg="saturation-curves-source", timeout=120_000)
+        bars = dict(slider="d_k", source="scaled-weights-source", column="weight",
+                    positions=positions[:n], wait=20_000, gap=200)
+        rows[BYSTANDER_ROW.format(while_="quiet")] = summary(
+            [t for t in bystander.evaluate(CURVES_JS, bars) if t is not None], "ms")
+        walker.evaluate(WALK_JS, steps[100:])
+        times = bystander.evaluate(CURVES_JS, bars)
+        walker.evaluate("() => { window.__stop = true; }")
+        rows[BYSTANDER_ROW.format(while_="another session walks new curves")] = summary(
+            [t for t in times if t is not None], "ms")
+        browser.close()
+    return rows
+
+
+#: Print handout's click to window.print (overridden: the time it was called, no dialog).
+HANDOUT_INIT = """window.__printedAt = [];
+window.print = () => { window.__printedAt.push(performance.now()); };"""
+
+
+def bench_handout(srv: Served, n: int) -> dict:
+    """Present mode's "Print handout" (assets/js/present.js), click to the print dialog: on a
+    fresh page opened on the one draw (the argument's steps built, asked and answered, the
+    training run pressed and waited for up to its bound), then again on that page (every
+    step there already), ``n`` fresh pages."""
+    from playwright.sync_api import sync_playwright
+    times: dict[str, list] = {"fresh page": [], "steps already built": []}
+    with sync_playwright() as p:
+        browser = _launch(p)
+        for _ in range(n):
+            ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+            page = ctx.new_page()
+            page.add_init_script(HANDOUT_INIT)
+            _open(page, srv.url + "?present=1")
+            button = page.get_by_role("button", name="Print handout")
+            for kind in times:
+                printed = page.evaluate("() => window.__printedAt.length")
+                start = page.evaluate("() => performance.now()")
+                button.click()
+                page.wait_for_function("(n) => window.__printedAt.length > n", arg=printed,
+                                       timeout=240_000)
+                times[kind].append(page.evaluate("() => window.__printedAt.at(-1)") - start)
+                page.evaluate("() => window.dispatchEvent(new Event('afterprint'))")
+                page.wait_for_timeout(1000)
+            ctx.close()
+        browser.close()
+    return {HANDOUT_ROW.format(page=kind): summary(v, "ms") for kind, v in times.items()}
 
 
 def bench_sessions(srv: Served, n_sessions: int) -> dict:
@@ -666,6 +831,10 @@ GOALS = [
        None, "p95", 250, False) for n in (8, 64)],
     ("new curves in the page, 64 keys: p95 <= 250 ms", "argument", CURVES_BROWSER_ROW, None,
      None, "p95", 250, False),
+    *[(f"{tab} by its address: p95 <= {limit} s ({at})", "views",
+       FIRST_VIEW_ROW.format(tab=tab, at=at), None, None, "p95", limit * 1000, False)
+      for tab in TAB_SOURCES for at, limit in (("defaults", 3), ("a new setting", 5))],
+    ("offline export written <= 20 s", "export", EXPORT_ROW, None, None, "median", 20, False),
 ]
 
 
@@ -778,11 +947,26 @@ def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
         try:
             with probe.section("argument"):
                 results["argument"] = bench_curves(srv, 8 if quick else 20)
+                results["argument"].update(bench_handout(srv, 1 if quick else 5))
+        finally:
+            srv.stop()
+    if sections & {"views", "bystander"}:
+        srv = Served("ours")
+        try:
+            if "views" in sections:
+                with probe.section("views"):
+                    results["views"] = bench_views(srv, 3 if quick else 20)
+            if "bystander" in sections:
+                with probe.section("bystander"):
+                    results["bystander"] = bench_bystander(srv, 10 if quick else 50)
         finally:
             srv.stop()
     if "sweep" in sections:
         with probe.section("sweep"):
             results["sweep"] = bench_sweep(2 if quick else 5)
+    if "export" in sections and not quick:
+        with probe.section("export"):
+            results["export"] = bench_export(3)
     if "sessions" in sections:
         srv = Served("ours")
         try:
@@ -812,7 +996,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="JSON output path")
     ap.add_argument("--servers", default="floor,panel,ours",
                     help="which servers to compare in the browser (default floor,panel,ours)")
-    ap.add_argument("--sections", default="core,server,browser,load,argument,sessions,sweep",
+    ap.add_argument("--sections",
+                    default="core,server,browser,load,argument,views,bystander,sessions,sweep,"
+                            "export",
                     help="which sections to run (default: all)")
     ap.add_argument("--viewports", default=f"{DESKTOP},{PHONE}", type=_viewports,
                     help="the browser section's viewports, WIDTHxHEIGHT in CSS pixels, "

@@ -247,21 +247,33 @@ const ran = (start, pressed) => {
   if (button == null || (!button.disabled && (steps > 0 || now - pressed > 1500))) return true;
   return steps > 0 && now - start > RUN_MS;
 };
+// a step's answer written (none to write where the step has no question)
+const answered = (key) => {
+  const a = named(`${key}-answer`);
+  return a == null || a.text !== '';
+};
+// every answer asked for until each is written, or GATHER_MS have passed since the click
+const askAll = async (start, ready) => {
+  let requested = -Infinity;
+  while (!ready() && performance.now() - start < GATHER_MS) {
+    if (keys.every(asked) && performance.now() - requested > ASK_MS) {
+      requested = performance.now();
+      click('present-answers');
+    }
+    await wait(POLL_MS);
+  }
+};
 // every step gathered: asked, the training's run, and its answer without a guess (reveal.js,
 // on a click of present-answers: at once where the page holds the answers, after one message
 // from the server on the served page; asked again where a new question put one away)
 const gather = async (start) => {
-  let pressed = null, requested = -Infinity;
-  const answer = (key) => {         // written since the first request (a guess shown before goes)
-    const a = named(`${key}-answer`);
-    return a == null || (requested > -Infinity && a.text !== '');
-  };
+  let pressed = null;
   const shown = (key) => asked(key) && (key !== 'training' || ran(start, pressed));
   const progress = () => {
     const count = keys.filter(shown).length;
     say(count < keys.length ? `Gathering step ${count + 1} of ${keys.length}…`
       : 'Gathering the answers…');
-    return count === keys.length && keys.every(answer);
+    return count === keys.length && keys.every(answered);
   };
   progress();
   const open = tabs.active;
@@ -272,16 +284,13 @@ const gather = async (start) => {
   }
   for (const key of keys) {
     const a = named(`${key}-answer`);
-    if (a != null) state.answers.set(a, [a.text, null]);
+    if (a != null) {
+      state.answers.set(a, [a.text, null]);
+      a.text = '';                  // written again without a guess (on paper nobody guessed)
+    }
   }
   pressed = train();
-  while (!progress() && performance.now() - start < GATHER_MS) {
-    if (keys.every(asked) && performance.now() - requested > ASK_MS) {
-      requested = performance.now();
-      click('present-answers');
-    }
-    await wait(POLL_MS);
-  }
+  await askAll(start, progress);
 };
 const finish = () => {
   state.handout = false;
@@ -311,7 +320,8 @@ const finish = () => {
 const handout = async () => {
   if (state.handout) return;
   state.handout = true;
-  await gather(performance.now());
+  const start = performance.now();
+  await gather(start);
   say('Laying out the handout…');
   AS.laidOutOnce(root, () => {
     const theme = document.documentElement.dataset.theme;
@@ -347,6 +357,8 @@ const handout = async () => {
   // the charts painted at their printed sizes
   await new Promise((done) => { requestAnimationFrame(() => requestAnimationFrame(done)); });
   await wait(200);
+  // a question put away meanwhile (the training's runs ended since): its new answer
+  await askAll(start, () => keys.every(answered));
   for (const [answer, texts] of state.answers) texts[1] = answer.text;      // as printed
   say(null);
   window.addEventListener('afterprint', finish, {once: true});

@@ -70,39 +70,64 @@ def test_no_sideways_scroll_at_any_width(browser, server, width):
         ctx.close()
 
 
+#: A tab's chart drawn and still: its view as wide as a chart, its data in it (but the
+#: training's, empty until Train), no busy note, and the page's height and the chart's box
+#: the same over ten frames in a row.
+SETTLED = """async ([name, empty]) => {
+  const doc = Bokeh.documents[0];
+  const look = () => {
+    const m = doc.get_model_by_name(name), v = m && window.__AS.view(m);
+    const busy = doc.get_model_by_name('busy');
+    if (v == null || v.bbox.width <= 100 || (busy != null && busy.visible)) return null;
+    const filled = m.renderers.some((r) => (r.data_source?.get_length?.() ?? 0) > 0);
+    if (!filled && !empty) return null;
+    return JSON.stringify([document.documentElement.scrollHeight, v.bbox.width, v.bbox.height]);
+  };
+  for (let last = null, same = 0; same < 10;) {
+    await new Promise((done) => { requestAnimationFrame(() => done()); });
+    const now = look();
+    same = now !== null && now === last ? same + 1 : 0;
+    last = now;
+  }
+  return true; }"""
+
+
 @pytest.mark.parametrize("theme", ["light", "dark"])
-@pytest.mark.parametrize("width", WIDTHS)
-def test_screenshots_of_every_tab_at_every_width_light_and_dark(browser, server, width, theme):
-    """Each tab of state.TABS, opened, drawn and photographed whole
+def test_screenshots_of_every_tab_at_every_width_light_and_dark(browser, server, theme):
+    """Each tab of state.TABS at each width, one page per theme walking through them (the
+    window resized; tests above open the page at each width), drawn and photographed whole
     (build/screenshots/<tab>-<width>-<theme>.png): as wide as the screen, nothing sideways,
     its chart and its page in the theme asked for. The one draw in light is kept in
-    assets/screenshots/ (the whole page from 1280 px, the first screen below)."""
+    assets/screenshots/ (the whole page from 1280 px, the first screen below). Over 20 s:
+    6 tabs at 4 widths, each a full-page screenshot."""
     import io
 
     from PIL import Image
     ALL_SHOTS.mkdir(parents=True, exist_ok=True)
-    ctx, page = _open(browser, server, width, f"?theme={theme}")
+    ctx, page = _open(browser, server, WIDTHS[0], f"?theme={theme}")
     try:
-        for i, tab in enumerate(TABS):
-            page.evaluate("(i) => { Bokeh.documents[0].get_model_by_name('sections').active = i; }",
-                          i)
-            page.wait_for_function(DRAWN, arg=TAB_CHART[tab.key], timeout=UI_WAIT_MS)
-            page.wait_for_timeout(1200)
-            assert sideways(page) <= 0, tab.key
-            png = page.screenshot(path=str(ALL_SHOTS / f"{tab.key}-{width}-{theme}.png"),
-                                  full_page=True)
-            shot = Image.open(io.BytesIO(png)).convert("RGB")
-            assert shot.width == width and shot.height >= 500, (tab.key, shot.size)
-            corner, chart = sum(shot.getpixel((1, shot.height - 2))), \
-                max(_plot_pixel(page, TAB_CHART[tab.key]))
-            if theme == "dark":
-                assert corner < 3 * 60 and chart < 60, (tab.key, corner, chart)
-            else:
-                assert corner > 3 * 230 and chart > 230, (tab.key, corner, chart)
-            if tab.key == "draw" and theme == "light":
-                SHOTS.mkdir(exist_ok=True)
-                page.screenshot(path=str(SHOTS / f"explorer-{width}.png"),
-                                full_page=width >= 1280)
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            for i, tab in enumerate(TABS):
+                page.evaluate("(i) => { Bokeh.documents[0].get_model_by_name('sections')"
+                              ".active = i; }", i)
+                page.wait_for_function(DRAWN, arg=TAB_CHART[tab.key], timeout=UI_WAIT_MS)
+                page.evaluate(SETTLED, [TAB_CHART[tab.key], tab.key == "training"])
+                assert sideways(page) <= 0, (tab.key, width)
+                png = page.screenshot(path=str(ALL_SHOTS / f"{tab.key}-{width}-{theme}.png"),
+                                      full_page=True)
+                shot = Image.open(io.BytesIO(png)).convert("RGB")
+                assert shot.width == width and shot.height >= 500, (tab.key, shot.size)
+                corner, chart = sum(shot.getpixel((1, shot.height - 2))), \
+                    max(_plot_pixel(page, TAB_CHART[tab.key]))
+                if theme == "dark":
+                    assert corner < 3 * 60 and chart < 60, (tab.key, width, corner, chart)
+                else:
+                    assert corner > 3 * 230 and chart > 230, (tab.key, width, corner, chart)
+                if tab.key == "draw" and theme == "light":
+                    SHOTS.mkdir(exist_ok=True)
+                    page.screenshot(path=str(SHOTS / f"explorer-{width}.png"),
+                                    full_page=width >= 1280)
         assert page.console_errors == []
     finally:
         ctx.close()

@@ -443,3 +443,30 @@ def test_on_an_argument_tab_its_new_curves_come_before_the_one_draw(page, server
     assert len(rest) == 1 and {"scaled-weights-source", "text-source"} <= set(rest[0])
     # the questions last, in one message: the open tab's and the one draw's
     assert _questions_only(asked) and {"saturation-ask-text", "draw-ask-text"} <= set(asked)
+
+
+#: The busy note's element, whether it is shown, and the box of the tabs below it.
+BUSY_NOTE = """() => { const doc = Bokeh.documents[0];
+  const note = window.__AS.view(doc.get_model_by_name('busy'));
+  const p = window.__AS.root(doc.get_model_by_name('busy')).querySelector('.busy');
+  const tabs = window.__AS.view(doc.get_model_by_name('sections')).el.getBoundingClientRect();
+  return {on: note.el.classList.contains('busy-on'), shown: p.checkVisibility(),
+          text: p.textContent, height: note.el.getBoundingClientRect().height,
+          tabs: [tabs.top, tabs.height]}; }"""
+
+
+def test_the_busy_note_follows_its_tags_and_moves_nothing(page, server):
+    """What the server sets while the worker pool computes a setting (the note's tags,
+    layout.View.show_busy; tests/test_work.py asserts when) shows the note over the page and
+    takes it away, laying nothing out: the tabs below stay where they were."""
+    open_app(page, server)
+    before = page.evaluate(BUSY_NOTE)
+    assert not before["on"] and not before["shown"] and before["height"] == 0
+    page.evaluate("() => { Bokeh.documents[0].get_model_by_name('busy').tags = ['busy-on']; }")
+    page.wait_for_function(f"() => ({BUSY_NOTE})().shown", timeout=UI_WAIT_MS)
+    shown = page.evaluate(BUSY_NOTE)
+    assert shown["on"] and shown["text"].startswith("Computing this setting")
+    assert shown["height"] == 0 and shown["tabs"] == before["tabs"]
+    page.evaluate("() => { Bokeh.documents[0].get_model_by_name('busy').tags = []; }")
+    page.wait_for_function(f"() => !({BUSY_NOTE})().shown", timeout=UI_WAIT_MS)
+    assert page.evaluate(BUSY_NOTE)["tabs"] == before["tabs"]

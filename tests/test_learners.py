@@ -78,7 +78,7 @@ SETTLED = """async ([name, empty]) => {
   const look = () => {
     const m = doc.get_model_by_name(name), v = m && window.__AS.view(m);
     const busy = doc.get_model_by_name('busy');
-    if (v == null || v.bbox.width <= 100 || (busy != null && busy.visible)) return null;
+    if (v == null || v.bbox.width <= 100 || (busy != null && busy.tags.includes('busy-on'))) return null;
     const filled = m.renderers.some((r) => (r.data_source?.get_length?.() ?? 0) > 0);
     if (!filled && !empty) return null;
     return JSON.stringify([document.documentElement.scrollHeight, v.bbox.width, v.bbox.height]);

@@ -84,15 +84,15 @@ def test_a_new_setting_is_computed_in_the_pool_and_shown_as_core_computes_it(mon
         try:
             await until(lambda: idle(explorer))
             misses = CURVES.cache_info().misses
-            explorer.view.busy.on_change("visible", lambda _a, _o, new: events.append(
-                ("busy", new, explorer.state.temperature)))
+            explorer.view.busy.on_change("tags", lambda _a, _o, new: events.append(
+                ("busy", "busy-on" in new, explorer.state.temperature)))
             explorer.state.param.watch(lambda e: events.append(("applied", e.new)),
                                        "temperature")
             shown_t = await in_tick(doc, lambda: (explorer.change({"temperature": t}),
                                                   explorer.state.temperature)[1])
             await until(lambda: explorer.state.temperature == t and idle(explorer))
             data = dict(explorer.view.argument.model("saturation-curves-source").data)
-            return shown_t, misses, CURVES.cache_info().misses, explorer.view.busy.visible, data
+            return shown_t, misses, CURVES.cache_info().misses, explorer.view.busy_shown(), data
         finally:
             server.stop()
 

@@ -199,6 +199,11 @@ DRAW_COLUMNS = (("logit", "logit"), ("weight", "weight"), ("pq", "p_1_minus_p"),
 TAB = {t.key: t for t in TABS}
 
 
+#: The busy note's class, and its tag and class while it is shown (assets/js/busy.js,
+#: assets/style.css).
+BUSY_CLASS, BUSY_ON = "busy-note", "busy-on"
+
+
 class View:
     """The whole explorer as Bokeh models, built once: the figures and texts of
     :class:`figures.Charts`, the controls, the title bar, the guide, the tabs of
@@ -246,9 +251,12 @@ class View:
         self._download_names()
         one_draw = self._one_draw()
         self._tabs(values, one_draw, argument)
-        #: Said while the worker pool computes a setting (:meth:`show_busy`).
-        self.busy = Div(text=BUSY_HTML, visible=False, name="busy", stylesheets=css,
-                        disable_math=True, sizing_mode="stretch_width", margin=(0, 10))
+        #: Said while the worker pool computes a setting (:meth:`show_busy`): always in the
+        #: layout and no taller than nothing, shown by its tags (assets/js/busy.js).
+        self.busy = Div(text=BUSY_HTML, name="busy", stylesheets=css, css_classes=[BUSY_CLASS],
+                        disable_math=True, sizing_mode="stretch_width", height=0, margin=0)
+        busy = CustomJS(args=dict(busy=self.busy), code=script("busy"))
+        self.busy.js_on_change("tags", busy)
         self.main = column(
             # without its title bar the page keeps its title as its heading, for screen
             # readers
@@ -274,7 +282,7 @@ class View:
         #: "document_ready"): names and keys for the controls, "More controls" saying it is
         #: closed, the bars' text.
         self.ready = [theme, unfold, self._a11y(argument, "controls" in hidden), *c.ready,
-                      *([self._idle()] if argument else [])]
+                      busy, *([self._idle()] if argument else [])]
         if argument:
             self.ready.append(self._present(body, "controls" in hidden))
 
@@ -772,8 +780,13 @@ class View:
 
     def show_busy(self, waiting: bool) -> None:
         """Say that a setting is being computed, or no longer say it."""
-        if self.busy.visible != waiting:
-            self.busy.visible = waiting
+        tags = [BUSY_ON] if waiting else []
+        if list(self.busy.tags) != tags:
+            self.busy.tags = tags
+
+    def busy_shown(self) -> bool:
+        """Whether the page says that a setting is being computed."""
+        return BUSY_ON in self.busy.tags
 
     def reveal(self, key: str) -> None:
         """Tab ``key``'s answer to the question shown, into its Reveal button's tags: on a

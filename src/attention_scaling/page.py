@@ -432,7 +432,7 @@ class Explorer(pn.viewable.Viewer):
         thread (a wait shorter than that says nothing: no note flashing over the charts at
         every new seed); stop saying it."""
         doc = self.view.root.document
-        if waiting and self._busy_timer is None and not self.view.busy.visible:
+        if waiting and self._busy_timer is None and not self.view.busy_shown():
             self._busy_timer = doc.add_timeout_callback(self._busy_if_waiting, BUSY_AFTER_MS)
         elif not waiting:
             if self._busy_timer is not None and self._busy_timer in doc.session_callbacks:

@@ -251,12 +251,7 @@ class View:
         self._download_names()
         one_draw = self._one_draw()
         self._tabs(values, one_draw, argument)
-        #: Said while the worker pool computes a setting (:meth:`show_busy`): always in the
-        #: layout and no taller than nothing, shown by its tags (assets/js/busy.js).
-        self.busy = Div(text=BUSY_HTML, name="busy", stylesheets=css, css_classes=[BUSY_CLASS],
-                        disable_math=True, sizing_mode="stretch_width", height=0, margin=0)
-        busy = CustomJS(args=dict(busy=self.busy), code=script("busy"))
-        self.busy.js_on_change("tags", busy)
+        busy = self._busy_note()
         self.main = column(
             # without its title bar the page keeps its title as its heading, for screen
             # readers
@@ -285,6 +280,18 @@ class View:
                       busy, *([self._idle()] if argument else [])]
         if argument:
             self.ready.append(self._present(body, "controls" in hidden))
+
+    def _busy_note(self) -> CustomJS:
+        """Make :attr:`busy`, said while the worker pool computes a setting
+        (:meth:`show_busy`): always in the layout and no taller than nothing, shown by its
+        tags (assets/js/busy.js). Returns the program that shows it."""
+        #: The busy note.
+        self.busy = Div(text=BUSY_HTML, name="busy", stylesheets=self._css,
+                        css_classes=[BUSY_CLASS], disable_math=True,
+                        sizing_mode="stretch_width", height=0, margin=0)
+        busy = CustomJS(args=dict(busy=self.busy), code=script("busy"))
+        self.busy.js_on_change("tags", busy)
+        return busy
 
     def _buttons(self, keys) -> dict:
         """The sidebar's buttons ``keys`` (of resample, fig3, copy), by key."""

@@ -156,6 +156,29 @@ class Container:
             "            print(p)")
         return sorted(int(p) for p in out.split())
 
+    def processes(self) -> list[dict]:
+        """The container's processes (this probe's own left out): pid, ppid, threads and
+        what runs: "server" (attention-scaling), "pool" (a worker of a server's pool:
+        work.py), "tracker" (multiprocessing's resource tracker beside a pool) or its
+        command line."""
+        out = self.python(
+            "import json, os\n"
+            "rows = []\n"
+            "for p in os.listdir('/proc'):\n"
+            "    if p.isdigit() and int(p) != os.getpid():\n"
+            "        try:\n"
+            "            stat = open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()\n"
+            "            cmd = open(f'/proc/{p}/cmdline').read().replace(chr(0), ' ')\n"
+            "            rows.append([int(p), int(stat[1]), len(os.listdir(f'/proc/{p}/task')), cmd])\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "print(json.dumps(rows))")
+        kinds = (("spawn_main", "pool"), ("resource_tracker", "tracker"),
+                 ("attention-scaling", "server"))
+        return [dict(pid=pid, ppid=ppid, threads=threads,
+                     kind=next((k for mark, k in kinds if mark in cmd), cmd))
+                for pid, ppid, threads, cmd in json.loads(out)]
+
     def cgroup(self, controller: str, v1_name: str, v2_name: str) -> str:
         """A file of the container's own cgroup, as seen inside (cgroup v1 or v2)."""
         proc = self.exec("cat", f"/sys/fs/cgroup/{controller}/{v1_name}", check=False)
@@ -350,7 +373,26 @@ def test_memory_tasks_and_log_are_limited(hardened):
     assert int(hardened.cgroup("pids", "pids.max", "pids.max")) == PIDS_LIMIT
     threads = hardened.exec("ls", "/proc/1/task").stdout.split()
     assert len(threads) <= 4, threads
-    assert hardened.tasks() <= len(threads) + 2        # + this `podman exec` (cat)
+    assert_server_and_pools(hardened, servers=[1])
+
+
+def assert_server_and_pools(container, servers: list[int]) -> None:
+    """The container runs the server processes ``servers`` and, for each, its pool (one
+    worker per core the container has: work.workers) and the pool's resource tracker, and
+    nothing else; its tasks are their threads (measured: 4 for a server, 2 for a worker,
+    1 for a tracker) and the probes that read them, far below --pids-limit."""
+    cores = int(container.exec("nproc").stdout)
+    procs = container.processes()
+    assert sorted(p["pid"] for p in procs if p["kind"] == "server" and p["pid"] in servers) \
+        == sorted(servers), procs
+    for server in servers:
+        children = sorted(p["kind"] for p in procs if p["ppid"] == server)
+        assert [k for k in children if k != "server"] == ["pool"] * cores + ["tracker"], procs
+    ours = [p for p in procs if p["pid"] in servers or p["ppid"] in servers or p["pid"] == 1]
+    assert sorted(p["pid"] for p in ours) == sorted(p["pid"] for p in procs), procs
+    assert all(p["threads"] <= 4 for p in ours), procs
+    # + the probe that counts (`podman exec` cat)
+    assert container.tasks() <= sum(p["threads"] for p in ours) + 2 < PIDS_LIMIT
 
 
 def test_no_build_tools_or_installers_in_the_image(hardened):
@@ -451,8 +493,11 @@ def test_a_killed_worker_is_replaced(image):
         after = wait_for(lambda: (w := c.children_of_1()) and len(w) == 2
                          and workers[0] not in w and w, 30, "a replacement worker")
         assert workers[1] in after
-        # two workers and their parent (measured: 3 tasks), far below --pids-limit
-        assert c.tasks() <= 8 < PIDS_LIMIT
+        # the killed worker's pool has left with it (work._leave_with): the two workers,
+        # each with its own pool, and their parent
+        wait_for(lambda: not any(p["ppid"] == 1 and p["kind"] in ("pool", "tracker")
+                                 for p in c.processes()), 60, "the killed worker's pool to leave")
+        assert_server_and_pools(c, servers=after)
         assert all(liveness(c.url + "liveness") == 200 for _ in range(6))
         assert c.healthcheck()
         assert "killed by signal 9, restarting" in c.logs()

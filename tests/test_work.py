@@ -178,3 +178,62 @@ def test_ready_answers_from_the_caches_alone():
     assert CURVES.cache_info().currsize == size
     core.prime(work.prepare(values))
     assert work.ready(values) and CURVES.cache_info().currsize > size
+
+
+POOL_THEN_WAIT = """
+import sys, time
+from attention_scaling import work
+if __name__ == "__main__":
+    # a job for each worker at once: the pool starts a process per job it cannot give to one
+    jobs = [work.pool().submit(time.sleep, 2) for _ in range(work.workers())]
+    [job.result(timeout=600) for job in jobs]
+    print(" ".join(str(p.pid) for p in __import__("multiprocessing").active_children()),
+          flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_pool_whose_server_is_killed_leaves_with_it(tmp_path):
+    """A server killed by a signal cannot stop its pool (a container's supervisor then starts
+    another): its workers see their parent gone and exit, instead of waiting on their queue
+    for ever."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    script = tmp_path / "pool_then_wait.py"
+    script.write_text(POOL_THEN_WAIT, encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        children = [int(p) for p in proc.stdout.readline().split()]
+        workers = [p for p in children if "spawn_main" in _cmdline(p)]
+        assert len(workers) == work.workers(), children
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        deadline = time.monotonic() + 120
+        while any(_alive(p) for p in workers):
+            assert time.monotonic() < deadline, [_cmdline(p) for p in workers if _alive(p)]
+            time.sleep(0.2)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)     # the workers too, if this test failed
+        except OSError:
+            pass
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended and not yet reaped by its new parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False

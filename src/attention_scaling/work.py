@@ -12,6 +12,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -76,9 +77,25 @@ def prepare(values: dict) -> list:
     return list({(name, args): (name, args, value) for name, args, value in records}.values())
 
 
-def _start_worker() -> None:
-    # a worker's first job does not pay for its tabs' figures
+#: How often a worker process looks whether the server that started it is still there.
+PARENT_CHECK_S = 1.0
+
+
+def _start_worker(parent: int) -> None:
+    """A worker's start: it leaves when ``parent`` (the server process that started it) is
+    gone, and draws its own argument tabs, so that its first job does not pay for them."""
+    threading.Thread(target=_leave_with, args=(parent,), name="leave-with-parent",
+                     daemon=True).start()
     _argument()
+
+
+def _leave_with(parent: int) -> None:
+    """Exit this process once ``parent`` is no longer its parent. A server killed by a
+    signal (a container's supervisor restarts it) cannot stop its pool, and the workers
+    would wait on their queue for ever: three processes and their memory per restart."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
 
 
 def workers() -> int:
@@ -97,7 +114,8 @@ def pool() -> ProcessPoolExecutor:
         if _pool is None or _pool_pid != os.getpid():
             _pool = ProcessPoolExecutor(max_workers=workers(),
                                         mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_start_worker)
+                                        initializer=_start_worker,
+                                        initargs=(os.getpid(),))
             _pool_pid = os.getpid()
         return _pool
 

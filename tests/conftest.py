@@ -497,3 +497,38 @@ def wait_column(page, name, col, expected, timeout=UI_WAIT_MS):
     page a frame apart when the machine is busy)."""
     page.wait_for_function("([n, c, e]) => JSON.stringify(window.__col(n, c)) === JSON.stringify(e)",
                            arg=[name, col, expected], timeout=timeout)
+
+
+#: Resolves once the page has been still for ``frames`` animation frames in a row: its size,
+#: its scroll position and the boxes of the models named are the same from frame to frame and
+#: the busy note is not shown. What a test measures of the layout after a change waits for
+#: this, not for a fixed time: on a busy machine the layout takes longer, never less.
+STILL = """async ([names, frames]) => {
+  const boxes = () => names.map((n) => {
+    const m = Bokeh.documents[0].get_model_by_name(n), v = m && window.__AS.view(m);
+    return v == null ? null : [v.bbox.left, v.bbox.top, v.bbox.width, v.bbox.height]; });
+  const look = () => {
+    const busy = Bokeh.documents[0].get_model_by_name('busy');
+    if (busy != null && busy.tags.includes('busy-on')) return null;
+    const d = document.documentElement;
+    return JSON.stringify([d.scrollHeight, d.scrollWidth, window.scrollX, window.scrollY,
+                           window.innerWidth, window.innerHeight, boxes()]);
+  };
+  for (let last = null, same = 0; same < frames;) {
+    await new Promise((done) => { requestAnimationFrame(() => done()); });
+    const now = look();
+    same = now !== null && now === last ? same + 1 : 0;
+    last = now;
+  }
+  return true; }"""
+
+
+def wait_still(target, *names: str, frames: int = 10) -> None:
+    """Wait until the page (or frame) ``target`` is still (:data:`STILL`), the models
+    ``names``' boxes included; an error after :data:`UI_WAIT_MS`."""
+    target.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0",
+                             timeout=UI_WAIT_MS)
+    target.evaluate(
+        f"([names, frames, limit]) => Promise.race([({STILL})([names, frames]), "
+        "new Promise((_, no) => setTimeout(() => no(new Error('the page did not keep "
+        "still')), limit))])", [list(names), frames, UI_WAIT_MS])

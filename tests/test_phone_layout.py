@@ -7,7 +7,8 @@ import json
 from contextlib import contextmanager
 
 import pytest
-from conftest import INIT, LIVE, UI_WAIT_MS, column
+from conftest import INIT, LIVE, UI_WAIT_MS, column, wait_still
+from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
 
@@ -90,7 +91,7 @@ def _opened(browser, server, width, height=900):
         page = ctx.new_page()
         page.goto(server.url)
         page.wait_for_function(LIVE, timeout=UI_WAIT_MS)
-        page.wait_for_timeout(500)
+        wait_still(page)
         yield page
     finally:
         ctx.close()
@@ -114,7 +115,7 @@ def _frame(browser, server, where):
         frame = page.frames[1]
     frame.wait_for_function(LIVE, timeout=UI_WAIT_MS)
     frame.wait_for_selector(".noUi-handle", timeout=UI_WAIT_MS)
-    frame.wait_for_timeout(800)
+    wait_still(frame)
     return ctx, page, frame
 
 
@@ -133,7 +134,7 @@ def _drag_d_k(page, frame, dx):
     frame.wait_for_function(
         "(b) => JSON.stringify(window.__col('jacobian-diagonal-marker', 'width')) !== b",
         arg=json.dumps(before), timeout=UI_WAIT_MS)
-    frame.wait_for_timeout(400)
+    wait_still(frame)
 
 
 @pytest.mark.parametrize("where", ["page", "iframe"])
@@ -150,7 +151,7 @@ def test_the_d_k_slider_and_a_bar_chart_share_the_screen_while_the_slider_moves(
         # further down the page, at the unscaled chart, the slider is still in view
         frame.evaluate("() => window.__AS.view(Bokeh.documents[0].get_model_by_name("
                        "'unscaled-weights')).el.scrollIntoView({block: 'end'})")
-        frame.wait_for_timeout(300)
+        wait_still(frame)
         lower = frame.evaluate(BOXES)
         assert lower["scroll"] > first["scroll"] + 200, lower
         slider = lower["slider"]
@@ -176,9 +177,8 @@ def test_more_controls_opens_by_keyboard_and_says_so(browser, server):
         assert temperature.is_visible()
         assert button.get_attribute("aria-expanded") == "true"
         page.keyboard.press("Space")
-        page.wait_for_timeout(300)
-        assert button.get_attribute("aria-expanded") == "false"
-        assert not temperature.is_visible()
+        expect(button).to_have_attribute("aria-expanded", "false", timeout=UI_WAIT_MS)
+        expect(temperature).to_be_hidden(timeout=UI_WAIT_MS)
 
 
 def test_what_the_keyboard_reaches_is_not_under_the_controls_bar(browser, server):
@@ -192,11 +192,11 @@ def test_what_the_keyboard_reaches_is_not_under_the_controls_bar(browser, server
         # the button just above the screen
         button.evaluate("(el) => window.scrollTo(0, scrollY + el.getBoundingClientRect().bottom"
                         " + 50)")
-        page.wait_for_timeout(300)
+        wait_still(page)
         assert button.bounding_box()["y"] < 0
         button.evaluate("(el) => { el.scrollIntoView({block: 'nearest'}); "
                         "el.focus({preventScroll: true}); }")
-        page.wait_for_timeout(300)
+        wait_still(page)
         bar = page.evaluate(
             "() => window.__flat().find((e) => e.classList.contains('app-sidebar'))"
             ".getBoundingClientRect().bottom")
@@ -209,7 +209,9 @@ def _open_more_controls(page):
     more = page.get_by_role("button", name="More controls").locator("visible=true")
     if more.count():
         more.click()
-        page.wait_for_timeout(300)
+        expect(page.get_by_role("button", name="More controls").locator("visible=true")
+               ).to_have_attribute("aria-expanded", "true", timeout=UI_WAIT_MS)
+        wait_still(page)
 
 
 #: The boxes of the controls a finger presses at this width: slider handles, buttons, tabs.
@@ -256,7 +258,7 @@ def _open_tab(page, index, title):
                            "v.child_views[i] && !v.child_views[i].el.style.visibility && "
                            "!window.__flat().some((e) => e.matches('p.status') && "
                            "window.__shown(e)); }", arg=index, timeout=UI_WAIT_MS)
-    page.wait_for_timeout(600)
+    wait_still(page)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -334,7 +336,7 @@ def _every_tab_open_in_detail(page):
         more = page.get_by_role("button", name="More detail").locator("visible=true")
         if more.count():
             more.click()
-            page.wait_for_timeout(400)
+            wait_still(page)
         yield index
 
 

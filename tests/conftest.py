@@ -532,3 +532,18 @@ def wait_still(target, *names: str, frames: int = 10) -> None:
         f"([names, frames, limit]) => Promise.race([({STILL})([names, frames]), "
         "new Promise((_, no) => setTimeout(() => no(new Error('the page did not keep "
         "still')), limit))])", [list(names), frames, UI_WAIT_MS])
+
+
+def eventually(probe, what: str, timeout_ms: int = UI_WAIT_MS):
+    """``probe()``'s first true value, asked again every 50 ms; an AssertionError naming
+    ``what`` and the last value after ``timeout_ms``. For what a page shows that no event
+    says it has finished (a canvas repainted in a new theme): the assert waits for it
+    instead of a fixed time before it."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not so after {timeout_ms / 1000:.0f} s")
+        time.sleep(0.05)

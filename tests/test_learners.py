@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from conftest import INIT, LIVE, TRAINING_WAIT_MS, UI_WAIT_MS, column, open_app, open_at
-from conftest import wait_column
+from conftest import eventually, wait_column, wait_still
+from playwright.sync_api import expect
 
 from attention_scaling import core
 from attention_scaling.argument import gradient_window
@@ -36,7 +37,7 @@ def _open(browser, server, width, search="", height=900, **context):
         page.wait_for_function(LIVE, timeout=UI_WAIT_MS)
     else:
         open_at(page, server, search)
-    page.wait_for_timeout(800)
+    wait_still(page)
     return ctx, page
 
 
@@ -63,7 +64,7 @@ def test_no_sideways_scroll_at_any_width(browser, server, width):
         page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
                                "'saturation-curves'); return m && window.__AS.view(m); }",
                                timeout=UI_WAIT_MS)
-        page.wait_for_timeout(500)
+        wait_still(page, "saturation-curves")
         assert sideways(page) <= 0, width
         assert page.console_errors == []
     finally:
@@ -147,7 +148,8 @@ def test_the_charts_keep_their_place_while_a_slider_moves(browser, server, width
             page.wait_for_function(
                 "(w) => (window.__col('jacobian-diagonal-marker', 'width') || [])[0] === w",
                 arg=str(core.D_K_VALUES[index]), timeout=UI_WAIT_MS)
-            page.wait_for_timeout(150)
+            wait_still(page, "scaled-weights", "unscaled-weights", "jacobian",
+                       "jacobian-diagonal")
             sizes.append(page.evaluate("""() => [
                 ['scaled-weights', 'unscaled-weights', 'jacobian', 'jacobian-diagonal'].map(
                     (n) => window.__AS.view(Bokeh.documents[0].get_model_by_name(n))
@@ -174,7 +176,7 @@ def test_embedded_in_a_360px_iframe_nothing_scrolls_sideways(browser, server):
         inner = page.frames[1]
         inner.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
                                 "Bokeh.documents[0].get_model_by_name('scaled-weights')")
-        inner.wait_for_timeout(800)
+        wait_still(inner)
         assert inner.evaluate("() => document.documentElement.scrollWidth") <= 360
         assert inner.evaluate("() => document.getElementById('header') === null")
     finally:
@@ -201,7 +203,7 @@ def _open_tab(browser, server, search):
     ctx, page = _open(browser, server, 1280, search)
     tab = dict(x.split("=") for x in search.lstrip("?").split("&") if x).get("tab", "draw")
     page.wait_for_function(DRAWN, arg=TAB_CHART[tab], timeout=UI_WAIT_MS)
-    page.wait_for_timeout(600)
+    wait_still(page, TAB_CHART[tab])
     return ctx, page
 
 
@@ -315,8 +317,8 @@ def test_every_focusable_element_has_a_name_and_the_summary_is_read_once(browser
 
 def test_every_control_has_a_name_and_works_by_keyboard(page, server):
     open_app(page, server)
-    page.wait_for_timeout(500)
     handles = page.locator("[role='slider']")
+    expect(handles.last).to_have_attribute("aria-label", "Your guess", timeout=UI_WAIT_MS)
     names = [handles.nth(i).get_attribute("aria-label") for i in range(handles.count())]
     assert names == ["Head width dₖ", "Temperature T", "Number of keys n",
                      "Trained alignment ρ", "Your guess"]
@@ -326,9 +328,7 @@ def test_every_control_has_a_name_and_works_by_keyboard(page, server):
     assert first.get_attribute("aria-valuetext") == "64"
     first.focus()
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("() => document.querySelector('*') && true")
-    page.wait_for_timeout(400)
-    assert first.get_attribute("aria-valuetext") == "80"
+    expect(first).to_have_attribute("aria-valuetext", "80", timeout=UI_WAIT_MS)
     # a change made on the model (a reset, a preset, the server) relabels the handle by the
     # next task, and the slider's own drawing does not overwrite it
     now, later = page.evaluate("""async () => {
@@ -351,9 +351,8 @@ def test_every_control_has_a_name_and_works_by_keyboard(page, server):
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('sections').active === 1")
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('logit-histogram')",
                            timeout=UI_WAIT_MS)
-    page.wait_for_timeout(300)
     selected = page.locator("[role='tab'][aria-selected='true']")
-    assert selected.inner_text() == "1 Variance"
+    expect(selected).to_have_text("1 Variance", timeout=UI_WAIT_MS)
     page.keyboard.press("End")
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('sections').active === 5")
     page.wait_for_url("**tab=budget**")
@@ -363,7 +362,6 @@ def test_every_control_has_a_name_and_works_by_keyboard(page, server):
         assert [buttons.nth(i).get_attribute("aria-pressed") == "true"
                 for i in range(buttons.count())] == [
             buttons.nth(i).inner_text() == pressed for i in range(buttons.count())], group
-    from playwright.sync_api import expect
     rule = page.get_by_role("group", name="Scaling of the logits")
     rule.get_by_role("button", name="unscaled", exact=True).click()
     expect(rule.get_by_role("button", name="unscaled", exact=True)).to_have_attribute(
@@ -767,21 +765,19 @@ def _plot_pixel(page, name="scaled-weights"):
 def test_dark_mode_follows_the_system_and_the_toggle_and_passes_axe(browser, server):
     ctx, page = _open(browser, server, 1280, color_scheme="dark")
     try:
-        page.wait_for_timeout(500)
-        assert max(_plot_pixel(page)) < 60                 # drawn dark by Bokeh, no filter
+        # drawn dark by Bokeh, no filter
+        eventually(lambda: max(_plot_pixel(page)) < 60, "the chart drawn dark")
         assert page.evaluate("() => getComputedStyle(document.documentElement).filter") == "none"
         assert violations(page) == []
         page.get_by_role("button", name="light", exact=True).click()
         page.wait_for_url("**theme=light**")
-        page.wait_for_timeout(500)
-        assert min(_plot_pixel(page)) > 240
+        eventually(lambda: min(_plot_pixel(page)) > 240, "the chart drawn light")
         assert violations(page) == []
     finally:
         ctx.close()
     ctx, page = _open(browser, server, 1280, "?theme=dark")   # a light system, dark asked for
     try:
-        page.wait_for_timeout(500)
-        assert max(_plot_pixel(page)) < 60
+        eventually(lambda: max(_plot_pixel(page)) < 60, "the chart drawn dark")
         assert page.get_by_role("button", name="dark", exact=True).get_attribute("class") \
             .count("bk-active") == 1
     finally:
@@ -795,7 +791,7 @@ def test_print_leaves_out_the_controls_and_reduced_motion_animates_nothing(brows
         # as wide as the desktop's window, and as an A4 page's printed width (186 mm: 703 px)
         for width in (1280, 703):
             page.set_viewport_size({"width": width, "height": 900})
-            page.wait_for_timeout(300)
+            wait_still(page)
             shown = page.evaluate("""() => ['d_k', 'guide', 'download-csv', 'scaled-weights']
                 .map((n) => { const v = window.__AS.view(Bokeh.documents[0]
                   .get_model_by_name(n)); let e = v.el; while (e) { if (getComputedStyle(e)
@@ -914,7 +910,7 @@ def test_every_title_fits_its_chart_and_no_two_axis_labels_overlap(browser, serv
             page.get_by_role("button", name="Train").click()
             page.wait_for_function("() => (window.__col('training-source', 'step') || [])"
                                    ".length === 301", timeout=TRAINING_WAIT_MS)
-        page.wait_for_timeout(500)
+        wait_still(page, *TAB_FIGURES[tab])
         import math
         shown = page.evaluate(LAYOUT)
         assert sorted(f["name"] for f in shown) == sorted(TAB_FIGURES[tab])
@@ -956,7 +952,7 @@ def test_a_gradient_of_hundreds_of_decades_still_has_a_usable_log_axis(page, ser
                            timeout=UI_WAIT_MS)
     wait_column(page, "saturation-curves-source", "max_weight_median_none",
                 curves["max_weight_median_none"].tolist(), timeout=UI_WAIT_MS)
-    page.wait_for_timeout(300)
+    wait_still(page, "saturation-gradient")
     ys = page.evaluate("""(n) => { const m = Bokeh.documents[0].get_model_by_name(
         'saturation-gradient'); const v = window.__AS.view(m); const d = Bokeh.documents[0]
         .get_model_by_name('saturation-curves-source').data; const get = (k) => Array.from(
@@ -1163,8 +1159,8 @@ def test_key_labels_and_cell_numbers_fit_where_they_are_drawn(browser, server, w
     page.on("pageerror", lambda e: errors.append(str(e)))
     try:
         open_at(page, server, f"?keys={keys}")
-        page.wait_for_timeout(800)
         names = ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"]
+        wait_still(page, *names)
         import re
         for name, drawn in zip(names, page.evaluate(DRAWN_TEXTS, names)):
             labels = [t for t in drawn["texts"] if re.fullmatch(r"k\d+", t[0])]
@@ -1267,7 +1263,7 @@ def test_legends_leave_the_data_alone_at_every_corner(browser, server, width, co
                                    ".get_model_by_name(n); const v = m && window.__AS.view(m);"
                                    " return v && v.el.checkVisibility(); })",
                                    arg=TAB_FIGURES[tab], timeout=UI_WAIT_MS)
-            page.wait_for_timeout(600)
+            wait_still(page, *TAB_FIGURES[tab])
             for found in page.evaluate(LEGENDS):
                 name, legend, frame = found["name"], found["legend"], found["frame"]
                 seen.add(name)

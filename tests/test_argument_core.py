@@ -467,6 +467,9 @@ def test_a_sweep_point_is_a_direct_run_at_its_rate():
 
 @pytest.mark.parametrize("d_k", [64, 1024])
 def test_each_best_rate_has_a_swept_rate_on_either_side(d_k):
+    """Each rule's best rate lies strictly inside the rates swept, is the one of lowest
+    median loss, and the sweep's arrays are read-only. Over 20 s at 1024: a whole sweep at
+    that width (three rules, every rate, three seeds)."""
     for rule, s in core.learning_rate_sweep(d_k, 1.0, SWEEP_SEED).items():
         assert s.rates[0] < s.best < s.rates[-1], rule
         assert s.best == s.rates[int(np.argmin(s.median))]

@@ -14,7 +14,9 @@ BAR = ".as-connection-lost"
 def test_killed_server_is_announced_and_the_page_reconnects_to_the_same_view(page):
     """Kill the server mid-session: the page says so at once (no dead charts pretending to be
     live) and keeps polling; once a server answers again on the same address, the page
-    reloads itself into the same view (every control is in the URL) and works again."""
+    reloads itself into the same view (every control is in the URL) and works again.
+    Over 20 s: two servers started on the same address, and the page's polling until it
+    reloads."""
     srv = Server()
     port = srv.url
     srv.url += "?d_k=256&scaled=0&temperature=2.5&seed=7"

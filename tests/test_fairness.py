@@ -215,7 +215,8 @@ def bystander_under_load(url: str, trainers: int, pullers: int) -> dict:
 def test_a_bystander_answers_within_twice_its_quiet_time_while_others_train_and_pull(tmp_path):
     """6 sessions train at the heaviest setting the controls allow and 3 loop PULL-DOC-REQ:
     a bystander's slider answer (p95) stays within 2x its own quiet p95 in the same run, and
-    the trainers' curves keep growing meanwhile (taking turns)."""
+    the trainers' curves keep growing meanwhile (taking turns). Over 20 s: the quiet
+    run, then the loaded one, each long enough for a p95."""
     srv = Server(log=tmp_path / "server.log")
     try:
         t0 = time.monotonic()

@@ -574,7 +574,8 @@ TAB_CASES = {
 def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
     """The visible tab's buttons: a CSV whose columns are core's numbers for the state, an
     SVG that holds each of the tab's charts with its glyphs where core's numbers put them, a
-    PNG of it at twice its size; named after the tab and the controls it depends on."""
+    PNG of it at twice its size; named after the tab and the controls it depends on.
+    Over 20 s for training: a whole training run and its sweep before the downloads."""
     import csv
     import io
     import struct

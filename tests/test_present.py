@@ -121,6 +121,9 @@ def _check_step(page, tab, width):
 
 @pytest.mark.parametrize("width,height", [(1920, 1080), (1280, 720)])
 def test_every_step_fits_the_screen_with_only_its_controls(browser, server, width, height):
+    """Each step of present mode at ``width`` x ``height`` fits the screen, with only its own
+    controls (:func:`_check_step`). Over 20 s: six steps in turn, each drawn and measured
+    (and photographed at 1920)."""
     ctx, page = _open(browser, server.url + "?present=1", width, height)
     try:
         for i, tab in enumerate(TABS):
@@ -151,6 +154,10 @@ def test_dark_and_embedded_steps_fit_too(browser, server):
 
 
 def test_keys_move_between_steps_and_the_address_follows(browser, server):
+    """Page Up/Down, the arrows, Home, End and Space move between the steps and the address
+    follows; R reveals; an arrow on a slider moves the slider; Escape leaves present mode.
+    Over 20 s: eleven moves between steps, each step's charts drawn by the server the first
+    time it is shown."""
     ctx, page = _open(browser, server.url + "?present=1", 1280, 720)
     try:
         _step(page, TABS[0])
@@ -195,6 +202,9 @@ def test_keys_move_between_steps_and_the_address_follows(browser, server):
 
 
 def test_the_present_button_and_a_link_open_present_mode_on_its_step(browser, server, page):
+    """The Present button opens present mode on the tab that was open, and its address opened
+    in a new window shows the same step. Over 20 s: two pages, each opened at the gradient
+    tab, whose curves the server draws for each new session."""
     open_at(page, server, "?tab=gradient")
     page.get_by_role("button", name="Present", exact=True).click()
     page.wait_for_function("() => window.location.search.includes('present=1')")

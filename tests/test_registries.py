@@ -99,6 +99,11 @@ def _insert(path: Path, anchor: str, row: str) -> None:
 
 
 def test_a_fourth_rule_and_a_new_tab_are_one_row_each(tmp_path):
+    """A rule and a tab added as one row each (core.RULE_TABLE, state.TABS) and a tab's
+    class reach every place that lists them: the control, the address, the readout, the
+    curves, every chart of rules, the downloads, the one draw's spread and the offline
+    payload. Over 20 s: a fresh process computes the whole offline payload under four rules
+    (its training runs and sweeps included) from a copy of the package."""
     package = tmp_path / "src" / "attention_scaling"
     shutil.copytree(ROOT / "src" / "attention_scaling", package,
                     ignore=shutil.ignore_patterns("__pycache__"))

@@ -62,6 +62,9 @@ def test_helpers_go_before_exactly_the_programs_that_declare_them():
 
 
 def test_every_program_is_given_exactly_the_names_its_file_declares():
+    """Every browser program (CustomJS) in the served and the offline documents is given
+    exactly the names its file declares, and no name BokehJS gives it itself. Over 20 s: it
+    builds both documents, the offline one with its argument tabs at every width."""
     by_code = {script(name): name for name in FILES if name != "helpers"}
     used = set()
     for doc in (_served(), _offline()):

@@ -270,7 +270,9 @@ HEAVIEST = "?tab=saturation&keys=64&d_k=4096&align=1&temperature=0.1"
 def test_sessions_at_the_heaviest_address_up_to_the_cap_stay_within_the_sizing(tmp_path):
     """The default cap's sizing (server/limits.py) holds at the heaviest address: a process with
     ``cap`` such sessions open, each a page, its websocket and its document, stays under
-    BASE_MIB + cap x SESSION_MIB (no headroom), and the next visitor gets the 503."""
+    BASE_MIB + cap x SESSION_MIB (no headroom), and the next visitor gets the 503. Over
+    20 s: twelve sessions at the heaviest address, each a page, its websocket and its
+    document, built one after another."""
     from attention_scaling import server
     cap = 12
     srv = Server("--stats", "--max-sessions", str(cap), log=tmp_path / "server.log")

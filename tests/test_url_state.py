@@ -5,7 +5,7 @@ import math
 import pytest
 
 from attention_scaling import core
-from attention_scaling.state import CONTROLS, MAX_SEED, ExplorerState, parse_query, to_query
+from attention_scaling.state import CONTROLS, MAX_SEED, TABS, ExplorerState, parse_query, to_query
 
 
 def q(**kw):
@@ -114,3 +114,22 @@ def test_the_browser_reads_every_control_as_parse_query_does(page):
             want = None if value is None else (value if c.kind == "count"
                                                else list(c.values).index(value))
             assert got == want, (c.url_key, raw, got, want)
+
+
+@pytest.mark.parametrize("tab", [t.key for t in TABS])
+def test_a_page_opened_on_a_tab_arrives_with_that_tabs_unused_controls_set(tab):
+    """The document a page at ?tab=<key> is sent has the controls of that tab's idle rows
+    disabled with their note shown, and every other control enabled with no note: the
+    browser's program (assets/js/idle.js) then has nothing to change, where each note it
+    showed would lay the whole page out again."""
+    from attention_scaling.page import Explorer
+    view = Explorer(ExplorerState(tab=tab)).view
+    unused = dict(next(t for t in TABS if t.key == tab).idle)
+    widgets = {**{n: w for n, w in view.widgets.items() if n != "tab"},
+               "seed": view.buttons["resample"]}
+    assert {n for n, w in widgets.items() if w.disabled} == set(unused)
+    shown = {n: note.text for n, note in view.idle_notes.items() if note.visible}
+    assert set(shown) == set(unused)
+    for name, why in unused.items():
+        assert "Not used on this tab" in shown[name] and why.split()[0] in shown[name]
+    assert all(note.text == "" for n, note in view.idle_notes.items() if n not in unused)

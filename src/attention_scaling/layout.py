@@ -18,7 +18,7 @@ from .figures import Charts
 from .state import CONTROLS, TABS, Setting
 from .style import page_css, position_formatter, script, theme_css
 from .lead import try_html
-from .text import BUSY_HTML, FORMULAS, TITLE, header_html
+from .text import BUSY_HTML, FORMULAS, TITLE, header_html, idle_note_html
 
 #: For a Bokeh Div whose content should span its width (Bokeh sets ``display: inline-block``
 #: on the element that holds the HTML).
@@ -480,9 +480,18 @@ class View:
         widgets = {name: w for name, w in self.widgets.items() if name != "tab"}
         if "resample" in self.buttons:
             widgets["seed"] = self.buttons["resample"]
+        notes = {t.key: {name: idle_note_html(why) for name, why in t.idle} for t in TABS}
+        # as the program leaves them for the tab the page opens on: each note it shows
+        # there would lay the whole page out again in the browser (~0.3 s each at 1,000
+        # models)
+        unused = notes[TABS[self.tabs.active].key]
+        for name, widget in widgets.items():
+            widget.disabled = name in unused
+            if (note := self.idle_notes.get(name)) is not None:
+                note.text, note.visible = unused.get(name, ""), name in unused
         idle = CustomJS(args=dict(
             tabs=self.tabs, keys=list(TAB), notes=self.idle_notes, widgets=widgets,
-            idle={t.key: [list(pair) for pair in t.idle] for t in TABS if t.idle}),
+            idle={key: by_name for key, by_name in notes.items() if by_name}),
             code=script("idle"))
         self.tabs.js_on_change("active", idle)
         return idle

@@ -285,6 +285,11 @@ BUSY_HTML = ("<p class='busy' role='status'>Computing this setting… the charts
              "previous one until it is ready.</p>")
 
 
+def idle_note_html(why: str) -> str:
+    """The note under a control the open tab does not use (state.TABS' idle rows)."""
+    return f"<p class='idle-note'>Not used on this tab: {html.escape(why)}.</p>"
+
+
 def notice_html(notices: list[str]) -> str:
     """The notice about adjusted URL values: plain text, escaped, never markup."""
     if not notices:

@@ -200,6 +200,8 @@ def test_the_served_document_holds_each_answer_only_once_reveal_asks_for_it():
     explorer = Explorer(ExplorerState(tab="variance", d_k=64, seed=SEED))
     doc = Document()
     doc.add_root(explorer.view.root)
+    for tab in (*TABS[2:], TABS[1]):     # every step opened once: each builds its tab
+        explorer.state.tab = tab.key
     view = explorer.view
     answers = {key: q.answer for key, q in view.questions.items()}
     assert set(answers) == {t.key for t in TABS if t.ask}

@@ -237,6 +237,10 @@ class Shared:
                 line.glyph.line_width = 4.5 if r == rule else 2.0
         self._highlighted = rule
 
+    def forget_highlight(self) -> None:
+        """Lines have joined: the next :meth:`highlight` draws every one."""
+        self._highlighted = None
+
 
 class TabView:
     """An argument tab: ``figures`` (name -> figure, in page order), ``tables`` (its CSV:
@@ -698,11 +702,12 @@ TAB_VIEWS: dict[str, type[TabView]] = {
 
 class Argument:
     """The argument's tabs ``tab_keys`` (all of :data:`TAB_VIEWS` by default), built once, and
-    what they share. ``figures``: every tab's figures by name; ``rule_lines``: each rule's
-    lines."""
+    what they share (``shared``: another Argument's, for tabs that join it, :meth:`adopt`).
+    ``figures``: every tab's figures by name; ``rule_lines``: each rule's lines."""
 
-    def __init__(self, tab_keys=None, css=(), button_css=()) -> None:
-        self.shared = shared = Shared()
+    def __init__(self, tab_keys=None, css=(), button_css=(), shared: Shared | None = None
+                 ) -> None:
+        self.shared = shared = shared or Shared()
         self.tabs: dict[str, TabView] = {}
         for key in TAB_VIEWS if tab_keys is None else tab_keys:
             cls = TAB_VIEWS[key]
@@ -712,6 +717,14 @@ class Argument:
         self.figures = {name: fig for tab in self.tabs.values()
                         for name, fig in tab.figures.items()}
         derived_glyph_looks(self.figures.values())
+
+    def adopt(self, other: Argument) -> None:
+        """Take the tabs of ``other``, built on this one's ``shared``; their lines are
+        highlighted at the next :meth:`draw`."""
+        assert other.shared is self.shared
+        self.tabs.update(other.tabs)
+        self.figures.update(other.figures)
+        self.shared.forget_highlight()
 
     def draw(self, key: str, s: Setting) -> tuple[str, str]:
         """Draw tab ``key`` at ``s`` with the lines of its rule highlighted; the HTML of its

@@ -579,8 +579,11 @@ class View:
         """The tabs of state.TABS (``self.tabs``): the one draw, and each argument tab holding
         a short "drawing" note until :meth:`build_argument` builds them when first asked for,
         so that a page whose reader stays on the first tab costs a quarter of the models."""
-        #: The argument over many draws and through training (argument.Argument).
+        #: The argument over many draws and through training (argument.Argument): the tabs
+        #: built so far.
         self.argument: Argument | None = None
+        #: Each built argument tab's lead sentence and its "More detail" text, by key.
+        self.leads, self.section_texts = {}, {}
         self.tabs = Tabs(tabs=[TabPanel(title=tab.title, child=one_draw if tab.key == "draw"
                                         else Div(text="<p class='status'>Drawing…</p>",
                                                  stylesheets=self._css, disable_math=True))
@@ -677,32 +680,51 @@ class View:
         return row(*buttons.values(), css_classes=["no-print"], name=f"downloads-{tab}",
                    stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
 
-    def new_argument(self) -> Argument:
-        """The argument's tabs' figures and sources (argument.Argument), in no document yet:
-        the bulk of :meth:`build_argument`, which a served page does on a thread of its own."""
-        return Argument([tab.key for tab in TABS[1:]], self._css, self._controls_css)
+    def unbuilt(self) -> list[str]:
+        """The argument's tabs not built yet, by key, in order."""
+        return [tab.key for tab in TABS[1:]
+                if self.argument is None or tab.key not in self.argument.tabs]
 
-    def build_argument(self, wire=None, built: Argument | None = None) -> bool:
-        """Build the argument's tabs (argument.TAB_VIEWS: figures, texts, Train button; or
-        take ``built``, :meth:`new_argument`'s) and put them in their panels; False if they
-        were built already. ``wire(view)`` runs before they join the document: an event
-        callback added to a model the browser already has would not reach it."""
-        if self.argument is not None:
+    def new_argument(self, keys=None) -> Argument:
+        """The argument's tabs ``keys`` (those not built yet by default): their figures and
+        sources (argument.Argument, on the argument's ``shared`` once it has one), in no
+        document yet: the bulk of :meth:`build_argument`, which a served page does on a
+        thread of its own."""
+        return Argument(self.unbuilt() if keys is None else keys, self._css,
+                        self._controls_css, None if self.argument is None
+                        else self.argument.shared)
+
+    def _unbuilt_argument(self, keys) -> Argument | None:
+        """The tabs of ``keys`` (all by default) not built yet, built; None if none."""
+        keys = [k for k in self.unbuilt() if keys is None or k in keys]
+        return self.new_argument(keys) if keys else None
+
+    def build_argument(self, wire=None, built: Argument | None = None, keys=None) -> bool:
+        """Build the argument's tabs ``keys`` (argument.TAB_VIEWS: figures, texts, Train
+        button; by default every one not built yet) or take ``built``, :meth:`new_argument`'s,
+        and put them in their panels; False if there was none to put in. ``wire(view, keys)``
+        runs before they join the document: an event callback added to a model the browser
+        already has would not reach it."""
+        built = built or self._unbuilt_argument(keys)
+        if built is None:
             return False
-        keys = [tab.key for tab in TABS[1:]]
-        self.argument = a = built or self.new_argument()
-        training = a.tabs.get("training")
+        if self.argument is None:
+            self.argument = built
+        else:
+            self.argument.adopt(built)
+        keys = list(built.tabs)
+        leads, texts = self._argument_texts(keys)
+        self.leads.update(leads)
+        self.section_texts.update(texts)
+        children = {key: self._argument_tab(key, tab) for key, tab in built.tabs.items()}
+        training = built.tabs.get("training")
         if training is not None:
             self.train_button, self.training_status = training.button, training.status
-        #: Each argument tab's lead sentence and its "More detail" text, by key.
-        self.leads, self.section_texts = self._argument_texts(keys)
-        children = {key: self._argument_tab(key, tab) for key, tab in a.tabs.items()}
-        if training is not None:
             self._show_texts("training", training.draw(None))
         if wire is not None:
-            wire(self)
+            wire(self, keys)
         self._a11y_argument([k for k in self.asks if k in children],
-                            [f for tab in a.tabs.values() for f in tab.figures.values()])
+                            [f for tab in built.tabs.values() for f in tab.figures.values()])
         # new panels, not new children: BokehJS redraws the tabs when their list changes,
         # not when a panel's child does
         self.tabs.tabs = [panel if tab.key not in children else TabPanel(

@@ -18,7 +18,7 @@ from tornado.ioloop import IOLoop
 from . import core, quiz, seams, training, work
 from .argument import TRAINING_STEPS
 from .layout import View
-from .state import (CONTROLS, MAX_SEED, TABS, ExplorerState, Setting, parse_query, preset_links,
+from .state import (CONTROLS, MAX_SEED, ExplorerState, Setting, parse_query, preset_links,
                     to_query)
 from .style import ASSETS, script
 from .text import TITLE, guide_html, notice_html, presets_html, training_refused_html
@@ -221,6 +221,7 @@ class Explorer(pn.viewable.Viewer):
         self._pending: dict | None = None  # controls waiting for the worker pool (newest)
         self._computing = None             # the pool's job for this session, or None
         self._building = None              # the argument's tabs being built, or None
+        self._building_busy = False        # whether the page says it waits for them
         self._built = None                 # the argument's tabs built, not yet in place
         self._busy_timer = None            # the callback that will say the page is waiting
         self._refresh()
@@ -286,27 +287,35 @@ class Explorer(pn.viewable.Viewer):
             if not work.ready(self.controls()):
                 self._wait_for(self.controls())     # drawn once the pool has computed it
                 return
-            if self.view.argument is None and self._built is None:
-                self._build_later()
+            if key in self.view.unbuilt() and self._built is None:
+                self._build_later([key])
                 return
         with held(self.view.root.document):
-            if self.view.build_argument(self._wire_argument, self._built):
+            if self.view.build_argument(self._wire_argument, self._built, [key]):
                 self._built = None
                 controls = self.controls()
-                for other in TABS[1:]:     # drawn once, each: no empty chart
-                    if other.key != key and (not self._served() or work.ready(
-                            {**controls, "tab": other.key})):
-                        self._draw(other.key)
-            if self._shown.get(key) != self.argument_setting():
+                for other in self.view.argument.tabs:   # drawn once, each: no empty chart
+                    if other != key and other not in self._shown and (
+                            not self._served() or work.ready({**controls, "tab": other})):
+                        self._draw(other)
+            if key in self.view.unbuilt():      # what was built was another tab
+                self._build_later([key])
+            elif self._shown.get(key) != self.argument_setting():
                 self._draw(key)
 
-    def _build_later(self) -> None:
-        """Build the argument's tabs on the build thread, then put them in place and draw
-        the open one on the session's next turn (the page says it is busy meanwhile)."""
+    def _build_later(self, keys: list, busy: bool = True) -> None:
+        """Build the argument's tabs ``keys`` on the build thread, then put them in place and
+        draw the open one on the session's next turn (``busy``: the page says it is busy
+        meanwhile). One build at a time: a tab asked for meanwhile waits for it."""
         if self._building is not None:
+            if busy and not self._building_busy:
+                self._building_busy = True
+                self._busy(True)
             return
-        self._busy(True)
-        self._building = job = build_thread().submit(self.view.new_argument)
+        self._building_busy = busy
+        if busy:
+            self._busy(True)
+        self._building = job = build_thread().submit(self.view.new_argument, keys)
         doc = self.view.root.document
 
         def built(job) -> None:
@@ -315,15 +324,29 @@ class Explorer(pn.viewable.Viewer):
 
         IOLoop.current().add_future(job, built)
 
+    def build_rest(self) -> None:
+        """Once the page is shown with an argument's tab built: build the argument's other
+        tabs on the build thread (the handout and a click on another step find them built).
+        A page that opens on the one draw builds none until a step is asked for."""
+        rest = self.view.unbuilt()
+        if (self._served() and self.view.argument is not None and rest
+                and self._building is None and self._built is None):
+            self._build_later(rest, busy=False)
+
     def _place_argument(self, argument) -> None:
         self._building, self._built = None, argument
         with held(self.view.root.document):
             if self._pending is None:
                 self._busy(False)
             self._refresh_argument()
+            if self._built is not None:    # the open tab is the one draw or waits for the pool
+                self.view.build_argument(self._wire_argument, self._built)
+                self._built = None
+        self.build_rest()
 
-    def _wire_argument(self, view) -> None:
-        on_click(view.train_button, self.start_training)
+    def _wire_argument(self, view, keys: list) -> None:
+        if "training" in keys:
+            on_click(view.train_button, self.start_training)
 
     def _draw(self, key: str) -> None:
         setting = self.argument_setting()
@@ -442,7 +465,7 @@ class Explorer(pn.viewable.Viewer):
 
     def _busy_if_waiting(self) -> None:
         self._busy_timer = None
-        if self._pending is not None or self._building is not None:
+        if self._pending is not None or (self._building is not None and self._building_busy):
             self.view.show_busy(True)
 
     def _computed(self, job) -> None:
@@ -641,6 +664,8 @@ def create_page():
     values, hidden, notices = parse_query(args)
     explorer = Explorer(ExplorerState(**values), hidden=hidden, notices=notices)
     explorer.sync_url(doc)
+    if doc is not None:
+        doc.on_event("document_ready", lambda _event: explorer.build_rest())
     return explorer.page()
 
 

@@ -13,6 +13,8 @@ from conftest import (INIT, PLOTS, UI_WAIT_MS, assert_plots_drawn, column, draw_
                       wait_changed, wait_column)
 from PIL import Image
 
+from attention_scaling.state import TABS
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -433,8 +435,13 @@ def test_on_an_argument_tab_its_new_curves_come_before_the_one_draw(page, server
         open_app(page, server)
     finally:
         server.url = server_url
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name("
-                           "'saturation-curves-source') !== null", timeout=UI_WAIT_MS)
+    # every tab in place with its question (the others are built once the page is shown):
+    # their messages are not the change's
+    page.wait_for_function(
+        "(keys) => { const d = Bokeh.documents[0]; return d.get_model_by_name('sections').tabs"
+        ".every((p) => p.child.type !== 'Div') && keys.every((k) => "
+        "d.get_model_by_name(`${k}-ask-text`).text !== ''); }",
+        arg=[t.key for t in TABS if t.ask], timeout=UI_WAIT_MS)
     from attention_scaling import core
     position = core.TEMPERATURES.index(1.0) + 1
     first, *rest, asked = patches_after(page, "temperature", position)

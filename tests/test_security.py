@@ -864,7 +864,7 @@ def test_a_client_that_floods_and_leaves_leaves_no_error_in_the_log(tmp_path):
     try:
         async def flood():
             for round_ in range(3):
-                ws, _token, models = await open_session(srv.url, "?tab=saturation")
+                ws, _token, models = await open_session(srv.url, "?tab=training")
                 slider = models["d_k"][0]
                 for i in range(1000):
                     event = {"kind": "ModelChanged", "model": {"id": slider}, "attr": "value",

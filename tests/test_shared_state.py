@@ -19,7 +19,7 @@ from conftest import Server, bokeh_socket, page_token, run_in_thread
 
 from attention_scaling import core, style
 from attention_scaling.page import Explorer
-from attention_scaling.state import ExplorerState
+from attention_scaling.state import TABS, ExplorerState
 
 MUTABLE = (list, dict, set, bytearray, np.ndarray)
 
@@ -75,14 +75,15 @@ def package_globals() -> dict:
 
 def every_tab_built(train: bool, **values) -> Document:
     """A served session's document: an explorer at ``values`` with every argument tab built
-    and drawn (opening one tab draws them all), and with ``train`` a training run done (at the
+    and drawn (each tab opened once), and with ``train`` a training run done (at the
     heaviest setting it takes minutes outside a server)."""
     explorer = Explorer(ExplorerState(**values))
     doc = Document()
     doc.add_root(explorer.view.root)
     explorer.sync_url(doc)
-    explorer.state.tab = "saturation"
-    assert explorer.view.argument is not None
+    for tab in TABS[1:]:      # each builds its own, outside a server
+        explorer.state.tab = tab.key
+    assert explorer.view.unbuilt() == []
     explorer.state.tab = "draw"
     if train:
         explorer.start_training()
@@ -179,6 +180,22 @@ async def pull(ws, receiver, protocol) -> Document:
     return doc
 
 
+async def every_tab_pulled(ws, receiver, protocol, timeout: float = 120) -> Document:
+    """The session's document with every argument tab: its page says it is shown
+    (document_ready, as BokehJS sends it), the server's message that puts in the tabs it then
+    builds arrives (new TabPanels: page.Explorer.build_rest; ``timeout``: a hang's guard),
+    and the document is pulled."""
+    ready = {"kind": "MessageSent", "msg_type": "bokeh_event", "msg_data": {
+        "type": "event", "name": "document_ready", "values": {"type": "map"}}}
+    for part in ({"msgid": "ready", "msgtype": "PATCH-DOC"}, {}, {"events": [ready]}):
+        await ws.write_message(json.dumps(part))
+    while True:
+        message = await receive(ws, receiver, timeout)
+        assert message is not None
+        if message.msgtype == "PATCH-DOC" and '"TabPanel"' in json.dumps(message.content):
+            return await pull(ws, receiver, protocol)
+
+
 def data_sources(doc: Document) -> dict:
     """The document's data sources by name (every one is named), their columns as lists."""
     from bokeh.models import ColumnDataSource
@@ -202,15 +219,15 @@ def test_streams_and_patches_into_every_source_reach_no_other_session(tmp_path):
     srv = Server("--stats", log=tmp_path / "server.log")
     every_tab = srv.url + "?tab=saturation"
 
-    async def newcomer(url):
+    async def newcomer(url, every=True):
         ws, receiver, protocol = await open_session(url)
-        doc = await pull(ws, receiver, protocol)
+        doc = await (every_tab_pulled if every else pull)(ws, receiver, protocol)
         ws.close()
         return data_sources(doc)
 
     async def attack():
         ws, receiver, protocol = await open_session(every_tab)
-        doc = await pull(ws, receiver, protocol)
+        doc = await every_tab_pulled(ws, receiver, protocol)
         before = data_sources(doc)
         events = []
         doc.on_change(events.append)
@@ -239,7 +256,7 @@ def test_streams_and_patches_into_every_source_reach_no_other_session(tmp_path):
 
     try:
         before, answers, newcomers, changed = run_in_thread(attack, 180)
-        one_draw = run_in_thread(lambda: newcomer(srv.url), 60)
+        one_draw = run_in_thread(lambda: newcomer(srv.url, every=False), 60)
         responses = [urllib.request.urlopen(srv.url + q, timeout=30) for q in ("", "?keys=64")]
         pages = [(r.status, r.read().decode()) for r in responses]
     finally:
@@ -282,7 +299,7 @@ def test_sessions_at_the_heaviest_address_up_to_the_cap_stay_within_the_sizing(t
         sockets = []
         for _ in range(cap):
             ws, receiver, protocol = await open_session(srv.url + HEAVIEST)
-            doc = await pull(ws, receiver, protocol)
+            doc = await every_tab_pulled(ws, receiver, protocol)
             sockets.append(ws)
         def read():
             return json.loads(urllib.request.urlopen(srv.url + "stats", timeout=30).read())

@@ -379,8 +379,9 @@ def test_memory_tasks_and_log_are_limited(hardened):
 def assert_server_and_pools(container, servers: list[int]) -> None:
     """The container runs the server processes ``servers`` and, for each, its pool (one
     worker per core the container has: work.workers) and the pool's resource tracker, and
-    nothing else; its tasks are their threads (measured: 4 for a server, 2 for a worker,
-    1 for a tracker) and the probes that read them, far below --pids-limit."""
+    nothing else; its tasks are their threads (measured: 4 for a server, 5 once it has built
+    a session's argument tabs on its build thread, page.build_thread; 2 for a worker, 1 for a
+    tracker) and the probes that read them, far below --pids-limit."""
     cores = int(container.exec("nproc").stdout)
     procs = container.processes()
     assert sorted(p["pid"] for p in procs if p["kind"] == "server" and p["pid"] in servers) \
@@ -390,7 +391,7 @@ def assert_server_and_pools(container, servers: list[int]) -> None:
         assert [k for k in children if k != "server"] == ["pool"] * cores + ["tracker"], procs
     ours = [p for p in procs if p["pid"] in servers or p["ppid"] in servers or p["pid"] == 1]
     assert sorted(p["pid"] for p in ours) == sorted(p["pid"] for p in procs), procs
-    assert all(p["threads"] <= 4 for p in ours), procs
+    assert all(p["threads"] <= 5 for p in ours), procs
     # + the probe that counts (`podman exec` cat)
     assert container.tasks() <= sum(p["threads"] for p in ours) + 2 < PIDS_LIMIT
 

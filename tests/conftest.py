@@ -28,6 +28,11 @@ TRAINING_WAIT_MS = 240_000
 #: machine, over 10 s with two tests at once on a slow CI machine. A bound, not a goal (the
 #: benchmarks time the page).
 UI_WAIT_MS = 60_000
+
+#: The event BokehJS sends in a PATCH-DOC once it has shown a session's document (the server
+#: then builds a session's other argument tabs: page.Explorer.build_rest).
+DOCUMENT_READY = {"kind": "MessageSent", "msg_type": "bokeh_event", "msg_data": {
+    "type": "event", "name": "document_ready", "values": {"type": "map"}}}
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
 
 

@@ -9,7 +9,7 @@ import json
 import time
 
 import pytest
-from conftest import Server, bokeh_socket, page_token, run_in_thread
+from conftest import DOCUMENT_READY, Server, bokeh_socket, page_token, run_in_thread
 from conftest import read_bokeh as read_message
 
 pytestmark = pytest.mark.relative
@@ -68,9 +68,7 @@ async def open_session(url: str, query: str = ""):
     ws.protocol.set_nodelay(True)
     assert (await read_message(ws))[0]["msgtype"] == "ACK"
     doc = await pull(ws)
-    await send(ws, "PATCH-DOC", {"events": [{
-        "kind": "MessageSent", "msg_type": "bokeh_event",
-        "msg_data": {"type": "event", "name": "document_ready", "values": {"type": "map"}}}]})
+    await send(ws, "PATCH-DOC", {"events": [DOCUMENT_READY]})
     return ws, token, models_by_name(doc)
 
 

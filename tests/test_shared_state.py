@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from bokeh.document import Document
 from bokeh.model import Model
-from conftest import Server, bokeh_socket, page_token, run_in_thread
+from conftest import DOCUMENT_READY, Server, bokeh_socket, page_token, run_in_thread
 
 from attention_scaling import core, style
 from attention_scaling.page import Explorer
@@ -185,9 +185,7 @@ async def every_tab_pulled(ws, receiver, protocol, timeout: float = 120) -> Docu
     (document_ready, as BokehJS sends it), the server's message that puts in the tabs it then
     builds arrives (new TabPanels: page.Explorer.build_rest; ``timeout``: a hang's guard),
     and the document is pulled."""
-    ready = {"kind": "MessageSent", "msg_type": "bokeh_event", "msg_data": {
-        "type": "event", "name": "document_ready", "values": {"type": "map"}}}
-    for part in ({"msgid": "ready", "msgtype": "PATCH-DOC"}, {}, {"events": [ready]}):
+    for part in ({"msgid": "ready", "msgtype": "PATCH-DOC"}, {}, {"events": [DOCUMENT_READY]}):
         await ws.write_message(json.dumps(part))
     while True:
         message = await receive(ws, receiver, timeout)

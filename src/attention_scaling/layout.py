@@ -685,14 +685,12 @@ class View:
         return [tab.key for tab in TABS[1:]
                 if self.argument is None or tab.key not in self.argument.tabs]
 
-    def new_argument(self, keys=None) -> Argument:
-        """The argument's tabs ``keys`` (those not built yet by default): their figures and
-        sources (argument.Argument, on the argument's ``shared`` once it has one), in no
-        document yet: the bulk of :meth:`build_argument`, which a served page does on a
-        thread of its own."""
-        return Argument(self.unbuilt() if keys is None else keys, self._css,
-                        self._controls_css, None if self.argument is None
-                        else self.argument.shared)
+    def new_argument(self, keys: list) -> Argument:
+        """The argument's tabs ``keys``: their figures and sources (argument.Argument, on the
+        argument's ``shared`` once it has one), in no document yet: the bulk of
+        :meth:`build_argument`, which a served page does on a thread of its own."""
+        return Argument(keys, self._css, self._controls_css,
+                        None if self.argument is None else self.argument.shared)
 
     def _unbuilt_argument(self, keys) -> Argument | None:
         """The tabs of ``keys`` (all by default) not built yet, built; None if none."""

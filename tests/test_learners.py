@@ -183,9 +183,19 @@ def test_embedded_in_a_360px_iframe_nothing_scrolls_sideways(browser, server):
         ctx.close()
 
 
+#: No tab of the page is still to be built: every argument tab is built, or none is and the
+#: one draw is open (a page opened there builds them only when a step is asked for).
+SETTLED = """() => { const tabs = Bokeh.documents[0].get_model_by_name('sections');
+  const waiting = tabs.tabs.slice(1).filter((p) => p.child.type === 'Div').length;
+  return waiting === 0 || (tabs.active === 0 && waiting === tabs.tabs.length - 1); }"""
+
+
 def violations(page):
-    """axe-core's violations on ``page``, of every impact: (rule, impact, first targets)."""
+    """axe-core's violations on ``page``, of every impact: (rule, impact, first targets);
+    once the page's tabs are all built (BokehJS draws the tab headers anew when the server
+    puts the other steps in, and axe must not look at the page in the middle of that)."""
     from axe_playwright_python.sync_playwright import Axe
+    page.wait_for_function(SETTLED, timeout=UI_WAIT_MS)
     found = Axe().run(page).response["violations"]
     return [(v["id"], v["impact"], [n["target"][-1] for n in v["nodes"]][:3]) for v in found]
 
@@ -231,6 +241,29 @@ LANDMARK = """(el) => { for (let e = el; e != null; e = e.parentNode ?? e.host) 
     if (e.getAttribute && ['main', 'region'].includes(e.getAttribute('role')))
       return e.getAttribute('aria-label'); }
   return null; }"""
+
+
+#: The tabs' list changed (new panels, as when the server puts in the steps it built), and
+#: the headers' roles as the very next task finds them.
+ROLES_AFTER_A_CHANGE = """() => new Promise((done) => {
+  const tabs = Bokeh.documents[0].get_model_by_name('sections');
+  tabs.tabs = tabs.tabs.map((p) => new p.constructor({title: p.title, child: p.child}));
+  setTimeout(() => done([...window.__AS.root(tabs).querySelectorAll('.bk-tab')]
+    .map((h) => h.getAttribute('role'))), 0);
+})"""
+
+
+def test_tab_headers_drawn_anew_have_their_roles_before_any_other_task_runs(browser, server):
+    """BokehJS draws the tab headers anew, without roles, when the tabs' list changes (the
+    server puts in the steps it built after the page is shown): the roles are back before any
+    other task runs, so neither a screen reader nor axe meets a tablist without tabs."""
+    ctx, page = _open(browser, server, 1280, "?tab=training")
+    try:
+        page.wait_for_function(SETTLED, timeout=UI_WAIT_MS)
+        assert page.evaluate(ROLES_AFTER_A_CHANGE) == ["tab"] * len(TABS)
+        assert page.console_errors == []
+    finally:
+        ctx.close()
 
 
 @pytest.mark.parametrize("search", ["", "?hide=controls"])

@@ -7,9 +7,10 @@
 // (role tabpanel); each chart is an image named by its title, out of the Tab order (BokehJS
 // makes the layer that takes a chart's events focusable, and no chart here uses a key); the
 // main column and the sidebar become landmarks. Run on document_ready and whenever the tabs
-// change (their headers are drawn anew then); a slider's change relabels its own handle
-// only, once the slider has drawn the new value (a microtask: before the server's answer is
-// handled, at a fraction of the whole pass's cost).
+// change (their headers are drawn anew then; the first pass is a microtask, so that no later
+// task, a screen reader's or axe's, finds the new headers without their roles); a slider's
+// change relabels its own handle only, once the slider has drawn the new value (a microtask:
+// before the server's answer is handled, at a fraction of the whole pass's cost).
 // A slider's handles, noted for the slider while they are in the page (finding the view walks
 // every view of the page: most of a relabel's cost).
 /* global AS, sliders, groups, tabs, regions, charts, cb_obj */
@@ -153,5 +154,5 @@ const apply = () => {
   passes += 1;
   if (missing && passes < 100) setTimeout(apply, 100);
 };
-setTimeout(apply, 0);
+queueMicrotask(apply);
 setTimeout(apply, 150);

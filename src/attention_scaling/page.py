@@ -19,7 +19,7 @@ from . import core, quiz, seams, training, work
 from .argument import TRAINING_STEPS
 from .layout import View
 from .state import (CONTROLS, MAX_SEED, ExplorerState, Setting, parse_query, preset_links,
-                    to_query)
+                    presenting, to_query)
 from .style import ASSETS, script
 from .text import TITLE, guide_html, notice_html, presets_html, training_refused_html
 
@@ -223,6 +223,7 @@ class Explorer(pn.viewable.Viewer):
         self._building = None              # the argument's tabs being built, or None
         self._building_busy = False        # whether the page says it waits for them
         self._built = None                 # the argument's tabs built, not yet in place
+        self._steps_prepared = False       # present mode's steps computed in the pool
         self._busy_timer = None            # the callback that will say the page is waiting
         self._refresh()
         # the number of keys and the alignment change the result; the tab leaves the one
@@ -293,15 +294,20 @@ class Explorer(pn.viewable.Viewer):
         with held(self.view.root.document):
             if self.view.build_argument(self._wire_argument, self._built, [key]):
                 self._built = None
-                controls = self.controls()
-                for other in self.view.argument.tabs:   # drawn once, each: no empty chart
-                    if other != key and other not in self._shown and (
-                            not self._served() or work.ready({**controls, "tab": other})):
-                        self._draw(other)
+                self._draw_unshown(key)
             if key in self.view.unbuilt():      # what was built was another tab
                 self._build_later([key])
             elif self._shown.get(key) != self.argument_setting():
                 self._draw(key)
+
+    def _draw_unshown(self, key: str) -> None:
+        """Draw each built tab but ``key`` that was never drawn, where the caches hold what it
+        shows (once each: no empty chart)."""
+        controls = self.controls()
+        for other in self.view.argument.tabs:
+            if other != key and other not in self._shown and (
+                    not self._served() or work.ready({**controls, "tab": other})):
+                self._draw(other)
 
     def _build_later(self, keys: list, busy: bool = True) -> None:
         """Build the argument's tabs ``keys`` on the build thread, then put them in place and
@@ -324,14 +330,41 @@ class Explorer(pn.viewable.Viewer):
 
         IOLoop.current().add_future(job, built)
 
-    def build_rest(self) -> None:
-        """Once the page is shown with an argument's tab built: build the argument's other
-        tabs on the build thread (the handout and a click on another step find them built).
-        A page that opens on the one draw builds none until a step is asked for."""
+    def build_rest(self, presenting: bool = False) -> None:
+        """Once the page is shown with an argument's tab built, or in present mode
+        (``presenting``: its steps are what a presenter walks through and prints) where the
+        caches hold what every step shows: build the argument's other tabs on the build
+        thread (the handout and a click on another step find them built and drawn). Any
+        other page that opens on the one draw builds none until a step is asked for."""
         rest = self.view.unbuilt()
-        if (self._served() and self.view.argument is not None and rest
-                and self._building is None and self._built is None):
+        if not (self._served() and rest and self._building is None and self._built is None):
+            return
+        if self.view.argument is None and presenting and not self._steps_prepared:
+            controls = self.controls()
+            missing = [k for k in rest if not work.ready({**controls, "tab": k})]
+            if missing:
+                self._prepare_steps([{**controls, "tab": k} for k in missing])
+                return
+        if self.view.argument is not None or presenting:
             self._build_later(rest, busy=False)
+
+    def _prepare_steps(self, targets: list) -> None:
+        """Compute in the pool what the steps ``targets`` (controls, each with its tab) show,
+        then build them (:meth:`build_rest`: once, whatever the caches hold by then)."""
+        jobs = [work.submit(target) for target in targets]
+        doc = self.view.root.document
+
+        def done(_job) -> None:
+            if not all(job.done() for job in jobs) or doc.session_context.destroyed:
+                return
+            for job in jobs:
+                if job.exception() is None:
+                    core.prime(job.result())
+            self._steps_prepared = True
+            self.build_rest(True)
+
+        for job in jobs:
+            IOLoop.current().add_future(job, done)
 
     def _place_argument(self, argument) -> None:
         self._building, self._built = None, argument
@@ -342,6 +375,8 @@ class Explorer(pn.viewable.Viewer):
             if self._built is not None:    # the open tab is the one draw or waits for the pool
                 self.view.build_argument(self._wire_argument, self._built)
                 self._built = None
+                if self.state.tab == "draw":
+                    self._draw_unshown("draw")
         self.build_rest()
 
     def _wire_argument(self, view, keys: list) -> None:
@@ -665,7 +700,8 @@ def create_page():
     explorer = Explorer(ExplorerState(**values), hidden=hidden, notices=notices)
     explorer.sync_url(doc)
     if doc is not None:
-        doc.on_event("document_ready", lambda _event: explorer.build_rest())
+        steps = presenting(args)
+        doc.on_event("document_ready", lambda _event: explorer.build_rest(steps))
     return explorer.page()
 
 

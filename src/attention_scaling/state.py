@@ -340,6 +340,12 @@ def parse_query(args) -> tuple[dict, set[str], list[str]]:
     return values, hidden, q.notices
 
 
+def presenting(args) -> bool:
+    """Whether query arguments ``args`` (as :func:`parse_query` takes them) open present mode
+    (``present``, one of :data:`VIEW_KEYS`; assets/js/present.js reads it in the browser)."""
+    return bool(_Query(args).flag("present"))
+
+
 #: Presets, each a link to a view: (label, the controls it sets; the others at their defaults).
 PRESETS = (
     ("Reference draw: 27% scaled, 80% unscaled", {}),

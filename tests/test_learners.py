@@ -185,7 +185,7 @@ def test_embedded_in_a_360px_iframe_nothing_scrolls_sideways(browser, server):
 
 #: No tab of the page is still to be built: every argument tab is built, or none is and the
 #: one draw is open (a page opened there builds them only when a step is asked for).
-SETTLED = """() => { const tabs = Bokeh.documents[0].get_model_by_name('sections');
+NO_TAB_TO_BUILD = """() => { const tabs = Bokeh.documents[0].get_model_by_name('sections');
   const waiting = tabs.tabs.slice(1).filter((p) => p.child.type === 'Div').length;
   return waiting === 0 || (tabs.active === 0 && waiting === tabs.tabs.length - 1); }"""
 
@@ -195,7 +195,7 @@ def violations(page):
     once the page's tabs are all built (BokehJS draws the tab headers anew when the server
     puts the other steps in, and axe must not look at the page in the middle of that)."""
     from axe_playwright_python.sync_playwright import Axe
-    page.wait_for_function(SETTLED, timeout=UI_WAIT_MS)
+    page.wait_for_function(NO_TAB_TO_BUILD, timeout=UI_WAIT_MS)
     found = Axe().run(page).response["violations"]
     return [(v["id"], v["impact"], [n["target"][-1] for n in v["nodes"]][:3]) for v in found]
 
@@ -259,7 +259,7 @@ def test_tab_headers_drawn_anew_have_their_roles_before_any_other_task_runs(brow
     other task runs, so neither a screen reader nor axe meets a tablist without tabs."""
     ctx, page = _open(browser, server, 1280, "?tab=training")
     try:
-        page.wait_for_function(SETTLED, timeout=UI_WAIT_MS)
+        page.wait_for_function(NO_TAB_TO_BUILD, timeout=UI_WAIT_MS)
         assert page.evaluate(ROLES_AFTER_A_CHANGE) == ["tab"] * len(TABS)
         assert page.console_errors == []
     finally:

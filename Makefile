@@ -31,8 +31,8 @@ nginx:
 	scripts/ensure-nginx
 
 ## test: install, make sure Chromium exists, run the whole suite (browser tests included),
-## after the JavaScript's lint and unit tests: one process per core (TEST_JOBS), then the
-## timing tests alone (scripts/run-tests)
+## after the JavaScript's lint and unit tests: one process per core (TEST_JOBS;
+## scripts/run-tests)
 test: js-test $(STAMP) chromium nginx
 	PYTHON=$(BIN)/python scripts/run-tests $(ARGS)
 

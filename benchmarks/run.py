@@ -23,6 +23,9 @@ Measures, in one run, and prints a table (and writes the same figures as JSON, p
   sessions server memory per open session (RSS delta over 50 sessions) and time to open one;
   argument new saturation curves in the page after a temperature change, and present mode's
            "Print handout", click -> print dialog (a fresh page; again with its steps built);
+  fairness a bystander's slider answers quiet, then while six sessions train at the heaviest
+           setting and three loop PULL-DOC-REQ (tests/test_fairness.py's scenario, timed), and
+           the ratio of their p95s, on a server of its own;
   sweep    one learning-rate sweep (core.LearningRateSweep, the chart the Training tab fills
            after Train: every rule's rates x 3 seeds x 300 steps) at d_k = 64 and 1024, 8 keys,
            s, in one thread, start to end (a served sweep also rests between its slices);
@@ -84,6 +87,9 @@ FIRST_VIEW_ROW = "{tab} by its address, new session -> its chart's data ({at})"
 BYSTANDER_ROW = "a bystander's d_k change -> new bars ({while_})"
 EXPORT_ROW = "attention-scaling export OUT.html (4 seeds), wall time"
 HANDOUT_ROW = "Print handout click -> print dialog, {page}"
+FAIRNESS_ROW = "a bystander's slider answer ({while_})"
+FAIRNESS_LOAD = "6 sessions train at the heaviest setting, 3 loop PULL-DOC-REQ"
+FAIRNESS_RATIO_ROW = "a bystander's slider answer: loaded / quiet (p95)"
 MODES = ("model paced", "model drag", "keyboard")
 #: The browser section's viewports: the desktop's (section "browser") and a phone's.
 DESKTOP, PHONE = "1400x1000", "375x812"
@@ -805,6 +811,29 @@ def bench_handout(srv: Served, n: int) -> dict:
     return {HANDOUT_ROW.format(page=kind): summary(v, "ms") for kind, v in times.items()}
 
 
+def bench_fairness() -> dict:
+    """tests/test_fairness.py's scenario, timed: a bystander's slider answers (CHANGES of them)
+    quiet, then while six sessions train at the heaviest setting and three loop PULL-DOC-REQ,
+    on one server of its own; and the ratio of their p95s (goal: at most 2)."""
+    sys.path.insert(0, str(ROOT / "tests"))     # the tests' scenario serves the benchmark too
+    from test_fairness import bystander_under_load
+    srv = Served("ours")
+    try:
+        result = bystander_under_load(srv.url, trainers=6, pullers=3)
+    finally:
+        srv.stop()
+    ms = lambda xs: [x * 1e3 for x in xs]  # noqa: E731
+    rows = {FAIRNESS_ROW.format(while_="quiet"): summary(ms(result["quiet"]), "ms"),
+            FAIRNESS_ROW.format(while_=FAIRNESS_LOAD): {
+                **summary(ms(result["loaded"]), "ms"),
+                "answered": result["answered"], "pulls": result["pulls"]}}
+    quiet, loaded = pct(result["quiet"], 0.95), pct(result["loaded"], 0.95)
+    if quiet and loaded is not None:
+        rows[FAIRNESS_RATIO_ROW] = {"median": round(loaded / quiet, 2), "exact": loaded / quiet,
+                                    "unit": "x"}
+    return rows
+
+
 def bench_sessions(srv: Served, n_sessions: int) -> dict:
     """RSS growth of the server per open session, and time to open one (HTTP page + websocket)."""
     from bokeh.client import pull_session
@@ -889,6 +918,8 @@ GOALS = [
        FIRST_VIEW_ROW.format(tab=tab, at=at), None, None, "p95", limit * 1000, False)
       for tab in TAB_SOURCES for at, limit in (("defaults", 3), ("a new setting", 5))],
     ("offline export written <= 20 s", "export", EXPORT_ROW, None, None, "median", 20, False),
+    ("a bystander's answer under training and pulls: p95 <= 2x its quiet p95", "fairness",
+     FAIRNESS_RATIO_ROW, None, None, "exact", 2, False),
 ]
 
 
@@ -1019,6 +1050,9 @@ def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
     if "sweep" in sections:
         with probe.section("sweep"):
             results["sweep"] = bench_sweep(2 if quick else 5)
+    if "fairness" in sections:
+        with probe.section("fairness"):
+            results["fairness"] = bench_fairness()
     if "export" in sections and not quick:
         with probe.section("export"):
             results["export"] = bench_export(3)
@@ -1052,8 +1086,8 @@ def main(argv=None) -> int:
     ap.add_argument("--servers", default="floor,panel,ours",
                     help="which servers to compare in the browser (default floor,panel,ours)")
     ap.add_argument("--sections",
-                    default="core,server,browser,load,argument,views,bystander,sessions,sweep,"
-                            "export",
+                    default="core,server,browser,load,argument,views,bystander,fairness,"
+                            "sessions,sweep,export",
                     help="which sections to run (default: all)")
     ap.add_argument("--viewports", default=f"{DESKTOP},{PHONE}", type=_viewports,
                     help="the browser section's viewports, WIDTHxHEIGHT in CSS pixels, "

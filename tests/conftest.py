@@ -310,20 +310,6 @@ def pytest_collection_finish(session):
         _export().start()
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):
-    """The export is paused while a test of the `relative` marker times the server against
-    its own quiet run: the CPU it takes would come and go between the two."""
-    paused = item.get_closest_marker("relative") is not None
-    if paused:
-        _export().signal(signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        if paused:
-            _export().signal(signal.SIGCONT)
-
-
 def pytest_sessionfinish(session, exitstatus):
     if _runs_the_session(session.config):
         run = _export()

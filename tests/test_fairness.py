@@ -1,6 +1,8 @@
-"""One session's share of the server, measured against its own quiet run: a bystander's slider
-answer while other sessions train at the heaviest setting and loop PULL-DOC-REQ, relative to
-the same bystander's answer on the same server before they started (not an absolute time)."""
+"""One session's share of the server under load: a bystander's slider changes while other
+sessions train at the heaviest setting and loop PULL-DOC-REQ. The test asserts what the load
+must not take away (every change answered, the runs going on meanwhile); how long the answers
+take, against the same bystander's quiet answers, is a figure of `make bench` (section
+*fairness*, :func:`bystander_under_load` with ``quiet``), not a pass or fail here."""
 
 from __future__ import annotations
 
@@ -8,18 +10,17 @@ import asyncio
 import json
 import time
 
-import pytest
 from conftest import DOCUMENT_READY, Server, bokeh_socket, page_token, run_in_thread
 from conftest import read_bokeh as read_message
-
-pytestmark = pytest.mark.relative
 
 HEAVIEST = "?tab=training&d_k=4096&keys=64"
 #: The bystander: a student on the Saturation tab (a change redraws its curves, ~25 ms quiet)
 BYSTANDER = "?tab=saturation"
-CHANGES = 40            # slider changes per phase
+CHANGES = 40            # slider changes per phase, measured (make bench)
+CHECKED = 10            # slider changes per phase, checked (the test)
 CHANGE_GAP_S = 0.1      # between an answer and the next change
-PHASE_LIMIT_S = 25      # a phase ends after this long, answered or not
+PHASE_LIMIT_S = 25      # a measured phase ends after this long, answered or not
+HANG_S = 120            # a checked phase's guard against a hang
 SETTLE_S = 15           # the most the load runs before the bystander is measured again
 
 
@@ -118,16 +119,17 @@ async def pull_loop(url: str, token: str, stats: dict, stop: asyncio.Event) -> N
         ws.close()
 
 
-async def slider_answers(ws, models) -> list[float]:
+async def slider_answers(ws, models, changes: int = CHANGES,
+                         limit: float = PHASE_LIMIT_S) -> tuple[list[float], int]:
     """Seconds from a d_k slider change sent to the PATCH-DOC that answers it, change after
-    change (CHANGES of them, or as many as PHASE_LIMIT_S allows; one left unanswered counts
-    the time it waited)."""
+    change (``changes`` of them, or as many as ``limit`` seconds allow; one left unanswered
+    counts the time it waited, and ends the list), and how many were answered."""
     slider_id, attrs = models["d_k"]
     source = models["scaled-weights-source"][0]
     position = attrs["value"]
     times = []
-    end = time.monotonic() + PHASE_LIMIT_S
-    for i in range(CHANGES):
+    end = time.monotonic() + limit
+    for i in range(changes):
         position = position + 1 if i % 2 == 0 else position - 1
         t0 = time.perf_counter()
         await send(ws, "PATCH-DOC", {"events": [{
@@ -138,26 +140,23 @@ async def slider_answers(ws, models) -> list[float]:
             try:
                 header, content = await read_message(ws, timeout=max(left, 0.01))
             except asyncio.TimeoutError:
-                times.append(time.perf_counter() - t0)
-                return times
+                return [*times, time.perf_counter() - t0], len(times)
             if header["msgtype"] == "PATCH-DOC" and source in content:
                 break
         times.append(time.perf_counter() - t0)
         if time.monotonic() > end:
-            return times
+            break
         await asyncio.sleep(CHANGE_GAP_S)
-    return times
+    return times, len(times)
 
 
-def p95(xs: list[float]) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(0.95 * (len(xs) - 1))))]
-
-
-def bystander_under_load(url: str, trainers: int, pullers: int) -> dict:
-    """Every session opened first; the bystander's answers quiet, then while ``trainers``
-    sessions train at the heaviest setting and ``pullers`` loop PULL-DOC-REQ. A scenario that
-    does not finish in time is reported with the seconds each of its phases took."""
+def bystander_under_load(url: str, trainers: int, pullers: int, quiet: bool = True) -> dict:
+    """Every session opened first; the bystander's answers quiet (measured: ``quiet``;
+    otherwise a few, to warm the caches), then while ``trainers`` sessions train at the
+    heaviest setting and ``pullers`` loop PULL-DOC-REQ (CHANGES of them measured, CHECKED
+    checked). A scenario that does not finish in time is reported with the seconds each of
+    its phases took."""
+    changes, limit = (CHANGES, PHASE_LIMIT_S) if quiet else (CHECKED, HANG_S)
     phases: dict[str, float] = {}
     start = time.monotonic()
 
@@ -171,9 +170,9 @@ def bystander_under_load(url: str, trainers: int, pullers: int) -> dict:
         reached("trainers open")
         pulling = [await open_session(url, HEAVIEST) for _ in range(pullers)]
         reached("pullers open")
-        await slider_answers(ws, by_models)          # warm-up: caches, first allocations
+        await slider_answers(ws, by_models, changes, limit)   # warm-up: caches, allocations
         reached("warm-up")
-        quiet = await slider_answers(ws, by_models)
+        quiet_times = (await slider_answers(ws, by_models))[0] if quiet else []
         reached("quiet")
         progress, pulled, stop = {}, {}, asyncio.Event()
         tasks = []
@@ -192,7 +191,7 @@ def bystander_under_load(url: str, trainers: int, pullers: int) -> dict:
         await asyncio.sleep(1)
         reached("load settled")
         before = dict(progress)
-        loaded = await slider_answers(ws, by_models)
+        loaded, answered = await slider_answers(ws, by_models, changes, limit)
         reached("loaded")
         after = dict(progress)
         stop.set()
@@ -201,36 +200,29 @@ def bystander_under_load(url: str, trainers: int, pullers: int) -> dict:
         for task in tasks:
             task.cancel()
         await asyncio.wait(tasks, timeout=15)
-        return {"quiet": quiet, "loaded": loaded, "training_patches": (before, after),
+        return {"quiet": quiet_times, "loaded": loaded, "answered": answered,
+                "training_patches": (before, after),
                 "pulls": pulled}
 
     try:
-        return run_in_thread(scenario, timeout=240)
+        return run_in_thread(scenario, timeout=240 if quiet else 2 * HANG_S + 120)
     except TimeoutError as exc:
         raise TimeoutError(f"{exc}; seconds at the end of each phase: {phases}") from None
 
 
-def test_a_bystander_answers_within_twice_its_quiet_time_while_others_train_and_pull(tmp_path):
+def test_a_bystander_is_answered_while_others_train_and_pull(tmp_path):
     """6 sessions train at the heaviest setting the controls allow and 3 loop PULL-DOC-REQ:
-    a bystander's slider answer (p95) stays within 2x its own quiet p95 in the same run, and
-    the trainers' curves keep growing meanwhile (taking turns). Over 20 s: the quiet
-    run, then the loaded one, each long enough for a p95."""
+    each of a bystander's slider changes is answered, and the trainers' curves grow while it
+    is (the runs take turns on one training thread, a slice at a time). Over 20 s: ten
+    sessions at the heaviest setting opened and trained. The answers' times against the
+    bystander's quiet ones: `make bench`, section fairness."""
     srv = Server(log=tmp_path / "server.log")
     try:
-        t0 = time.monotonic()
-        result = bystander_under_load(srv.url, trainers=6, pullers=3)
-        took = time.monotonic() - t0
+        result = bystander_under_load(srv.url, trainers=6, pullers=3, quiet=False)
     finally:
         srv.stop()
-    quiet, loaded = p95(result["quiet"]), p95(result["loaded"])
-    summary = (f"quiet p95 {quiet * 1e3:.0f} ms, loaded p95 {loaded * 1e3:.0f} ms "
-               f"({len(result['loaded'])} answers), "
-               f"training patches {result['training_patches']}, "
-               f"pulls {result['pulls']}, {took:.0f} s")
-    print(summary)
     before, after = result["training_patches"]
-    # the runs take turns on one training thread, a slice (a step of each rule, ~0.2 s at
-    # this setting) at a time: they advance while the bystander is measured
+    summary = (f"{len(result['loaded'])} answers, training patches {result['training_patches']}, "
+               f"pulls {result['pulls']}")
+    assert result["answered"] == CHECKED, summary
     assert len(after) == 6 and sum(after.values()) > sum(before.values()), summary
-    assert len(result["loaded"]) == CHANGES, summary
-    assert loaded <= 2 * quiet, summary

@@ -1,5 +1,6 @@
-"""scripts/slowest-tests, which ends `make test` with the slowest tests of both passes: read
-from pytest's JUnit reports, slowest first, at most N, a missing report skipped."""
+"""scripts/slowest-tests, which ends `make test` with its slowest tests: read from pytest's
+JUnit reports (every one named, together), slowest first, at most N, a missing report
+skipped."""
 import subprocess
 import sys
 from pathlib import Path

@@ -490,11 +490,18 @@ def _record(v: core.Variant, state: core.State, rule: str, di: int) -> tuple[dic
     return bars, cells
 
 
-def _state_records(seed: int, d_k: int) -> list[tuple]:
-    """The records of ``seed`` at width ``d_k``, every temperature and rule in order (a job
-    of the export's pool): per record its floats (:data:`_RECORD_FLOATS`), logits, and the
-    values :func:`build_payload` stores in its tables (style, label, ink, the Jacobian's
-    texts, the text fields)."""
+def _state_records(seeds: list[int], d_k: int) -> list[list[tuple]]:
+    """The records of each of ``seeds`` at width ``d_k`` (a job of the export's pool: the
+    seeds of one width together, so that what the texts take from many draws, the same for
+    every seed, is computed once in one process), per seed every temperature and rule in
+    order: per record its floats (:data:`_RECORD_FLOATS`), logits, and the values
+    :func:`build_payload` stores in its tables (style, label, ink, the Jacobian's texts, the
+    text fields)."""
+    return [_seed_records(seed, d_k) for seed in seeds]
+
+
+def _seed_records(seed: int, d_k: int) -> list[tuple]:
+    """:func:`_state_records` of one seed."""
     explorer, di, out = ExplorerState(), core.D_K_VALUES.index(d_k), []
     for temp in core.TEMPERATURES:
         state = core.compute_state(d_k, temp, seed)
@@ -535,7 +542,7 @@ def _submit(pool, progress: _Progress, steps: int, fn, *args) -> concurrent.futu
 
 def _start(pool, progress: _Progress, seeds: list[int]):
     """The pool's jobs, longest first: the sweeps and training runs from the first seed (none
-    if this process holds them), then the records of each seed and width in order
+    if this process holds them), then the records of each width in order, every seed's
     (:func:`_state_records`). Returns ``computed()``, which waits for the runs and sweeps
     (:func:`_argument`'s), and the records' jobs."""
     seed, d_ks = seeds[0], core.D_K_VALUES
@@ -544,8 +551,8 @@ def _start(pool, progress: _Progress, seeds: list[int]):
     runs = {} if seed in _RUNS else {
         d_k: {rule: _submit(pool, progress, RUN_STEPS, _training_run, d_k, rule, seed)
               for rule in core.RULES} for d_k in d_ks}
-    jobs = [_submit(pool, progress, len(core.TEMPERATURES), _state_records, s, d_k)
-            for s in seeds for d_k in d_ks]
+    jobs = [_submit(pool, progress, len(seeds) * len(core.TEMPERATURES), _state_records,
+                    seeds, d_k) for d_k in d_ks]
 
     def computed() -> tuple[dict, dict]:
         if runs:
@@ -577,10 +584,10 @@ def build_payload(seeds: list[int], progress=None) -> dict:
         computed, jobs = _start(pool, progress, seeds)
         paragraphs = _Table()
         blocks, argument = _argument(seeds, paragraphs, progress, computed)
-        for (si, di), job in zip(((si, di) for si in range(len(seeds)) for di in range(nd)),
-                                 jobs):
+        by_width = [job.result() for job in jobs]        # per width, per seed
+        for si, di in ((si, di) for si in range(len(seeds)) for di in range(nd)):
             for k, (floats, logit, style, label, ink, cell_texts, fields) in enumerate(
-                    job.result()):
+                    by_width[di][si]):
                 ti, var = divmod(k, nr)
                 rec = ((si * nd + di) * nt + ti) * nr + var
                 rec_floats[rec] = floats

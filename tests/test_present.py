@@ -233,6 +233,23 @@ def test_present_mode_on_the_one_draw_has_every_step_drawn_before_any_click(brow
         plain.close()
 
 
+def test_present_mode_on_a_phone_puts_the_controls_above_a_step_as_wide_as_the_screen(
+        browser, server):
+    """At 375 px present mode stacks like the page outside it: the controls above, and the
+    step's charts as wide as the screen (not squeezed beside a 260 px column of controls)."""
+    ctx, page = _open(browser, server.url + "?present=1", 375, 812)
+    try:
+        box = "(n) => window.__AS.view(Bokeh.documents[0].get_model_by_name(n)).el" \
+              ".getBoundingClientRect().toJSON()"
+        page.wait_for_function(f"(n) => ({box})(n).width > 300", arg="scaled-weights",
+                               timeout=UI_WAIT_MS)
+        chart, controls = (page.evaluate(box, n) for n in ("scaled-weights", "d_k"))
+        assert chart["right"] <= 375 and controls["bottom"] <= chart["top"], (chart, controls)
+        assert page.console_errors == []
+    finally:
+        ctx.close()
+
+
 def test_the_present_button_and_a_link_open_present_mode_on_its_step(browser, server, page):
     """The Present button opens present mode on the tab that was open, and its address opened
     in a new window shows the same step. Over 20 s: two pages, each opened at the gradient

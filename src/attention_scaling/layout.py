@@ -147,7 +147,8 @@ TABS_CSS = (":host { --bokeh-font-size: var(--as-tabs-size, 13px); "
 #: Present mode (assets/js/present.js: class "present" on the body row): the step's controls in
 #: a column beside its charts, in sizes read from the back of a hall (the lead 24 to 46 px,
 #: 36 px on a 1920 px screen; the question 29 px and its answer 23 px there; controls' text 16
-#: to 22 px; slider handles of 36 px and more), and each step's question first (ASK_CSS). The handout (class "handout", printed): one column as wide as an A4 or Letter page.
+#: to 22 px; slider handles of 36 px and more; above it below 900 px, as outside present mode),
+#: and each step's question first (ASK_CSS). The handout (class "handout", printed): one column as wide as an A4 or Letter page.
 PRESENT_LAYOUT_CSS = """
 :host(.present) { grid-template-columns: clamp(260px, 19vw, 380px) minmax(0, 1fr);
   grid-template-rows: auto; grid-template-areas: "controls main";
@@ -159,6 +160,9 @@ PRESENT_LAYOUT_CSS = """
   --bk-label-text-font-size: clamp(13px, 0.95vw, 19px); --as-ask-order: -1;
   --as-ask-size: clamp(19px, 1.5vw, 36px); --as-answer-size: clamp(17px, 1.2vw, 29px); }
 :host(.present) > .app-notes { display: none !important; }
+@media (max-width: 899px) {
+  :host(.present) { grid-template-columns: minmax(0, 1fr); grid-template-areas: "controls" "main"; }
+}
 :host(.handout) { grid-template-columns: minmax(0, 1fr); grid-template-areas: "main";
   width: 680px; max-width: 680px; --as-lead-size: 18px; --as-ask-size: 16px;
   --as-answer-size: 15px; }

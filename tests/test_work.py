@@ -237,3 +237,29 @@ def _alive(pid: int) -> bool:
             return f.read().rpartition(")")[2].split()[0] != "Z"
     except OSError:
         return False
+
+
+#: A process that has computed nothing: is a view ready once a job's results are primed?
+PRIMED_IS_READY = """
+from attention_scaling import core, work
+if __name__ == "__main__":
+    values = {**work.defaults(), "tab": "saturation", "keys": 16, "align": 0.3,
+              "temperature": 10.0}
+    before = work.ready(values)
+    core.prime(work.submit(values).result())
+    print(before, work.ready(values))
+    work.shutdown()
+"""
+
+
+def test_a_jobs_results_make_its_view_ready_in_a_process_that_computed_nothing(tmp_path):
+    """What a job records is all its view needs, even in a server process that has drawn
+    nothing yet (no warm start: `panel serve`, a notebook): else the page would send the
+    same job again and again, and never show the change."""
+    import subprocess
+    import sys
+    script = tmp_path / "primed_is_ready.py"
+    script.write_text(PRIMED_IS_READY, encoding="utf-8")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=300, check=True)
+    assert r.stdout.split()[-2:] == ["False", "True"], r.stdout + r.stderr

@@ -60,7 +60,10 @@ def needs(values: dict) -> None:
 
 def ready(values: dict) -> bool:
     """Whether everything :func:`needs` calls is in this process's caches (nothing to
-    compute)."""
+    compute). This process's own argument tabs are drawn first, once (:func:`warm` draws
+    them as the server starts): building them computes what no job records, since a worker
+    draws its own before its first job (the Variance tab's spread of q·k)."""
+    _argument()
     try:
         with core.cached_only():
             needs(values)

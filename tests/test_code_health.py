@@ -88,14 +88,15 @@ def test_the_size_check_sees_a_long_function(tmp_path, monkeypatch):
 #: What each module of src/attention_scaling may import of the package: core <- text <- lead,
 #: quiz, state <- style <- figures, argument <- layout <- page / export <- cli, and server (a
 #: package) beside page and export; seams (the libraries' internals) and training (the served
-#: runs' scheduler, which imports none of the package) under page and server; nothing
-#: imports cli. The package's __init__ imports page on first use of
+#: runs' scheduler) and blas (BLAS's threads), which import none of the package, under page,
+#: server, work and export; nothing imports cli. The package's __init__ imports page on first use of
 #: `attention_scaling.Explorer` only.
 _BOKEH = {"core", "text", "lead", "quiz", "state", "style", "figures", "argument", "layout"}
 LAYERS = {
     "__init__": {"page"},
     "core": set(),
     "seams": set(),
+    "blas": set(),
     "text": {"core"},
     "lead": {"core", "text"},
     "quiz": {"core", "text"},
@@ -103,13 +104,13 @@ LAYERS = {
     "style": {"core"},
     "figures": {"core", "text", "lead", "style"},
     "argument": {"core", "text", "lead", "quiz", "state", "style"},
-    "work": {"core", "text", "lead", "quiz", "state", "style", "argument"},
+    "work": {"blas", "core", "text", "lead", "quiz", "state", "style", "argument"},
     "layout": _BOKEH - {"layout"},
     "training": set(),
-    "page": _BOKEH | {"seams", "training", "work"},
-    "export": _BOKEH,
-    "server": _BOKEH | {"page", "seams", "training", "work"},
-    "cli": _BOKEH | {"page", "export", "server", "seams", "training", "work"},
+    "page": _BOKEH | {"blas", "seams", "training", "work"},
+    "export": _BOKEH | {"blas", "work"},
+    "server": _BOKEH | {"blas", "page", "seams", "training", "work"},
+    "cli": _BOKEH | {"blas", "page", "export", "server", "seams", "training", "work"},
 }
 #: Libraries a module must not load (core: nothing but NumPy and the standard library).
 NOT_LOADED = {

@@ -15,7 +15,7 @@ from bokeh.server.server import Server as BokehServer
 from conftest import free_port, run_in_thread
 from tornado.httpclient import AsyncHTTPClient
 
-from attention_scaling import core, page, work
+from attention_scaling import blas, core, page, work
 from attention_scaling.page import Explorer
 from attention_scaling.state import ExplorerState
 
@@ -237,6 +237,45 @@ def _alive(pid: int) -> bool:
             return f.read().rpartition(")")[2].split()[0] != "Z"
     except OSError:
         return False
+
+
+#: A pool's worker processes, each saying how many threads it runs (once NumPy is loaded).
+POOL_THREADS = """
+import os
+from attention_scaling import work
+if __name__ == "__main__":
+    jobs = [work.pool().submit(os.listdir, "/proc/self/task") for _ in range(8)]
+    print(max(len(job.result()) for job in jobs))
+    work.shutdown()
+"""
+
+
+def _threads(code: list[str], blas_threads: str | None) -> int:
+    """The number a Python process running ``code`` prints, with OPENBLAS_NUM_THREADS set to
+    ``blas_threads`` (unset if None)."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in blas.THREAD_VARIABLES}
+    if blas_threads is not None:
+        env["OPENBLAS_NUM_THREADS"] = blas_threads
+    r = subprocess.run([sys.executable, *code], env=env, capture_output=True, text=True,
+                       timeout=120, check=True)
+    return int(r.stdout.split()[-1])
+
+
+@pytest.mark.skipif(work.workers() < 2, reason="one core: BLAS runs one thread anyway")
+def test_the_command_line_and_the_pools_workers_run_blas_on_one_thread(tmp_path):
+    """A pool of one process per core, each with BLAS threads of its own per core, would only
+    contend (blas.py): the command line's process and every worker run one BLAS thread,
+    unless the environment says otherwise, which each honours (one thread more with two)."""
+    cli = ["-c", "import attention_scaling.cli, numpy, os; print(len(os.listdir("
+           "'/proc/self/task')))"]
+    assert _threads(cli, None) == 1
+    assert _threads(cli, "2") == 2
+    script = tmp_path / "pool_threads.py"
+    script.write_text(POOL_THREADS, encoding="utf-8")
+    assert _threads([str(script)], None) + 1 == _threads([str(script)], "2")
 
 
 #: A process that has computed nothing: is a view ready once a job's results are primed?

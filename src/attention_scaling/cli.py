@@ -13,6 +13,10 @@ import os
 import re
 import sys
 
+from . import blas
+
+blas.one_thread()        # before anything loads NumPy: see blas.py
+
 DEFAULT_PORT = 5006
 DEFAULT_ADDRESS = "127.0.0.1"
 # Sessions: Bokeh drops a session once it has had no open websocket for this long (a closed

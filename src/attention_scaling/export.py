@@ -31,7 +31,6 @@ import dataclasses
 import gzip
 import json
 import multiprocessing
-import os
 import re
 import threading
 import time
@@ -46,7 +45,7 @@ from bokeh.embed import file_html
 from bokeh.models import CustomJS, Div, Spinner
 from bokeh.resources import INLINE
 
-from . import core, quiz
+from . import blas, core, quiz, work
 from .argument import SWEEP_TITLE, TAB_VIEWS, TRAINING_STEPS
 from .figures import Charts, bar_data, diagonal_label_data, jacobian_data, max_label, sweep_data
 from .layout import TAB, View, ask_html
@@ -209,14 +208,6 @@ class _Progress:
             else:
                 self.stream.write(f"export: {counted}\n")
             self.stream.flush()
-
-
-def _cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:                      # not on Linux
-        return os.cpu_count() or 1
 
 
 def _questions_index() -> dict[str, str]:
@@ -528,9 +519,11 @@ ForkingPickler.register(MappingProxyType, lambda proxy: (_mapping_proxy, (dict(p
 
 def _pool() -> concurrent.futures.ProcessPoolExecutor:
     """Worker processes for core's computations, one per core, each a fresh interpreter
-    ("spawn": nothing of this process's threads or state is copied into it)."""
+    ("spawn": nothing of this process's threads or state is copied into it) running BLAS on
+    one thread (:func:`blas.one_thread`)."""
+    blas.one_thread()
     return concurrent.futures.ProcessPoolExecutor(
-        max_workers=_cores(), mp_context=multiprocessing.get_context("spawn"))
+        max_workers=work.workers(), mp_context=multiprocessing.get_context("spawn"))
 
 
 def _submit(pool, progress: _Progress, steps: int, fn, *args) -> concurrent.futures.Future:

@@ -16,7 +16,7 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from . import core, quiz
+from . import blas, core, quiz
 from .argument import Argument
 from .state import CONTROLS, TABS, ExplorerState, Setting
 
@@ -115,6 +115,7 @@ def pool() -> ProcessPoolExecutor:
     global _pool, _pool_pid
     with _lock:
         if _pool is None or _pool_pid != os.getpid():
+            blas.one_thread()
             _pool = ProcessPoolExecutor(max_workers=workers(),
                                         mp_context=multiprocessing.get_context("spawn"),
                                         initializer=_start_worker,

@@ -504,6 +504,50 @@ def test_a_sweep_does_not_depend_on_its_slices_and_is_kept():
     assert core.cached_sweep(4, 0.5, 4, steps=20, seeds=2) is None
 
 
+def test_a_sweep_takes_the_train_runs_as_its_equal_step_points_and_nothing_else():
+    """Given Train's finished runs (each rule at its equal-step rate, the same setting), a
+    sweep takes them as those points without a step of its own, and ends exactly where one
+    that ran them itself ends; a run at another rate or setting is not taken."""
+    setting = dict(d_k=4, temperature=0.5, seed=3, steps=20, seeds=2)
+    alone = core.LearningRateSweep(4, 0.5, 3, steps=20, seeds=2).run()
+    runs = {r: core.train_seeds(4, r, 3, 0.5, steps=20, seeds=2) for r in core.RULES}
+    given = core.LearningRateSweep(**setting, runs=runs)
+    given.advance(1)                     # one step would not finish a point of 20 steps
+    assert given.points_done == 1
+    assert given.run() is not None
+    for rule in core.RULES:
+        assert np.array_equal(alone[rule].losses, given.result()[rule].losses)
+    others = {"none": core.train_seeds(4, "none", 3, 0.5, steps=20, seeds=2, lr=2.0),
+              "sqrt": core.train_seeds(4, "sqrt", 4, 0.5, steps=20, seeds=2),
+              "linear": core.train_seeds(4, "none", 3, 0.5, steps=20, seeds=2)}
+    refused = core.LearningRateSweep(**setting, runs=others)
+    for _ in core.RULES:
+        refused.advance(1)
+    assert refused.points_done == 0
+
+
+def test_runs_on_shared_batches_are_the_runs_that_draw_their_own_and_draw_each_once(
+        monkeypatch):
+    """The three rules' runs and a sweep's points on one set of core.shared_batches end
+    exactly where runs drawing their own batches end, and each batch is drawn once."""
+    alone = core.LearningRateSweep(4, 0.5, 3, steps=20, seeds=2).run()
+    own = {r: core.train_seeds(4, r, 3, 0.5, steps=20, seeds=2) for r in core.RULES}
+    drawn = []
+    real = core._draw_batch
+    monkeypatch.setattr(core, "_draw_batch", lambda *a: drawn.append(1) or real(*a))
+    batches = core.shared_batches(4, 3, seeds=2)
+    shared = {r: core.train_seeds(4, r, 3, 0.5, steps=20, seeds=2, batches=batches)
+              for r in core.RULES}
+    sweep = core.LearningRateSweep(4, 0.5, 3, steps=20, seeds=2, batches=batches).run()
+    assert len(drawn) == 2 * 21                     # two seeds, 21 batches each
+    for rule in core.RULES:
+        for mine, theirs in zip(shared[rule].runs, own[rule].runs):
+            assert (mine.loss, mine.grad_wq) == (theirs.loss, theirs.grad_wq)
+        assert np.array_equal(sweep[rule].losses, alone[rule].losses)
+    with pytest.raises(ValueError, match="not this run's"):
+        core.TrainingRun(8, "sqrt", 3, steps=20, batches=batches[0])
+
+
 def _step_where_the_gradient_rounds_to_zero():
     """The first step of core's unscaled run at d_k = 4096, T = 0.1, 2 keys, seed 1 whose
     float64 gradient norm is 0: its weights (in the run's span basis, whose norms are the

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from types import MappingProxyType
-from typing import Mapping, NamedTuple
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -525,7 +525,7 @@ def log10_metrics(logits, temperature: float = 1.0, keys=None, divisor: float = 
     grad = math.nan
     if keys is not None:
         mk = m @ np.asarray(keys, dtype=np.float64)
-        grad = (log_eps + 0.5 * math.log(float(np.vdot(mk, mk)))
+        grad = (log_eps + 0.5 * math.log(float(np.square(mk).sum()))
                 - math.log(float(divisor) * _check_temperature(temperature))) / ln10
     return dict(log10_rest=log_rest / ln10, log10_max_diagonal=log_diag / ln10,
                 log10_frobenius=(log_eps + math.log(frobenius(m))) / ln10,
@@ -1286,33 +1286,33 @@ def attention_loss(w_q, w_k, tokens, query_tokens, targets, rule: str,
 def _head_loss(w_q, w_k, tokens, query_tokens, targets, s: float, temperature: float,
                grads: bool = True):
     """:func:`attention_loss` with the logits divided by ``s`` whatever the rows of W."""
-    q, k, z, p, loss, g_p = _head_forward(w_q, w_k, tokens, query_tokens, targets, s,
-                                          temperature)
+    q, z, p, loss, g_p = _head_forward(w_q, w_k, tokens, query_tokens, targets, s,
+                                       temperature)
     if not grads:
         return loss, None, None, p
     g_u = p * np.einsum("bj,bij->bi", p, g_p[:, :, None] - g_p[:, None, :])
-    return (loss, *_weight_grads(g_u, q, k, tokens, query_tokens, s, temperature), p)
+    return (loss, *_weight_grads(g_u, q, w_k, tokens, query_tokens, s, temperature), p)
 
 
 def _head_forward(w_q, w_k, tokens, query_tokens, targets, s: float, temperature: float):
-    """The head's forward pass: q, k, the logits z, p, the loss and dL/dp."""
+    """The head's forward pass: q, the logits z, p, the loss and dL/dp. The keys are never
+    formed: q . k_j = q . (W_K x_j) = (W_K^T q) . x_j, (m) products per logit, not (d_k)."""
     b, n, m = tokens.shape
     q = query_tokens @ w_q.T                              # (b, d_k)
-    k = tokens @ w_k.T                                    # (b, n, d_k)
-    z = np.einsum("bd,bnd->bn", q, k) / s
+    z = np.einsum("bnm,bm->bn", tokens, q @ w_k) / s
     p = softmax(z, temperature)
     target = tokens[np.arange(b), targets]                # (b, m)
     diff = np.einsum("bn,bnm->bm", p, tokens) - target
     loss = float((diff * diff).sum() / (2 * m * b))
-    return q, k, z, p, loss, np.einsum("bm,bnm->bn", diff, tokens) / (m * b)
+    return q, z, p, loss, np.einsum("bm,bnm->bn", diff, tokens) / (m * b)
 
 
-def _weight_grads(g_u, q, k, tokens, query_tokens, s: float, temperature: float):
-    """dL/dW_Q and dL/dW_K from dL/du (u = z / T), the head's q and k."""
+def _weight_grads(g_u, q, w_k, tokens, query_tokens, s: float, temperature: float):
+    """dL/dW_Q and dL/dW_K from dL/du (u = z / T), the head's q and W_K: with
+    v_b = sum_j dL/dz_bj x_bj, dL/dq_b = W_K v_b and dL/dW_K = sum_b q_b v_b^T."""
     g_z = g_u / (s * _check_temperature(temperature))
-    g_q = np.einsum("bn,bnd->bd", g_z, k)
-    g_k = g_z[:, :, None] * q[:, None, :]
-    return g_q.T @ query_tokens, np.einsum("bnd,bnm->dm", g_k, tokens)
+    v = np.einsum("bn,bnm->bm", g_z, tokens)              # (b, m)
+    return (v @ w_k.T).T @ query_tokens, q.T @ v
 
 
 #: Below this a gradient norm is taken again in the log domain (it may have lost digits to
@@ -1332,8 +1332,7 @@ def _log10_grad_norms(w_q, w_k, tokens, query_tokens, targets, s: float,
     gradient is exactly 0 (one key, or every key alike)."""
     b, n, m = tokens.shape
     q = query_tokens @ w_q.T
-    k = tokens @ w_k.T
-    u = np.einsum("bd,bnd->bn", q, k) / (s * _check_temperature(temperature))
+    u = np.einsum("bnm,bm->bn", tokens, q @ w_k) / (s * _check_temperature(temperature))
     log_p = u - np.logaddexp.reduce(u, axis=-1, keepdims=True)
     rows = np.arange(b)
     others = log_p.copy()
@@ -1354,8 +1353,42 @@ def _log10_grad_norms(w_q, w_k, tokens, query_tokens, targets, s: float,
     g_u = np.einsum("bij,bij->bi", np.exp(pair - top), h_p[:, :, None] - h_p[:, None, :])
     shift = top / math.log(10)
     return tuple(math.log10(x) + shift if x > 0 else -math.inf
-                 for x in map(frobenius, _weight_grads(g_u, q, k, tokens, query_tokens, s,
+                 for x in map(frobenius, _weight_grads(g_u, q, w_k, tokens, query_tokens, s,
                                                        temperature)))
+
+
+def _draw_batch(rng: np.random.Generator, n_keys: int):
+    """One batch of the toy task from ``rng``: tokens (b, n, m), the noisy query tokens
+    (b, m) and the targets (b,)."""
+    b, m = TRAIN_BATCH, TRAIN_D_MODEL
+    tokens = rng.standard_normal((b, n_keys, m))
+    targets = rng.integers(0, n_keys, b)
+    query = tokens[np.arange(b), targets] + TRAIN_NOISE * rng.standard_normal((b, m))
+    return tokens, query, targets
+
+
+class Batches:
+    """The batches a run from ``seed`` at ``d_k`` with ``n_keys`` keys trains on, step by step:
+    the same under every rule and rate. Drawn once and kept (about 37 KB a step with 8 keys,
+    8 times that with 64), so that runs sharing them (the three rules' runs, a sweep's
+    rates) draw each batch once: a third of a step's time."""
+
+    def __init__(self, d_k: int, seed: int, n_keys: int = N_KEYS) -> None:
+        self.key = (int(d_k), int(seed), int(n_keys))
+        self._rng = np.random.default_rng([int(seed), int(d_k), 11])
+        self._drawn: list[tuple] = []
+
+    def __getitem__(self, step: int) -> tuple:
+        while len(self._drawn) <= step:
+            self._drawn.append(_draw_batch(self._rng, self.key[2]))
+        return self._drawn[step]
+
+
+def shared_batches(d_k: int, seed: int, n_keys: int = N_KEYS,
+                   seeds: int = TRAIN_SEEDS) -> list[Batches]:
+    """:class:`Batches` for each of ``seeds`` seeds from ``seed``, as a
+    :class:`SeededTraining` takes them."""
+    return [Batches(d_k, int(seed) + i, n_keys) for i in range(int(seeds))]
 
 
 class TrainingRun:
@@ -1386,10 +1419,12 @@ class TrainingRun:
     last step is taken.
 
     ``lr``: SGD's learning rate, by default :func:`rule_learning_rate` (the same logit step
-    under every rule)."""
+    under every rule). ``batches``: its :class:`Batches`, shared with other runs (by default
+    it draws its own, keeping none); let go once the run is done."""
 
     def __init__(self, d_k: int, rule: str, seed: int, temperature: float = 1.0,
-                 steps: int = 300, n_keys: int = N_KEYS, lr: float | None = None) -> None:
+                 steps: int = 300, n_keys: int = N_KEYS, lr: float | None = None,
+                 batches: Batches | None = None) -> None:
         rule_divisor(rule, 1)
         self.d_k, self.rule, self.seed, self.steps = int(d_k), rule, int(seed), int(steps)
         self.lr = rule_learning_rate(rule, self.d_k) if lr is None else float(lr)
@@ -1397,6 +1432,10 @@ class TrainingRun:
         self.n_keys = int(n_keys)
         _, self._a, self._b = _span_of(*self._start())
         self._divisor = rule_divisor(rule, self.d_k)
+        if batches is not None and batches.key != (self.d_k, self.seed, self.n_keys):
+            raise ValueError(f"batches {batches.key} are not this run's "
+                             f"{(self.d_k, self.seed, self.n_keys)}")
+        self._batches = batches
         self._rng = np.random.default_rng([self.seed, self.d_k, 11])
         self.loss: list[float] = []
         self.grad_wq: list[float] = []
@@ -1443,11 +1482,10 @@ class TrainingRun:
         return float(np.mean(self.loss[-TRAIN_TAIL:]))
 
     def _batch(self):
-        rng, b, n, m = self._rng, TRAIN_BATCH, self.n_keys, TRAIN_D_MODEL
-        tokens = rng.standard_normal((b, n, m))
-        targets = rng.integers(0, n, b)
-        query = tokens[np.arange(b), targets] + TRAIN_NOISE * rng.standard_normal((b, m))
-        return tokens, query, targets
+        """The next step's batch."""
+        if self._batches is not None:
+            return self._batches[len(self.loss)]
+        return _draw_batch(self._rng, self.n_keys)
 
     def advance(self, count: int) -> None:
         """Take up to ``count`` more steps (the first call also records the start)."""
@@ -1470,7 +1508,7 @@ class TrainingRun:
                 self._a -= self.lr * g_a
                 self._b -= self.lr * g_b
             else:
-                self._a = self._b = None
+                self._a = self._b = self._batches = None
 
 
 def _span_of(w_q: np.ndarray, w_k: np.ndarray):
@@ -1507,14 +1545,15 @@ def train(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps: int =
 
 class SeededTraining:
     """One rule's runs from ``seeds`` seeds (seed, seed + 1, ...), otherwise alike: what a
-    Train shows of a rule. ``advance`` steps each run; per step, :meth:`curve` is the median
+    Train shows of a rule (``batches``: the seeds' :func:`shared_batches`, if shared). ``advance`` steps each run; per step, :meth:`curve` is the median
     over the seeds and its range, and :attr:`final` the median, min and max of the runs'
     ``final_loss``."""
 
     def __init__(self, d_k: int, rule: str, seed: int, temperature: float = 1.0,
                  steps: int = 300, n_keys: int = N_KEYS, lr: float | None = None,
-                 seeds: int = TRAIN_SEEDS) -> None:
-        self.runs = [TrainingRun(d_k, rule, seed + i, temperature, steps, n_keys, lr)
+                 seeds: int = TRAIN_SEEDS, batches: Sequence[Batches] | None = None) -> None:
+        self.runs = [TrainingRun(d_k, rule, seed + i, temperature, steps, n_keys, lr,
+                                 None if batches is None else batches[i])
                      for i in range(int(seeds))]
         first = self.runs[0]
         self.d_k, self.rule, self.seed, self.steps = first.d_k, rule, first.seed, first.steps
@@ -1564,9 +1603,10 @@ def start_seeds(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps:
 
 def train_seeds(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps: int = 300,
                 n_keys: int = N_KEYS, lr: float | None = None,
-                seeds: int = TRAIN_SEEDS) -> SeededTraining:
+                seeds: int = TRAIN_SEEDS,
+                batches: Sequence[Batches] | None = None) -> SeededTraining:
     """A :class:`SeededTraining` taken to its end."""
-    runs = SeededTraining(d_k, rule, seed, temperature, steps, n_keys, lr, seeds)
+    runs = SeededTraining(d_k, rule, seed, temperature, steps, n_keys, lr, seeds, batches)
     runs.advance(steps + 1)
     return runs
 
@@ -1633,13 +1673,24 @@ class LearningRateSweep:
     a time: ``advance(count)`` takes up to ``count`` steps of the point under way (each of
     its seeds' runs), and :meth:`rule` is what the points done so far show. The result does
     not depend on how the steps were sliced; a finished sweep is kept
-    (:func:`learning_rate_sweep` and :func:`cached_sweep` find it)."""
+    (:func:`learning_rate_sweep` and :func:`cached_sweep` find it).
+
+    ``runs``: finished runs at this setting at the equal-step rates (rule ->
+    :class:`SeededTraining`, as Train runs them), taken as those points instead of running
+    them again. ``batches``: the seeds' :func:`shared_batches`, which every point then
+    trains on (each batch drawn once; kept until the sweep is done), or None: each run
+    draws its own."""
 
     def __init__(self, d_k: int, temperature: float = 1.0, seed: int = 0,
-                 n_keys: int = N_KEYS, steps: int = 300, seeds: int = TRAIN_SEEDS) -> None:
+                 n_keys: int = N_KEYS, steps: int = 300, seeds: int = TRAIN_SEEDS,
+                 runs: Mapping[str, SeededTraining] | None = None,
+                 batches: Sequence[Batches] | None = None) -> None:
         self.d_k, self.seed, self.n_keys = int(d_k), int(seed), int(n_keys)
         self.temperature = _check_temperature(temperature)
         self.steps, self.seeds = int(steps), int(seeds)
+        self._batches = batches
+        self._given = {rule: run for rule, run in (runs or {}).items()
+                       if self._is_equal_step_point(rule, run)}
         self.powers = {r: list(range(-SWEEP_START, SWEEP_START + 1)) for r in RULES}
         self._losses: dict[str, dict[int, tuple]] = {r: {} for r in RULES}
         self._starts = {r: math.nan for r in RULES}
@@ -1654,6 +1705,13 @@ class LearningRateSweep:
     @property
     def key(self) -> tuple:
         return (self.d_k, self.temperature, self.seed, self.n_keys, self.steps, self.seeds)
+
+    def _is_equal_step_point(self, rule: str, run: SeededTraining) -> bool:
+        """Whether ``run`` is this sweep's point at ``rule``'s equal-step rate, finished."""
+        return (run.done and run.rule == rule
+                and (run.d_k, run.temperature, run.seed, run.n_keys, run.steps, len(run.runs))
+                == (self.d_k, self.temperature, self.seed, self.n_keys, self.steps, self.seeds)
+                and run.lr == rule_learning_rate(rule, self.d_k) * float(SWEEP_FACTOR) ** 0)
 
     @property
     def done(self) -> bool:
@@ -1674,10 +1732,15 @@ class LearningRateSweep:
             if not self._queue:
                 return
             self._point = rule, k = self._queue.pop(0)
+            self._diverged = set()
+            if k == 0 and rule in self._given:
+                self._current = self._given.pop(rule)
+                self._finish_point()
+                return
             rate = rule_learning_rate(rule, self.d_k) * float(SWEEP_FACTOR) ** k
             self._current = SeededTraining(self.d_k, rule, self.seed, self.temperature,
-                                           self.steps, self.n_keys, rate, self.seeds)
-            self._diverged = set()
+                                           self.steps, self.n_keys, rate, self.seeds,
+                                           self._batches)
         for i, run in enumerate(self._current.runs):
             if i in self._diverged:
                 continue
@@ -1704,6 +1767,7 @@ class LearningRateSweep:
             self._widen(rule)
         if self.done:
             self._result = self.result()
+            self._batches = None
             _keep_sweep(self.key, self)
 
     def _widen(self, rule: str) -> None:
@@ -1764,11 +1828,14 @@ def cached_sweep(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int 
 
 
 def start_sweep(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int = N_KEYS,
-                steps: int = 300, seeds: int = TRAIN_SEEDS) -> LearningRateSweep:
-    """The kept :class:`LearningRateSweep` at this setting (done), else a new one."""
+                steps: int = 300, seeds: int = TRAIN_SEEDS,
+                runs: Mapping[str, SeededTraining] | None = None,
+                batches: Sequence[Batches] | None = None) -> LearningRateSweep:
+    """The kept :class:`LearningRateSweep` at this setting (done), else a new one (taking
+    ``runs``, Train's at this setting, as its equal-step points, and ``batches``)."""
     kept = cached_sweep(d_k, temperature, seed, n_keys, steps, seeds)
     return kept if kept is not None else LearningRateSweep(d_k, temperature, seed, n_keys,
-                                                           steps, seeds)
+                                                           steps, seeds, runs, batches)
 
 
 def learning_rate_sweep(d_k: int, temperature: float = 1.0, seed: int = 0,

@@ -609,7 +609,7 @@ class Explorer(pn.viewable.Viewer):
         if all(run.done for run in runs.values()) and self._sweep is None:
             first = next(iter(runs.values()))
             self._sweep = core.start_sweep(first.d_k, first.temperature, first.seed,
-                                           first.n_keys, steps=TRAINING_STEPS)
+                                           first.n_keys, steps=TRAINING_STEPS, runs=runs)
         with held(self.view.root.document):
             self._show_training()
         if job.stopped:

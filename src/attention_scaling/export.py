@@ -234,17 +234,35 @@ def _paragraphs(markup: str, table: _Table) -> list[int]:
     return [table.add(p) for p in re.split(r"(?<=</p>)", markup) if p]
 
 
-def _training_run(d_k: int, rule: str, seed: int) -> core.SeededTraining:
-    """One run :func:`training_runs` holds (a job of the export's pool)."""
-    return core.train_seeds(d_k, rule, seed, temperature=TRAINING_TEMPERATURE,
-                            steps=TRAINING_STEPS)
+def _width_runs(d_k: int, seed: int, batches=None) -> dict[str, core.SeededTraining]:
+    """The runs :func:`training_runs` holds at ``d_k``, rule -> core.SeededTraining (a job of
+    the export's pool), the three rules' on the same batches, each drawn once
+    (core.shared_batches, or ``batches``)."""
+    batches = core.shared_batches(d_k, seed, N) if batches is None else batches
+    return {rule: core.train_seeds(d_k, rule, seed, temperature=TRAINING_TEMPERATURE,
+                                   steps=TRAINING_STEPS, batches=batches)
+            for rule in core.RULES}
 
 
-def _sweep(d_k: int, seed: int) -> core.LearningRateSweep:
-    """One sweep :func:`sweeps` holds, taken to its end (a job of the export's pool)."""
-    sweep = core.start_sweep(d_k, TRAINING_TEMPERATURE, seed, N, steps=TRAINING_STEPS)
+def _sweep(d_k: int, seed: int, runs: dict | None = None,
+           batches=None) -> core.LearningRateSweep:
+    """One sweep :func:`sweeps` holds, taken to its end, its equal-step points ``runs`` (the
+    Train runs at ``d_k``, rule -> core.SeededTraining) where given, every point on the same
+    batches (core.shared_batches, or ``batches``)."""
+    sweep = core.start_sweep(d_k, TRAINING_TEMPERATURE, seed, N, steps=TRAINING_STEPS,
+                             runs=runs, batches=(core.shared_batches(d_k, seed, N)
+                                                 if batches is None else batches))
     sweep.run()
     return sweep
+
+
+def _swept_runs(d_k: int, seed: int) -> tuple[dict, core.LearningRateSweep]:
+    """The training runs at ``d_k`` (rule -> core.SeededTraining) and the sweep there, which
+    takes them as its equal-step points, all on the same batches (a job of the export's
+    pool)."""
+    batches = core.shared_batches(d_k, seed, N)
+    runs = _width_runs(d_k, seed, batches)
+    return runs, _sweep(d_k, seed, runs, batches)
 
 
 #: :func:`training_runs`' runs by seed, computed once per process (:func:`build_payload`
@@ -257,8 +275,7 @@ def training_runs(seed: int) -> dict[int, dict]:
     d_k -> rule -> core.SeededTraining taken to its end (core.TRAIN_SEEDS seeds from
     ``seed``, each rule at its own learning rate), at TRAINING_TEMPERATURE."""
     if seed not in _RUNS:
-        _RUNS[seed] = {d_k: {rule: _training_run(d_k, rule, seed) for rule in core.RULES}
-                       for d_k in core.D_K_VALUES}
+        _RUNS[seed] = {d_k: _width_runs(d_k, seed) for d_k in core.D_K_VALUES}
     return _RUNS[seed]
 
 
@@ -266,7 +283,7 @@ def sweeps(seed: int) -> dict[int, core.LearningRateSweep]:
     """The learning-rate sweeps the offline copy holds, as the served page runs them after
     Train: d_k -> core.LearningRateSweep taken to its end, at SWEEP_WIDTHS, from ``seed``,
     at TRAINING_TEMPERATURE."""
-    return {d_k: _sweep(d_k, seed) for d_k in SWEEP_WIDTHS}
+    return {d_k: _sweep(d_k, seed, training_runs(seed)[d_k]) for d_k in SWEEP_WIDTHS}
 
 
 def _settings(kind: str, seeds: list[int]):
@@ -294,14 +311,15 @@ def _index(kind: str, s: Setting, seeds: list[int]) -> int:
 
 
 def _argument(seeds: list[int], table: _Table, progress: _Progress,
-              computed) -> tuple[_Blocks, dict]:
+              computed, before) -> tuple[_Blocks, dict]:
     """The argument's tabs at every setting, as the served page draws them
     (View.draw_tab, View.show_training on a View of its own): their sources' blocks and,
     as JSON, their texts, which source each tab sets at which index, the highlighted lines'
     widths per rule and the training runs' index, ranges and status lines. Each tab is held
     as its class in argument.TAB_VIEWS says (``offline``, ``stores``). ``computed()`` gives
     the training runs and sweeps (:func:`training_runs`, :func:`sweeps`), called once the
-    tabs drawn from the controls are."""
+    tabs drawn from the controls are; ``before(setting)`` is called before each setting is
+    drawn."""
     view = View(values={c.name: c.default for c in CONTROLS})
     view.build_argument()
     a = view.argument
@@ -316,7 +334,7 @@ def _argument(seeds: list[int], table: _Table, progress: _Progress,
         lambda s: _spread_block(view.charts.spread, s, seeds, blocks, progress),
         lambda s: draw_questions.append(
             quiz.draw_question(s.d_k, s.temperature, s.seed, N, OFFLINE_ALIGN))]}
-    _drawn_tabs(view, drawn, seeds, blocks, table, text, leads, progress, beside)
+    _drawn_tabs(view, drawn, seeds, blocks, table, text, leads, progress, beside, before)
     runs, swept = computed()
     lines = [line for r in core.RULES for line in a.rule_lines[r]]
     widths = {}
@@ -383,17 +401,19 @@ def _spread_block(spread, setting: Setting, seeds: list[int], blocks: _Blocks,
 
 
 def _drawn_tabs(view: View, drawn: dict, seeds: list[int], blocks: _Blocks, table: _Table,
-                text: dict, leads: dict, progress: _Progress, beside: dict) -> None:
+                text: dict, leads: dict, progress: _Progress, beside: dict, before) -> None:
     """Each tab drawn from the controls at every setting of its ``offline`` index: its text
     and lead (into ``text`` and ``leads``) and, the first time each index of theirs comes
     up, its stores' blocks. The tabs of one index are drawn side by side, a setting at a
-    time (each tab's settings in order), after ``beside[index]``'s calls at that setting."""
+    time (each tab's settings in order), after ``before(setting)`` and ``beside[index]``'s
+    calls at that setting."""
     stored: dict[str, int] = {}              # models' blocks so far, by name
     models = {name: view.argument.model(name)        # looked up once: a search of the figures
               for tab in drawn.values() for name, _kind in tab.stores}
     for kind in dict.fromkeys([*(tab.offline for tab in drawn.values()), *beside]):
         tabs = {key: tab for key, tab in drawn.items() if tab.offline == kind}
         for setting in _settings(kind, seeds):
+            before(setting)
             for call in beside.get(kind, ()):
                 call(setting)
             for key, tab in tabs.items():
@@ -481,14 +501,17 @@ def _record(v: core.Variant, state: core.State, rule: str, di: int) -> tuple[dic
     return bars, cells
 
 
-def _state_records(seeds: list[int], d_k: int) -> list[list[tuple]]:
+def _state_records(seeds: list[int], d_k: int) -> tuple[list[list[tuple]], list]:
     """The records of each of ``seeds`` at width ``d_k`` (a job of the export's pool: the
     seeds of one width together, so that what the texts take from many draws, the same for
     every seed, is computed once in one process), per seed every temperature and rule in
     order: per record its floats (:data:`_RECORD_FLOATS`), logits, and the values
     :func:`build_payload` stores in its tables (style, label, ink, the Jacobian's texts, the
-    text fields)."""
-    return [_seed_records(seed, d_k) for seed in seeds]
+    text fields); and core's cached results computed for them (the states among them), for
+    :class:`_Primer`."""
+    with core.recording() as recorded:
+        records = [_seed_records(seed, d_k) for seed in seeds]
+    return records, recorded
 
 
 def _seed_records(seed: int, d_k: int) -> list[tuple]:
@@ -507,6 +530,38 @@ def _seed_records(seed: int, d_k: int) -> list[tuple]:
                         [bars["alpha"], bars["line"]], [int(v.argmax), align, text],
                         cells["ink"], cells["text"], explorer.text_fields()))
     return out
+
+
+class _Primer:
+    """This process's caches filled, just before a setting is drawn, with what the pool's
+    records jobs computed for it (:func:`_state_records`): the states of the setting's seed
+    and temperature at its width and at the one draw's question's other width
+    (quiz.width_move), and once per width the rest (what the texts take from many draws).
+    Core's cache holds the last few hundred states and a pass over the settings asks for
+    thousands, so each is put in as it is needed; nothing is computed twice."""
+
+    def __init__(self, jobs: list) -> None:
+        self.jobs = dict(zip(core.D_K_VALUES, jobs))
+        self.states: dict[tuple, tuple] = {}     # (d_k, T, seed) -> a state's record
+
+    def _width(self, d_k: int) -> None:
+        if d_k in self.jobs:
+            _by_seed, recorded = self.jobs.pop(d_k).result()
+            rest = []
+            for record in recorded:
+                _name, args, value = record
+                if isinstance(value, core.State):
+                    self.states[(value.d_k, value.temperature, value.seed)] = record
+                else:
+                    rest.append(record)
+            core.prime(rest)
+
+    def __call__(self, setting: Setting) -> None:
+        for d_k in (setting.d_k, quiz.width_move(setting.d_k)):
+            self._width(d_k)
+            record = self.states.get((d_k, setting.temperature, setting.seed))
+            if record is not None:
+                core.prime([record])
 
 
 def _mapping_proxy(items: dict) -> MappingProxyType:
@@ -534,33 +589,41 @@ def _submit(pool, progress: _Progress, steps: int, fn, *args) -> concurrent.futu
 
 
 def _start(pool, progress: _Progress, seeds: list[int]):
-    """The pool's jobs, longest first: the sweeps and training runs from the first seed (none
-    if this process holds them), then the records of each width in order, every seed's
-    (:func:`_state_records`). Returns ``computed()``, which waits for the runs and sweeps
+    """The pool's jobs in the order this process needs their results: the records of each
+    width in order, every seed's (:func:`_state_records`), which the drawing of the
+    argument's tabs starts from (:class:`_Primer`); then the sweeps with the training
+    runs at their widths, and the other training runs from the first seed (none if
+    this process holds them). Returns ``computed()``, which waits for the runs and sweeps
     (:func:`_argument`'s), and the records' jobs."""
     seed, d_ks = seeds[0], core.D_K_VALUES
-    swept = {d_k: _submit(pool, progress, SWEEP_STEPS, _sweep, d_k, seed)
-             for d_k in SWEEP_WIDTHS}
-    runs = {} if seed in _RUNS else {
-        d_k: {rule: _submit(pool, progress, RUN_STEPS, _training_run, d_k, rule, seed)
-              for rule in core.RULES} for d_k in d_ks}
     jobs = [_submit(pool, progress, len(seeds) * len(core.TEMPERATURES), _state_records,
                     seeds, d_k) for d_k in d_ks]
+    held = seed in _RUNS
+    swept = {d_k: (_submit(pool, progress, SWEEP_STEPS, _sweep, d_k, seed, _RUNS[seed][d_k])
+                   if held else _submit(pool, progress, SWEEP_STEPS + len(core.RULES)
+                                        * RUN_STEPS, _swept_runs, d_k, seed))
+             for d_k in SWEEP_WIDTHS}
+    runs = {} if held else {
+        d_k: _submit(pool, progress, len(core.RULES) * RUN_STEPS, _width_runs, d_k, seed)
+        for d_k in d_ks if d_k not in swept}
 
     def computed() -> tuple[dict, dict]:
-        if runs:
-            _RUNS[seed] = {d_k: {rule: job.result() for rule, job in by_rule.items()}
-                           for d_k, by_rule in runs.items()}
-        return _RUNS[seed], {d_k: job.result() for d_k, job in swept.items()}
+        if held:
+            return _RUNS[seed], {d_k: job.result() for d_k, job in swept.items()}
+        both = {d_k: job.result() for d_k, job in swept.items()}
+        _RUNS[seed] = {d_k: both[d_k][0] if d_k in both else runs[d_k].result()
+                       for d_k in d_ks}
+        return _RUNS[seed], {d_k: sweep for d_k, (_runs, sweep) in both.items()}
 
     return computed, jobs
 
 
 def build_payload(seeds: list[int], progress=None) -> dict:
     """Every state of the controls for ``seeds``, packed (see the module docstring). Core's
-    computations run on a pool of worker processes (the training runs and sweeps, then the
-    records, in this order) while this process draws the argument's tabs; the progress goes
-    to the stream ``progress`` (see :class:`_Progress`)."""
+    computations run on a pool of worker processes (the records, then the training runs and
+    sweeps: :func:`_start`) while this process draws the argument's tabs from the states the
+    records' jobs computed; the progress goes to the stream ``progress`` (see
+    :class:`_Progress`)."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
     nd, nt = len(d_ks), len(temps)
     nr = len(core.RULES)
@@ -576,8 +639,8 @@ def build_payload(seeds: list[int], progress=None) -> dict:
     with _pool() as pool:
         computed, jobs = _start(pool, progress, seeds)
         paragraphs = _Table()
-        blocks, argument = _argument(seeds, paragraphs, progress, computed)
-        by_width = [job.result() for job in jobs]        # per width, per seed
+        blocks, argument = _argument(seeds, paragraphs, progress, computed, _Primer(jobs))
+        by_width = [job.result()[0] for job in jobs]     # per width, per seed
         for si, di in ((si, di) for si in range(len(seeds)) for di in range(nd)):
             for k, (floats, logit, style, label, ink, cell_texts, fields) in enumerate(
                     by_width[di][si]):

@@ -185,7 +185,7 @@ const RUN_MS = 2500;        // ms after the click: the longest the handout waits
 const GATHER_MS = 240000;   // ms after the click: the longest it waits for the steps and answers
                             // (a machine busy with other work took minutes where one second does)
 const POLL_MS = 100;        // ms between two looks at what has arrived
-const ASK_MS = 1000;        // ms between two requests for the answers
+const ASK_MS = 250;         // ms between two requests for the answers
 const wait = (ms) => new Promise((done) => { setTimeout(done, ms); });
 const built = () => tabs.tabs.every((p) => p.child.type !== 'Div');
 const repaint = () => {

@@ -29,11 +29,12 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "attention_scaling"
 def environment_read_by_the_source() -> set[str]:
     """Every environment variable src/ reads, found in its syntax trees: the names given as
     literals to ``os.environ`` (``.get``, ``[...]``, ``in``) or ``os.getenv``, and
-    cli.ENVIRONMENT's, which cli._from_environment reads through a loop variable. Any other
+    cli.ENVIRONMENT's, which cli._from_environment reads through a loop variable, and
+    blas.THREAD_VARIABLES, which blas.one_thread sets where unset (BLAS reads them). Any other
     way of reading the environment fails here, so that a new one cannot go unseen."""
     import ast
 
-    from attention_scaling import cli
+    from attention_scaling import blas, cli
 
     found, unknown = set(), []
     for path in sorted(SRC.rglob("*.py")):
@@ -65,6 +66,8 @@ def environment_read_by_the_source() -> set[str]:
                 found.add(key.value)
             elif path.name == "cli.py" and functions.get(node) == "_from_environment":
                 found.update(cli.ENVIRONMENT.values())
+            elif path.name == "blas.py" and functions.get(node) == "one_thread":
+                found.update(blas.THREAD_VARIABLES)
             else:
                 unknown.append(f"{path.name}:{node.lineno}: {ast.unparse(up)}")
     assert unknown == [], unknown

@@ -120,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
           "and tokens, at least 32 printable ASCII characters, one key for processes behind "
           "a proxy that is not sticky (default: a key made at each start); "
           "BOKEH_VALIDATE_DOC: when set, Bokeh's own setting decides whether each session's "
-          "document is checked (default: not checked, a test checks the page's document)")
+          "document is checked (default: not checked, a test checks the page's document); "
+          + ", ".join(blas.THREAD_VARIABLES) + ": NumPy's BLAS threads in each process "
+          "(default 1: the worker pool has a process per core)")
     export = sub.add_parser(
         "export", help="write a self-contained offline HTML copy of the explorer",
         description="Write the explorer as one HTML file that works from file:// with no "

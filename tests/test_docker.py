@@ -161,8 +161,20 @@ class Container:
         what runs: "server" (attention-scaling), "pool" (a worker of a server's pool:
         work.py), "tracker" (multiprocessing's resource tracker beside a pool) or its
         command line."""
+        return self.snapshot()[0]
+
+    def snapshot(self) -> tuple[list[dict], int]:
+        """:meth:`processes` and the container's tasks (:meth:`tasks`, this probe's own
+        included), read by one probe: no other probe's tasks between the two."""
         out = self.python(
             "import json, os\n"
+            "def current():\n"
+            "    for f in ('/sys/fs/cgroup/pids/pids.current', '/sys/fs/cgroup/pids.current'):\n"
+            "        try:\n"
+            "            return int(open(f).read())\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "tasks = current()\n"
             "rows = []\n"
             "for p in os.listdir('/proc'):\n"
             "    if p.isdigit() and int(p) != os.getpid():\n"
@@ -172,12 +184,13 @@ class Container:
             "            rows.append([int(p), int(stat[1]), len(os.listdir(f'/proc/{p}/task')), cmd])\n"
             "        except OSError:\n"
             "            pass\n"
-            "print(json.dumps(rows))")
+            "print(json.dumps([rows, tasks]))")
         kinds = (("spawn_main", "pool"), ("resource_tracker", "tracker"),
                  ("attention-scaling", "server"))
+        rows, tasks = json.loads(out)
         return [dict(pid=pid, ppid=ppid, threads=threads,
                      kind=next((k for mark, k in kinds if mark in cmd), cmd))
-                for pid, ppid, threads, cmd in json.loads(out)]
+                for pid, ppid, threads, cmd in rows], tasks
 
     def cgroup(self, controller: str, v1_name: str, v2_name: str) -> str:
         """A file of the container's own cgroup, as seen inside (cgroup v1 or v2)."""
@@ -185,10 +198,6 @@ class Container:
         if proc.returncode != 0:
             proc = self.exec("cat", f"/sys/fs/cgroup/{v2_name}")
         return proc.stdout.strip()
-
-    def tasks(self) -> int:
-        """Tasks (processes and threads) in the container now, the `podman exec` included."""
-        return int(self.cgroup("pids", "pids.current", "pids.current"))
 
     def logs(self) -> str:
         proc = podman("logs", self.name, check=False)
@@ -383,7 +392,7 @@ def assert_server_and_pools(container, servers: list[int]) -> None:
     a session's argument tabs on its build thread, page.build_thread; 2 for a worker, 1 for a
     tracker) and the probes that read them, far below --pids-limit."""
     cores = int(container.exec("nproc").stdout)
-    procs = container.processes()
+    procs, tasks = _still(container)
     assert sorted(p["pid"] for p in procs if p["kind"] == "server" and p["pid"] in servers) \
         == sorted(servers), procs
     for server in servers:
@@ -392,8 +401,22 @@ def assert_server_and_pools(container, servers: list[int]) -> None:
     ours = [p for p in procs if p["pid"] in servers or p["ppid"] in servers or p["pid"] == 1]
     assert sorted(p["pid"] for p in ours) == sorted(p["pid"] for p in procs), procs
     assert all(p["threads"] <= 5 for p in ours), procs
-    # + the probe that counts (`podman exec` cat)
-    assert container.tasks() <= sum(p["threads"] for p in ours) + 2 < PIDS_LIMIT
+    # + the probe that counts (`podman exec` python)
+    assert tasks <= sum(p["threads"] for p in ours) + 2 < PIDS_LIMIT
+
+
+def _still(container, within_s: float = 60) -> tuple[list[dict], int]:
+    """The container's processes and its task count (:meth:`Container.snapshot`), read
+    while they stay as they are: two readings in a row alike (a worker just started starts
+    its thread, an earlier probe is still leaving: that is no leak); read again until they
+    are, for up to ``within_s`` seconds, then the last reading."""
+    deadline = time.monotonic() + within_s
+    before = container.snapshot()
+    while True:
+        after = container.snapshot()
+        if after == before or time.monotonic() > deadline:
+            return after
+        before = after
 
 
 def test_no_build_tools_or_installers_in_the_image(hardened):

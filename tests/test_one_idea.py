@@ -77,7 +77,9 @@ def test_each_tab_shows_one_idea_in_at_most_120_words(page, server, tab):
     page.wait_for_function("(n) => { for (const d of Bokeh.documents) { const m = "
                            "d.get_model_by_name(n); if (m && m.text) return true; } "
                            "return false; }", arg=lead_name, timeout=UI_WAIT_MS)
-    page.wait_for_timeout(300)
+    # the step's question is written by a message of its own, after the lead
+    page.wait_for_function(f"() => ({MAIN_WORDS})(true).startsWith('Predict.')",
+                           timeout=UI_WAIT_MS)
     lead = _model_text(page, lead_name)
     assert 5 <= words(lead) <= LEAD_WORDS, lead
     shown = page.evaluate(MAIN_WORDS)

@@ -315,7 +315,6 @@ class VarianceTab(TabView):
         self.figures["logit-std"] = fig
         self.tables = [(self.hist_source, _same(*self.hist_source.data)),
                        (self.std_source, _same("d_k", "std_raw", "sqrt_d_k"))]
-        self.update_std(core.logit_std_curve())
 
     def body(self) -> list:
         f = self.figures
@@ -336,12 +335,13 @@ class VarianceTab(TabView):
                                     sqrt_d_k=np.sqrt(np.asarray(curve["d_k"], float)).tolist())
 
     def draw(self, s: Setting) -> tuple[str, str]:
-        dist = core.logit_distribution(s.d_k)
+        dist, std = core.logit_distribution(s.d_k), core.logit_std_curve()
         self.update_logits(dist)
+        if self.std_source.data["std_raw"] != std["std_raw"].tolist():   # the same at every
+            self.update_std(std)                                         # setting: set once
         self.width_source.data = dict(d_k=[float(s.d_k)])
         return variance_lead(s.d_k, dist), (
-            variance_html(s.d_k, dist, core.logit_std_curve(), core.LOGIT_DRAWS)
-            + scaled_score_example())
+            variance_html(s.d_k, dist, std, core.LOGIT_DRAWS) + scaled_score_example())
 
     def question(self, s: Setting) -> quiz.Question:
         return quiz.variance_question(s.d_k)

@@ -1545,9 +1545,9 @@ def train(d_k: int, rule: str, seed: int, temperature: float = 1.0, steps: int =
 
 class SeededTraining:
     """One rule's runs from ``seeds`` seeds (seed, seed + 1, ...), otherwise alike: what a
-    Train shows of a rule (``batches``: the seeds' :func:`shared_batches`, if shared). ``advance`` steps each run; per step, :meth:`curve` is the median
-    over the seeds and its range, and :attr:`final` the median, min and max of the runs'
-    ``final_loss``."""
+    Train shows of a rule (``batches``: the seeds' :func:`shared_batches`, if shared).
+    ``advance`` steps each run; per step, :meth:`curve` is the median over the seeds and its
+    range, and :attr:`final` the median, min and max of the runs' ``final_loss``."""
 
     def __init__(self, d_k: int, rule: str, seed: int, temperature: float = 1.0,
                  steps: int = 300, n_keys: int = N_KEYS, lr: float | None = None,
@@ -1711,7 +1711,7 @@ class LearningRateSweep:
         return (run.done and run.rule == rule
                 and (run.d_k, run.temperature, run.seed, run.n_keys, run.steps, len(run.runs))
                 == (self.d_k, self.temperature, self.seed, self.n_keys, self.steps, self.seeds)
-                and run.lr == rule_learning_rate(rule, self.d_k) * float(SWEEP_FACTOR) ** 0)
+                and run.lr == rule_learning_rate(rule, self.d_k))
 
     @property
     def done(self) -> bool:

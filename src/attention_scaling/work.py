@@ -60,10 +60,7 @@ def needs(values: dict) -> None:
 
 def ready(values: dict) -> bool:
     """Whether everything :func:`needs` calls is in this process's caches (nothing to
-    compute). This process's own argument tabs are drawn first, once (:func:`warm` draws
-    them as the server starts): building them computes what no job records, since a worker
-    draws its own before its first job (the Variance tab's spread of q·k)."""
-    _argument()
+    compute)."""
     try:
         with core.cached_only():
             needs(values)

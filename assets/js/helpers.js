@@ -8,18 +8,21 @@
 // view's shadow root) or to have a chart painted again; the programs need them to name
 // slider handles and tabs for screen readers, to fill the texts' numbers, to write the
 // screen-reader tables, to export the charts as SVG, to repaint the charts in a new theme and
-// to lay out the handout's many changes once.
+// to lay out many changes once.
 //   AS.view(model)     the model's view: Bokeh.index.find_one (of a view the programs use
 //                      `el`, `model` and `export('svg')`); null while it is not drawn
 //   AS.root(model)     the view's shadow root (view.shadow_el), where BokehJS draws the
 //                      model's elements (.bk-* classes); null while it is not drawn
 //   AS.repaint(model)  the view painted again (view.request_paint)
 //   AS.documents()     the page's BokehJS documents (Bokeh.documents)
-//   AS.laidOutOnce(model, change)
-//                      change() run with the layout BokehJS computes after each change
-//                      under `model` (a view passes view.invalidate_layout and
-//                      view.compute_layout on to its parent, and the top one lays out the
-//                      whole document) held at `model`'s view and made once at the end
+//   (installed once per page) each document laid out once per task: BokehJS lays the whole
+//                      document out again, at once, after each change of a layout's
+//                      visible, size or classes (LayoutDOMView.invalidate_layout) and each
+//                      widget's new text (compute_layout); the first program to run has
+//                      the view class (Bokeh.require('models/layouts/layout_dom')) hand
+//                      both on to the document's top view, which lays out in a microtask
+//                      after the task that made the changes (a tab's idle notes, a
+//                      present-mode step, the handout, a server message of many changes)
 //   AS.note(object, key, value), AS.noted(object, key)
 //                      a program's state kept for a model (or an element) across its runs,
 //                      in one WeakMap instead of properties set on BokehJS's objects
@@ -44,21 +47,6 @@ const AS = (() => {
   const root = (model) => { const found = view(model); return found == null ? null : found.shadow_el; };
   const repaint = (model) => { const found = view(model); if (found != null) found.request_paint(); };
   const documents = () => [...Bokeh.documents];
-  const laidOutOnce = (model, change) => {
-    const found = model == null ? null : view(model);
-    if (found == null) return change();
-    const asked = {invalidate: false, compute: false};
-    found.invalidate_layout = () => { asked.invalidate = true; };
-    found.compute_layout = () => { asked.compute = true; };
-    try {
-      return change();
-    } finally {
-      delete found.invalidate_layout;        // the prototype's own again
-      delete found.compute_layout;
-      if (asked.invalidate) found.invalidate_layout();
-      else if (asked.compute) found.compute_layout();
-    }
-  };
   // Every program (and every run of one: this file is part of each run's code) shares the
   // one WeakMap, kept on the page under a registered symbol.
   const NOTES = Symbol.for('attention-scaling.notes');
@@ -70,6 +58,39 @@ const AS = (() => {
     return value;
   };
   const noted = (object, key) => notes.get(object)?.get(key);
+  // Each document laid out once per task (see the header): only on the BokehJS it was
+  // checked against, whose layout views pass both calls on to their parent.
+  const layOutOncePerTask = () => {
+    let View;
+    try {
+      if (!String(Bokeh.version).startsWith('3.9.')) return false;
+      View = Bokeh.require('models/layouts/layout_dom').LayoutDOMView;
+    } catch {
+      return false;
+    }
+    if (typeof View !== 'function') return false;
+    const proto = View.prototype;
+    if (noted(proto, 'once per task')) return true;
+    const {update_layout: update, compute_layout: compute} = proto;
+    const due = new Map();          // a document's top view -> whether its styles are due too
+    const top = (view) => (view.parent instanceof View ? top(view.parent) : view);
+    const layOut = (view, styles) => {
+      const root = top(view), queued = due.has(root);
+      due.set(root, styles || due.get(root) === true);
+      if (queued) return;
+      queueMicrotask(() => {
+        const withStyles = due.get(root);
+        due.delete(root);
+        if (withStyles) update.call(root);
+        compute.call(root);
+      });
+    };
+    proto.invalidate_layout = function invalidateLayout() { layOut(this, true); };
+    proto.compute_layout = function computeLayout() { layOut(this, false); };
+    note(proto, 'once per task', true);
+    return true;
+  };
+  layOutOncePerTask();
   // The page's address and its controls. `rows` are the controls a page has, one per row of
   // state.CONTROLS (layout.View.address builds them): {key (the URL key), widget, prop (the
   // widget's "value" or "active"), kind, values, shown, linear, positive}; kind "choice": a
@@ -127,6 +148,6 @@ const AS = (() => {
   // Text as HTML (or XML) text or attribute value: &, <, > and " escaped.
   const escape = (t) => String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
     .replace(/"/g, '&quot;');
-  return {col, fields, view, root, repaint, documents, laidOutOnce, note, noted, position,
+  return {col, fields, view, root, repaint, documents, note, noted, position,
           apply, query, writeAddress, escape};
 })();

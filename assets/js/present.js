@@ -294,28 +294,26 @@ const gather = async (start) => {
 };
 const finish = () => {
   state.handout = false;
-  AS.laidOutOnce(root, () => {
-    classes(tabs, 'handout', false);
-    classes(body, 'handout', false);
-    for (const model of state.shown) model.visible = false;
-    state.shown.clear();
-    restoreHeights();
-    // each answer as it was, unless a new question has put it away meanwhile
-    for (const [answer, [before, printed]] of state.answers) {
-      if (answer.text === printed) answer.text = before;
-    }
-    state.answers.clear();
-    if (state.theme !== null) {
-      if (state.theme === 'auto') delete document.documentElement.dataset.theme;
-      else document.documentElement.dataset.theme = state.theme;
-      state.theme = null;
-      repaint();
-    }
-    if (state.on) update(); else {
-      apply(new Set());
-      title(false);
-    }
-  });
+  classes(tabs, 'handout', false);
+  classes(body, 'handout', false);
+  for (const model of state.shown) model.visible = false;
+  state.shown.clear();
+  restoreHeights();
+  // each answer as it was, unless a new question has put it away meanwhile
+  for (const [answer, [before, printed]] of state.answers) {
+    if (answer.text === printed) answer.text = before;
+  }
+  state.answers.clear();
+  if (state.theme !== null) {
+    if (state.theme === 'auto') delete document.documentElement.dataset.theme;
+    else document.documentElement.dataset.theme = state.theme;
+    state.theme = null;
+    repaint();
+  }
+  if (state.on) update(); else {
+    apply(new Set());
+    title(false);
+  }
 };
 const handout = async () => {
   if (state.handout) return;
@@ -323,37 +321,35 @@ const handout = async () => {
   const start = performance.now();
   await gather(start);
   say('Laying out the handout…');
-  AS.laidOutOnce(root, () => {
-    const theme = document.documentElement.dataset.theme;
-    if (theme === 'dark' || (theme === undefined && window.matchMedia('(prefers-color-scheme: dark)').matches)) {
-      state.theme = theme ?? 'auto';
-      document.documentElement.dataset.theme = 'light';
-      repaint();
+  const theme = document.documentElement.dataset.theme;
+  if (theme === 'dark' || (theme === undefined && window.matchMedia('(prefers-color-scheme: dark)').matches)) {
+    state.theme = theme ?? 'auto';
+    document.documentElement.dataset.theme = 'light';
+    repaint();
+  }
+  title(true);
+  classes(tabs, 'handout', true);
+  classes(body, 'handout', true);
+  const keep = new Set(keys.flatMap((key) => keptFor(key, true)));
+  const hide = new Set();
+  walk(root, keep, hide, true);
+  // on paper a question has its answer, without the guess and Reveal
+  for (const key of keys) {
+    for (const name of [`${key}-guess`, `${key}-reveal`]) {
+      const model = byName(name);
+      if (model != null && model.visible) hide.add(model);
     }
-    title(true);
-    classes(tabs, 'handout', true);
-    classes(body, 'handout', true);
-    const keep = new Set(keys.flatMap((key) => keptFor(key, true)));
-    const hide = new Set();
-    walk(root, keep, hide, true);
-    // on paper a question has its answer, without the guess and Reveal
-    for (const key of keys) {
-      for (const name of [`${key}-guess`, `${key}-reveal`]) {
-        const model = byName(name);
-        if (model != null && model.visible) hide.add(model);
-      }
+  }
+  apply(hide);
+  for (const key of keys) {
+    const answer = byName(`${key}-answer`);
+    if (answer != null && !answer.visible) {
+      answer.visible = true;
+      state.shown.add(answer);
     }
-    apply(hide);
-    for (const key of keys) {
-      const answer = byName(`${key}-answer`);
-      if (answer != null && !answer.visible) {
-        answer.visible = true;
-        state.shown.add(answer);
-      }
-      const figs = steps[key].charts.map(byName).filter((f) => f != null);
-      for (const fig of figs) setHeight(fig, PRINT_HEIGHT[Math.min(figs.length, 2)]);
-    }
-  });
+    const figs = steps[key].charts.map(byName).filter((f) => f != null);
+    for (const fig of figs) setHeight(fig, PRINT_HEIGHT[Math.min(figs.length, 2)]);
+  }
   // the charts painted at their printed sizes
   await new Promise((done) => { requestAnimationFrame(() => requestAnimationFrame(done)); });
   await wait(200);

@@ -7,9 +7,8 @@
 // answer into its Reveal's tags; View.reveal_all: every step's, by key, into the tags of
 // `answers` as [the request's number, [[key, answer], ...]]), and this program, run again by that change of the
 // tags, shows it with the guess as it was at the click, if the question is still the one
-// asked (a new question empties its Reveal's tags). Every answer of one click is laid out once
-// (under `root`).
-/* global AS, asks, answers, root, cb_obj */
+// asked (a new question empties its Reveal's tags).
+/* global AS, asks, answers, cb_obj */
 const ASKED = 'reveal-asked';     // per Reveal button: [the guess's sentence, the question]
 const guessed = (parts) => {
   const g = parts.guess;
@@ -23,24 +22,22 @@ const show = (parts, guess, answer) => {
   if (parts.answer.text !== text) parts.answer.text = text;
 };
 const all = answers != null && (cb_obj === answers || cb_obj.origin === answers);
-AS.laidOutOnce(root, () => {
-  if (cb_obj.event_name === 'button_click') {
-    for (const parts of Object.values(asks)) {
-      if (!all && parts.reveal !== cb_obj.origin) continue;
-      const guess = all ? '' : guessed(parts);
-      if (parts.reveal.tags.length > 0) show(parts, guess, parts.reveal.tags[0]);
-      else AS.note(parts.reveal, ASKED, [guess, parts.text.text]);
-    }
-  } else {
-    // the server's answer: one step's (its Reveal's tags) or, for `answers`, every step's
-    const sent = new Map(all ? cb_obj.tags[1] ?? [] : []);
-    for (const [key, parts] of Object.entries(asks)) {
-      if (!all && parts.reveal !== cb_obj) continue;
-      const answer = all ? sent.get(key) : parts.reveal.tags[0];
-      const asked = AS.noted(parts.reveal, ASKED);
-      if (asked == null || answer == null) continue;
-      AS.note(parts.reveal, ASKED, null);
-      if (asked[1] === parts.text.text) show(parts, asked[0], answer);
-    }
+if (cb_obj.event_name === 'button_click') {
+  for (const parts of Object.values(asks)) {
+    if (!all && parts.reveal !== cb_obj.origin) continue;
+    const guess = all ? '' : guessed(parts);
+    if (parts.reveal.tags.length > 0) show(parts, guess, parts.reveal.tags[0]);
+    else AS.note(parts.reveal, ASKED, [guess, parts.text.text]);
   }
-});
+} else {
+  // the server's answer: one step's (its Reveal's tags) or, for `answers`, every step's
+  const sent = new Map(all ? cb_obj.tags[1] ?? [] : []);
+  for (const [key, parts] of Object.entries(asks)) {
+    if (!all && parts.reveal !== cb_obj) continue;
+    const answer = all ? sent.get(key) : parts.reveal.tags[0];
+    const asked = AS.noted(parts.reveal, ASKED);
+    if (asked == null || answer == null) continue;
+    AS.note(parts.reveal, ASKED, null);
+    if (asked[1] === parts.text.text) show(parts, asked[0], answer);
+  }
+}

@@ -347,9 +347,9 @@ class View:
     @staticmethod
     def _reveal_program() -> CustomJS:
         """Reveal (assets/js/reveal.js): one program for every step's button (``asks``, grown
-        by :meth:`_ask`) and for the handout's request for every answer (``answers`` and the
-        page's ``root``: :meth:`_answers_button`)."""
-        return CustomJS(args=dict(asks={}, answers=None, root=None), code=script("reveal"))
+        by :meth:`_ask`) and for the handout's request for every answer (``answers``:
+        :meth:`_answers_button`)."""
+        return CustomJS(args=dict(asks={}, answers=None), code=script("reveal"))
 
     def _answers_button(self) -> Button:
         """The handout's request for every step's answer (assets/js/present.js clicks it once
@@ -357,7 +357,7 @@ class View:
         :meth:`reveal_all` send them all in one message; then, or at once where they wait in
         the page, assets/js/reveal.js shows each without a guess."""
         answers = Button(label="Every answer", name="present-answers", visible=False)
-        self._reveal_js.args = {**self._reveal_js.args, "answers": answers, "root": self.root}
+        self._reveal_js.args = {**self._reveal_js.args, "answers": answers}
         answers.js_on_event("button_click", self._reveal_js)
         answers.js_on_change("tags", self._reveal_js)
         if self._on_click is not None:

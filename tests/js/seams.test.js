@@ -70,35 +70,59 @@ test('documents lists the page\'s documents, a copy of BokehJS\'s list', () => {
   assert.strictEqual(docs.length, 2);
 });
 
-test('laidOutOnce lays out once after a batch of changes, and as often as asked outside it', () => {
+// BokehJS's layout views, as a stand-in: a view passes both calls on to its parent, and
+// the top one lays out the whole document (update_layout: styles, compute_layout: boxes).
+const layoutViews = (calls) => {
+  class LayoutDOMView {
+    constructor(parent = null) { this.parent = parent; }
+    update_layout() { calls.push(['update', this]); }
+    compute_layout() {
+      if (this.parent instanceof LayoutDOMView) this.parent.compute_layout();
+      else calls.push(['compute', this]);
+    }
+    invalidate_layout() {
+      if (this.parent instanceof LayoutDOMView) this.parent.invalidate_layout();
+      else { this.update_layout(); this.compute_layout(); }
+    }
+  }
+  return LayoutDOMView;
+};
+const withBokeh = (version, LayoutDOMView) => vm.runInThisContext(
+  `(function (Bokeh) {${fs.readFileSync(path.join(JS, 'helpers.js'), 'utf8')}\nreturn AS;\n})`)({
+  version, index: {find_one: () => null}, documents: [],
+  require: (name) => {
+    if (name !== 'models/layouts/layout_dom') throw new Error(`no module ${name}`);
+    return {LayoutDOMView};
+  }});
+
+test('on BokehJS 3.9 each document is laid out once per task, after the task', async () => {
   const calls = [];
-  const proto = {
-    invalidate_layout() { calls.push('invalidate'); },
-    compute_layout() { calls.push('compute'); },
-  };
-  const root = {}, loose = {};
-  const view = Object.create(proto);
-  const AS = adapter(new Map([[root, view]]));
-  const result = AS.laidOutOnce(root, () => {
-    // what children do, passing their layout on to their parent, many times over
-    for (let i = 0; i < 5; i++) { view.invalidate_layout(); view.compute_layout(); }
-    assert.deepStrictEqual(calls, []);
-    return 'changed';
-  });
-  assert.strictEqual(result, 'changed');
-  assert.deepStrictEqual(calls, ['invalidate']);
-  assert.deepStrictEqual(Object.keys(view), []);           // the prototype's methods again
-  view.compute_layout();
-  assert.deepStrictEqual(calls, ['invalidate', 'compute']);
+  const View = layoutViews(calls);
+  withBokeh('3.9.2', View);
+  withBokeh('3.9.2', View);                  // a second program: installed once
+  const top = new View(), other = new View();
+  const row = new View(top), div = new View(row);
+  for (let i = 0; i < 5; i++) { div.invalidate_layout(); row.compute_layout(); }
+  other.compute_layout();
+  assert.deepStrictEqual(calls, []);         // nothing laid out within the task
+  await Promise.resolve();
+  assert.deepStrictEqual(calls.map(([what, view]) => [what, view === top ? 'top' : 'other']),
+                         [['update', 'top'], ['compute', 'top'], ['compute', 'other']]);
   calls.length = 0;
-  AS.laidOutOnce(root, () => view.compute_layout());       // a text: measured once
-  assert.deepStrictEqual(calls, ['compute']);
-  calls.length = 0;
-  AS.laidOutOnce(root, () => {});                          // nothing changed: no layout
-  assert.deepStrictEqual(calls, []);
-  assert.strictEqual(AS.laidOutOnce(loose, () => 3), 3);   // not drawn: just the change
-  assert.throws(() => AS.laidOutOnce(root, () => { view.invalidate_layout(); throw new Error('x'); }), /x/);
-  assert.deepStrictEqual(calls, ['invalidate']);          // laid out even so
+  div.compute_layout();                      // a text: its boxes only, once
+  div.compute_layout();
+  await Promise.resolve();
+  assert.deepStrictEqual(calls.map(([what]) => what), ['compute']);
+});
+
+test('on another BokehJS version, or without its module, the layout is left as it is', () => {
+  const calls = [];
+  const View = layoutViews(calls);
+  withBokeh('3.10.0', View);
+  new View(new View()).invalidate_layout();  // at once, as BokehJS does
+  assert.deepStrictEqual(calls.map(([what]) => what), ['update', 'compute']);
+  const AS = withBokeh('3.9.2', undefined);  // require finds no layout views: AS all the same
+  assert.strictEqual(AS.view({}), null);
 });
 
 test('note keeps state per object and key, shared by every copy of AS, off the objects', () => {

@@ -222,12 +222,35 @@ def _open_tab(browser, server, search):
     return ctx, page
 
 
+def _show_tab(page, key):
+    """Open the tab ``key`` on ``page`` (as its header's click does) and wait until its chart
+    is drawn and the page keeps still."""
+    page.evaluate("(i) => { Bokeh.documents[0].get_model_by_name('sections').active = i; }",
+                  [t.key for t in TABS].index(key))
+    page.wait_for_function(DRAWN, arg=TAB_CHART[key], timeout=UI_WAIT_MS)
+    wait_still(page, TAB_CHART[key])
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_axe_finds_no_violation_on_any_tab_in_either_theme(browser, server, theme):
+    """axe-core: no violation of any impact (minor and moderate too) on every tab, one page
+    per theme walking through the tabs. Over 20 s: axe over the whole page on six tabs."""
+    ctx, page = _open_tab(browser, server, f"?theme={theme}")
+    try:
+        found = {}
+        for tab in TABS:
+            _show_tab(page, tab.key)
+            found[tab.key] = violations(page)
+        assert found == {tab.key: [] for tab in TABS}
+        assert page.console_errors == []
+    finally:
+        ctx.close()
+
+
 @pytest.mark.parametrize("search", [
-    *(f"?tab={tab.key}{theme}" for tab in TABS for theme in ("", "&theme=dark")),
     "?embed=1", "?embed=1&hide=text&theme=dark", "?hide=controls", "?embed=1&tab=training"])
-def test_axe_finds_no_violation_on_any_tab_theme_or_embed(browser, server, search):
-    """axe-core: no violation of any impact (minor and moderate too) on every tab, light and
-    dark, and in the embed modes."""
+def test_axe_finds_no_violation_embedded_or_with_parts_hidden(browser, server, search):
+    """axe-core: no violation of any impact in the embed modes and with parts hidden."""
     ctx, page = _open_tab(browser, server, search)
     try:
         assert violations(page) == []
@@ -951,45 +974,52 @@ TAB_FIGURES = {"draw": ["scaled-weights", "unscaled-weights", "gradient-spread",
                "budget": ["head-budget", "head-budget-gradient"]}
 
 
-@pytest.mark.parametrize("tab", list(TAB_FIGURES))
+def _titles_and_labels(page, tab, width):
+    """What keeps a title or an x axis's labels of the open tab ``tab`` from fitting."""
+    import math
+    shown = page.evaluate(LAYOUT)
+    assert sorted(f["name"] for f in shown) == sorted(TAB_FIGURES[tab])
+    for fig in shown:
+        for text, right in fig["titles"]:
+            assert right <= fig["width"] - 2, (fig["name"], text, right, fig["width"])
+        for axis in fig["axes"]:
+            drawn = [lab for lab in axis["labels"] if lab[0]]
+            assert len(drawn) >= 4, (fig["name"], axis["labels"])
+            for (t0, x0, w0), (t1, x1, w1) in zip(drawn, drawn[1:]):
+                if axis["angle"]:      # parallel slanted labels: apart by a line at least
+                    assert abs(x1 - x0) * math.sin(axis["angle"]) >= axis["line"], \
+                        (fig["name"], t0, t1, x1 - x0)
+                else:
+                    assert abs(x1 - x0) >= (w0 + w1) / 2 + 2, (fig["name"], t0, t1)
+    if tab == "draw":
+        sweep = next(f for f in shown if f["name"] == "jacobian-diagonal")["axes"][0]
+        labelled = [lab[0] for lab in sweep["labels"] if lab[0]]
+        expected = ([str(d) for d in core.D_K_VALUES] if width >= 1280
+                    else ["1", "4", "16", "64", "256", "1024", "4096"])
+        assert labelled == expected
+
+
 @pytest.mark.parametrize("width", [375, 1440])
-def test_every_title_fits_its_chart_and_no_two_axis_labels_overlap(browser, server, tab,
-                                                                      width):
-    """On a phone and a wide screen, under the rule with the longest titles: no title line
-    runs past its chart's right edge, and the labels along each x axis (the sweep's 25
-    widths slanted) keep clear of each other."""
-    ctx, page = _open(browser, server, width, f"?tab={tab}&rule=none&keys=8")
+def test_every_title_fits_its_chart_and_no_two_axis_labels_overlap(browser, server, width):
+    """On a phone and a wide screen, under the rule with the longest titles, one page per
+    width walking through the tabs: no title line runs past its chart's right edge, and the
+    labels along each x axis (the sweep's 25 widths slanted) keep clear of each other.
+    Over 20 s: six tabs drawn and measured, and a whole training run with its sweep."""
+    ctx, page = _open(browser, server, width, "?rule=none&keys=8")
     try:
-        page.wait_for_function("(names) => names.every((n) => { const m = Bokeh.documents[0]"
-                               ".get_model_by_name(n); const v = m && window.__AS.view(m);"
-                               " return v && v.el.checkVisibility({checkVisibilityCSS: true}); })",
-                               arg=TAB_FIGURES[tab], timeout=UI_WAIT_MS)
-        if tab == "training":
-            page.get_by_role("button", name="Train").click()
-            page.wait_for_function("() => (window.__col('training-source', 'step') || [])"
-                                   ".length === 301", timeout=TRAINING_WAIT_MS)
-        wait_still(page, *TAB_FIGURES[tab])
-        import math
-        shown = page.evaluate(LAYOUT)
-        assert sorted(f["name"] for f in shown) == sorted(TAB_FIGURES[tab])
-        for fig in shown:
-            for text, right in fig["titles"]:
-                assert right <= fig["width"] - 2, (fig["name"], text, right, fig["width"])
-            for axis in fig["axes"]:
-                drawn = [lab for lab in axis["labels"] if lab[0]]
-                assert len(drawn) >= 4, (fig["name"], axis["labels"])
-                for (t0, x0, w0), (t1, x1, w1) in zip(drawn, drawn[1:]):
-                    if axis["angle"]:      # parallel slanted labels: apart by a line at least
-                        assert abs(x1 - x0) * math.sin(axis["angle"]) >= axis["line"], \
-                            (fig["name"], t0, t1, x1 - x0)
-                    else:
-                        assert abs(x1 - x0) >= (w0 + w1) / 2 + 2, (fig["name"], t0, t1)
-        if tab == "draw":
-            sweep = next(f for f in shown if f["name"] == "jacobian-diagonal")["axes"][0]
-            labelled = [lab[0] for lab in sweep["labels"] if lab[0]]
-            expected = ([str(d) for d in core.D_K_VALUES] if width >= 1280
-                        else ["1", "4", "16", "64", "256", "1024", "4096"])
-            assert labelled == expected
+        for tab in TAB_FIGURES:
+            _show_tab(page, tab)
+            page.wait_for_function("(names) => names.every((n) => { const m = Bokeh"
+                                   ".documents[0].get_model_by_name(n); const v = m && "
+                                   "window.__AS.view(m); return v && v.el.checkVisibility("
+                                   "{checkVisibilityCSS: true}); })",
+                                   arg=TAB_FIGURES[tab], timeout=UI_WAIT_MS)
+            if tab == "training":
+                page.get_by_role("button", name="Train").click()
+                page.wait_for_function("() => (window.__col('training-source', 'step') || [])"
+                                       ".length === 301", timeout=TRAINING_WAIT_MS)
+            wait_still(page, *TAB_FIGURES[tab])
+            _titles_and_labels(page, tab, width)
         assert page.console_errors == []
     finally:
         ctx.close()

@@ -1172,41 +1172,49 @@ def _chart_contrasts(page):
              for x in found[kind]] for kind in ("texts", "lines", "boxes")]
 
 
-@pytest.mark.parametrize("tab", list(TAB_FIGURES))
-def test_every_text_and_mark_on_the_charts_reads_in_both_themes(browser, server, tab):
-    """WCAG AA in the light and the dark theme, from the colours BokehJS draws with: every
-    text drawn on a chart (titles, axis labels, colour bars, legends, labels) at least 4.5:1
-    against what lies under it, the frame of the chart the model uses, the highest bar's
-    outline and every other line that marks something at least 3:1; every legend in the
-    chart's own colours."""
-    ctx, page = _open(browser, server, 1280, f"?tab={tab}&theme=dark&rule=none")
+def test_every_text_and_mark_on_the_charts_reads_in_both_themes(browser, server):
+    """WCAG AA in the light and the dark theme, from the colours BokehJS draws with, on every
+    tab in turn (one page, the theme toggled on each): every text drawn on a chart (titles,
+    axis labels, colour bars, legends, labels) at least 4.5:1 against what lies under it, the
+    frame of the chart the model uses, the highest bar's outline and every other line that
+    marks something at least 3:1; every legend in the chart's own colours. Over 20 s: six
+    tabs, each drawn and read twice."""
+    ctx, page = _open(browser, server, 1280, "?theme=dark&rule=none")
     try:
-        page.wait_for_function("(names) => names.every((n) => { const m = Bokeh.documents[0]"
-                               ".get_model_by_name(n); return m && window.__AS.view(m); })",
-                               arg=TAB_FIGURES[tab], timeout=UI_WAIT_MS)
-        for theme in ("dark", "light"):
-            if theme == "light":
-                page.get_by_role("button", name="light", exact=True).click()
-                page.wait_for_url("**theme=light**")
-            page.wait_for_timeout(300)
-            texts, lines, boxes = _chart_contrasts(page)
-            kinds = {w.split(" ")[1] for w, _ in texts}
-            assert {"Title", "LinearAxis"} <= kinds or {"Title", "CategoricalAxis"} <= kinds
-            if tab == "draw":
-                assert {"ColorBar", "GlyphRenderer"} <= kinds          # the max weight label
-                assert any("outline" in w for w, _ in lines)           # the model uses this
-            else:
-                assert "Legend" in kinds
-            low = [(w, round(c, 2)) for w, c in texts if c < 4.5]
-            assert low == [], (theme, low)
-            faint = [(w, round(c, 2)) for w, c in lines if c < 3]
-            assert faint == [], (theme, faint)
-            # a legend's box is the chart's own colour: no light box on a dark chart
-            boxed = [(w, round(c, 2)) for w, c in boxes if c > 1.1]
-            assert boxed == [], (theme, boxed)
+        theme = "dark"
+        for tab in TAB_FIGURES:
+            _show_tab(page, tab)
+            page.wait_for_function("(names) => names.every((n) => { const m = Bokeh"
+                                   ".documents[0].get_model_by_name(n); return m && "
+                                   "window.__AS.view(m); })",
+                                   arg=TAB_FIGURES[tab], timeout=UI_WAIT_MS)
+            for _ in range(2):
+                _contrasts_hold(page, tab, theme)
+                theme = "light" if theme == "dark" else "dark"
+                page.get_by_role("button", name=theme, exact=True).click()
+                page.wait_for_url(f"**theme={theme}**")
         assert page.console_errors == []
     finally:
         ctx.close()
+
+
+def _contrasts_hold(page, tab, theme):
+    page.wait_for_timeout(300)
+    texts, lines, boxes = _chart_contrasts(page)
+    kinds = {w.split(" ")[1] for w, _ in texts}
+    assert {"Title", "LinearAxis"} <= kinds or {"Title", "CategoricalAxis"} <= kinds, tab
+    if tab == "draw":
+        assert {"ColorBar", "GlyphRenderer"} <= kinds, tab          # the max weight label
+        assert any("outline" in w for w, _ in lines), tab           # the model uses this
+    else:
+        assert "Legend" in kinds, tab
+    low = [(w, round(c, 2)) for w, c in texts if c < 4.5]
+    assert low == [], (tab, theme, low)
+    faint = [(w, round(c, 2)) for w, c in lines if c < 3]
+    assert faint == [], (tab, theme, faint)
+    # a legend's box is the chart's own colour: no light box on a dark chart
+    boxed = [(w, round(c, 2)) for w, c in boxes if c > 1.1]
+    assert boxed == [], (tab, theme, boxed)
 
 
 #: Records every text the page draws on a canvas: [text, x, y, width] in the canvas's CSS

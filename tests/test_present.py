@@ -290,6 +290,9 @@ def _pdf_pages(pdf: bytes) -> int:
 
 
 def test_the_handout_prints_one_page_per_step_in_a4_and_letter(browser, server):
+    """The handout prints one page per step, in A4 and in Letter, and says what it gathers
+    meanwhile. Over 20 s: every step built and asked, a whole training run with its sweep,
+    and the page laid out for print twice."""
     ctx, page = _open(browser, server.url + "?present=1", 1280, 720)
     page.set_default_timeout(TRAINING_WAIT_MS)     # the handout trains, then lays out every step
     try:

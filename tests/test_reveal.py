@@ -188,6 +188,8 @@ def test_the_choice_is_a_button_and_the_guess_is_shown(page, server):
 
 
 def test_the_offline_copy_reveals_the_same_values(page, offline_export):
+    """The offline copy's Reveal shows core's values as the served page does. Over 20 s: the
+    copy's whole page opened four times (it holds every state of its grid)."""
     seeds = offline_export.seeds
     page.add_init_script(INIT)
     for search, key, state in (("?d_k=8", "draw", (8, 1.0, seeds[0])),

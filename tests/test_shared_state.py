@@ -213,7 +213,8 @@ def test_streams_and_patches_into_every_source_reach_no_other_session(tmp_path):
     """One session patches, streams and streams with rollover every column of every data
     source of its document, every tab built; after each, a session opened anew gets the
     explorer as a session opened before it got it. (The stream is the issue's: a number into
-    every column, the keys' labels included.)"""
+    every column, the keys' labels included.) Over 20 s: a
+    session opened anew, every tab built, after each of dozens of changes."""
     srv = Server("--stats", log=tmp_path / "server.log")
     every_tab = srv.url + "?tab=saturation"
 

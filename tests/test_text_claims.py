@@ -475,6 +475,9 @@ ALIGNED_ONLY = ("That is for keys drawn independently", "Here k1 is aligned",
 
 
 def test_every_sentence_in_every_state_of_the_export_grid_is_a_claim_that_holds():
+    """Every sentence of every state of the export grid is a claim whose condition holds
+    there, and every claim of the table is made somewhere. Over 20 s: 6,300 states, each
+    computed by core and written out in full."""
     seen: dict[str, int] = {}
     states = 0
     for key in grid():

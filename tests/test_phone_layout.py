@@ -344,6 +344,17 @@ def _every_tab_open_in_detail(page):
         yield index
 
 
+def _every_tab_in_detail_at(page, widths):
+    """Each tab in detail (:func:`_every_tab_open_in_detail`) at each of ``widths`` in turn,
+    the window resized from the first, yielding the width."""
+    for i, width in enumerate(widths):
+        if i:
+            page.set_viewport_size({"width": width, "height": 900})
+            wait_still(page)
+        for _ in _every_tab_open_in_detail(page):
+            yield width
+
+
 def test_text_is_at_least_14_px_and_controls_13_px(browser, server):
     """On a phone and a wide screen (one page, its window resized), every control shown and
     every tab with "More detail" open: text of at least 14 px, on controls 13 px. Over 20 s:
@@ -351,16 +362,12 @@ def test_text_is_at_least_14_px_and_controls_13_px(browser, server):
     with _opened(browser, server, 375) as page:
         _open_more_controls(page)
         small = set()
-        for width in (375, 1920):
-            if width != 375:
-                page.set_viewport_size({"width": width, "height": 900})
-                wait_still(page)
-            for _ in _every_tab_open_in_detail(page):
-                sizes = page.evaluate(SIZES)
-                assert any(control for _, control, _ in sizes)
-                assert any(not control for _, control, _ in sizes)
-                small |= {(width, size, control, text) for size, control, text in sizes
-                          if size < (13 if control else 14)}
+        for width in _every_tab_in_detail_at(page, (375, 1920)):
+            sizes = page.evaluate(SIZES)
+            assert any(control for _, control, _ in sizes)
+            assert any(not control for _, control, _ in sizes)
+            small |= {(width, size, control, text) for size, control, text in sizes
+                      if size < (13 if control else 14)}
         assert sorted(small) == [], "\n".join(map(str, sorted(small)))
 
 
@@ -370,14 +377,10 @@ def test_lines_of_prose_are_at_most_80_characters(browser, server):
     each drawn, opened in detail and measured letter by letter."""
     with _opened(browser, server, 1280) as page:
         long = set()
-        for width in (1280, 1920):
-            if width != 1280:
-                page.set_viewport_size({"width": width, "height": 900})
-                wait_still(page)
-            for _ in _every_tab_open_in_detail(page):
-                lines = page.evaluate(LINES)
-                assert max(n for n, _ in lines) > 40, lines
-                long |= {(width, n, text) for n, text in lines if n > 80}
+        for width in _every_tab_in_detail_at(page, (1280, 1920)):
+            lines = page.evaluate(LINES)
+            assert max(n for n, _ in lines) > 40, lines
+            long |= {(width, n, text) for n, text in lines if n > 80}
         assert sorted(long) == []
 
 

@@ -1241,50 +1241,56 @@ DRAWN_TEXTS = """async (names) => {
                             width: v.frame.bbox.width, height: v.frame.bbox.height})); }"""
 
 
-@pytest.mark.parametrize("width", [375, 1280])
 @pytest.mark.parametrize("keys", [8, 64])
-def test_key_labels_and_cell_numbers_fit_where_they_are_drawn(browser, server, width, keys):
+def test_key_labels_and_cell_numbers_fit_where_they_are_drawn(browser, server, keys):
     """As drawn on the canvas: the labels k1 … kn along each key axis of the bars, the
     Jacobian and the diagonal map at least 14 px apart and clear of each other (thinned to
     every 2nd, 4th, 8th … key where the chart is narrow), and the numbers in the Jacobian's
-    diagonal cells only where each fits inside its cell."""
-    ctx = browser.new_context(viewport={"width": width, "height": 900})
+    diagonal cells only where each fits inside its cell; on a phone and then a wide screen
+    (one page, its window resized)."""
+    ctx = browser.new_context(viewport={"width": 375, "height": 900})
     page = ctx.new_page()
     page.add_init_script(RECORD_TEXT)
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     try:
         open_at(page, server, f"?keys={keys}")
-        names = ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"]
-        wait_still(page, *names)
-        import re
-        for name, drawn in zip(names, page.evaluate(DRAWN_TEXTS, names)):
-            labels = [t for t in drawn["texts"] if re.fullmatch(r"k\d+", t[0])]
-            assert {"k1", f"k{keys}"} & {t[0] for t in labels}, name
-            for along, axis in ((1, "x"), (2, "y")):     # x: labels on one line; y: a column
-                row = {}
-                for t in labels:
-                    row.setdefault(round(t[3 - along]), []).append(t)
-                for line in row.values():
-                    if len(line) < 2:
-                        continue
-                    line.sort(key=lambda t: t[along])
-                    for a, b in zip(line, line[1:]):
-                        gap = b[along] - a[along]
-                        need = max(14, (a[3] + b[3]) / 2 + 2) if axis == "x" else 14
-                        assert gap >= need, (name, width, keys, a[0], b[0], gap)
-            drawn_keys = {int(t[0][1:]) for t in labels}
-            assert len(drawn_keys) >= min(keys, 4), (name, sorted(drawn_keys))
-            if name == "jacobian":
-                numbers = [t for t in drawn["texts"] if re.fullmatch(r"<0\.001|\d\.\d{3}", t[0])]
-                cell_w, cell_h = drawn["width"] / keys, drawn["height"] / keys
-                assert all(t[3] <= cell_w - 2 for t in numbers) and (not numbers or cell_h >= 14), \
-                    (width, keys, cell_w, cell_h, numbers[:2])
-                if width >= 1280 and keys == 8:
-                    assert len(numbers) == keys           # shown where they fit
+        for width in (375, 1280):
+            page.set_viewport_size({"width": width, "height": 900})
+            _key_labels_fit(page, width, keys)
         assert errors == []
     finally:
         ctx.close()
+
+
+def _key_labels_fit(page, width, keys):
+    names = ["scaled-weights", "unscaled-weights", "jacobian", "jacobian-diagonal"]
+    wait_still(page, *names)
+    import re
+    for name, drawn in zip(names, page.evaluate(DRAWN_TEXTS, names)):
+        labels = [t for t in drawn["texts"] if re.fullmatch(r"k\d+", t[0])]
+        assert {"k1", f"k{keys}"} & {t[0] for t in labels}, name
+        for along, axis in ((1, "x"), (2, "y")):     # x: labels on one line; y: a column
+            row = {}
+            for t in labels:
+                row.setdefault(round(t[3 - along]), []).append(t)
+            for line in row.values():
+                if len(line) < 2:
+                    continue
+                line.sort(key=lambda t: t[along])
+                for a, b in zip(line, line[1:]):
+                    gap = b[along] - a[along]
+                    need = max(14, (a[3] + b[3]) / 2 + 2) if axis == "x" else 14
+                    assert gap >= need, (name, width, keys, a[0], b[0], gap)
+        drawn_keys = {int(t[0][1:]) for t in labels}
+        assert len(drawn_keys) >= min(keys, 4), (name, sorted(drawn_keys))
+        if name == "jacobian":
+            numbers = [t for t in drawn["texts"] if re.fullmatch(r"<0\.001|\d\.\d{3}", t[0])]
+            cell_w, cell_h = drawn["width"] / keys, drawn["height"] / keys
+            assert all(t[3] <= cell_w - 2 for t in numbers) and (not numbers or cell_h >= 14), \
+                (width, keys, cell_w, cell_h, numbers[:2])
+            if width >= 1280 and keys == 8:
+                assert len(numbers) == keys           # shown where they fit
 
 
 #: In the page, for every legend of a figure drawn: its box, the plot's frame and canvas, and

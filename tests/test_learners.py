@@ -46,26 +46,31 @@ def sideways(page):
     return page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-def test_no_sideways_scroll_at_any_width(browser, server, width):
-    ctx, page = _open(browser, server, width)
+def test_no_sideways_scroll_at_any_width(browser, server):
+    """At every width (one page, its window resized): nothing scrolls sideways on the one
+    draw nor on Saturation, and the controls stand above the charts on a narrow screen,
+    beside them on a wide one."""
+    ctx, page = _open(browser, server, WIDTHS[0])
     try:
-        assert sideways(page) <= 0, width
-        # controls above the charts on a narrow screen, beside them on a wide one
-        boxes = page.evaluate("""() => ['d_k', 'scaled-weights'].map((n) => {
-            const b = window.__AS.view(Bokeh.documents[0].get_model_by_name(n)).el
-                      .getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })""")
-        slider, chart = boxes
-        if width < 900:
-            assert slider[3] <= chart[1], (slider, chart)
-        else:
-            assert slider[2] <= chart[0], (slider, chart)
-        page.locator(".bk-tab", has_text="2 Saturation").click()
-        page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
-                               "'saturation-curves'); return m && window.__AS.view(m); }",
-                               timeout=UI_WAIT_MS)
-        wait_still(page, "saturation-curves")
-        assert sideways(page) <= 0, width
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            _show_tab(page, "draw")
+            assert sideways(page) <= 0, width
+            # controls above the charts on a narrow screen, beside them on a wide one
+            boxes = page.evaluate("""() => ['d_k', 'scaled-weights'].map((n) => {
+                const b = window.__AS.view(Bokeh.documents[0].get_model_by_name(n)).el
+                          .getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })""")
+            slider, chart = boxes
+            if width < 900:
+                assert slider[3] <= chart[1], (width, slider, chart)
+            else:
+                assert slider[2] <= chart[0], (width, slider, chart)
+            page.locator(".bk-tab", has_text="2 Saturation").click()
+            page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
+                                   "'saturation-curves'); return m && window.__AS.view(m); }",
+                                   timeout=UI_WAIT_MS)
+            wait_still(page, "saturation-curves")
+            assert sideways(page) <= 0, width
         assert page.console_errors == []
     finally:
         ctx.close()

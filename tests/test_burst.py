@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import INIT, Server, assert_plots_drawn, column, run_in_thread
+from conftest import INIT, UI_WAIT_MS, Server, assert_plots_drawn, column, run_in_thread
 
 from attention_scaling import core
 from attention_scaling import server as served
@@ -273,12 +273,13 @@ def test_a_waiting_page_shows_its_title_connecting_and_the_first_view_then_goes_
     page.add_init_script(INIT)
     page.goto(url, wait_until="commit")
     notice = page.locator("#as-connecting")
-    notice.wait_for(state="visible", timeout=3000)
+    notice.wait_for(state="visible", timeout=UI_WAIT_MS)
     text = notice.inner_text()
     assert TITLE in text and "Connecting" in text
     assert page.title() == TITLE
     # while it waits: the explorer as it opens at this address, drawn with no session, inert
-    page.wait_for_selector("#as-first-view[data-drawn='1']", state="attached", timeout=10_000)
+    page.wait_for_selector("#as-first-view[data-drawn='1']", state="attached",
+                           timeout=UI_WAIT_MS)
     expected = core.compute_state(128, 1.0, FIG3_SEED)
     weights = page.evaluate("() => window.__col('scaled-weights-source', 'weight')")
     assert weights == pytest.approx(expected.scaled.probs.tolist(), rel=1e-12)
@@ -291,7 +292,7 @@ def test_a_waiting_page_shows_its_title_connecting_and_the_first_view_then_goes_
     assert page.locator("#as-first-view").count() == 0
     page.wait_for_function("() => Bokeh.documents.length === 1 && Bokeh.documents[0] !== "
                            "window.__firstDoc && (window.__col('jacobian-diagonal-source', "
-                           "'value') || []).length > 0", timeout=10_000)
+                           "'value') || []).length > 0", timeout=UI_WAIT_MS)
     assert_plots_drawn(page)
     assert column(page, "scaled-weights-source", "weight") == pytest.approx(
         expected.scaled.probs.tolist(), rel=1e-12)

@@ -23,8 +23,8 @@ import tornado.websocket
 from pathlib import Path
 
 import pytest
-from conftest import (CLI, Server, bokeh_socket, free_port, page_token, read_bokeh,
-                      run_in_thread, status_of, token_payload, wait_until_live)
+from conftest import (CLI, UI_WAIT_MS, Server, bokeh_socket, free_port, page_token,
+                      read_bokeh, run_in_thread, status_of, token_payload, wait_until_live)
 
 from attention_scaling import server as served
 
@@ -238,11 +238,13 @@ def test_a_float_or_out_of_range_slider_value_is_ignored(page, tmp_path):
         for bad in (2.5, -3, 1e300, 25):
             page.evaluate(f"() => {{ {slider}.value = {bad}; }}")
             # the server puts the handle back where the state is
-            page.wait_for_function(f"() => {slider}.value === {start[0]}", timeout=10_000)
+            page.wait_for_function(f"() => {slider}.value === {start[0]}",
+                                   timeout=UI_WAIT_MS)
         assert page.evaluate(f"() => [{slider}.value, {weights}]") == start
         # and a real change still works
         page.evaluate(f"() => {{ {slider}.value = {start[0]} + 1; }}")
-        page.wait_for_function(f"() => {weights} !== {json.dumps(start[1])}", timeout=10_000)
+        page.wait_for_function(f"() => {weights} !== {json.dumps(start[1])}",
+                               timeout=UI_WAIT_MS)
         grown = len(srv.output().encode()) - before
     finally:
         out = srv.stop()
@@ -395,7 +397,7 @@ def test_past_the_cap_visitors_get_a_short_503_and_open_sessions_keep_working(br
             pg.locator(".noUi-handle").first.focus()
             pg.keyboard.press("ArrowRight")
             pg.wait_for_function(f"() => ({weights})() !== {json.dumps(before)}",
-                                 timeout=10_000)
+                                 timeout=UI_WAIT_MS)
         rss_mib = stats(srv)["rss_kib"] / 1024
         from attention_scaling import server
         assert rss_mib < server.BASE_MIB + server.HEADROOM_MIB + cap * server.SESSION_MIB, rss_mib

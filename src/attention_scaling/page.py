@@ -58,17 +58,21 @@ def held(doc):
     """The events of a change leave as one message. In a served session Panel's
     ``pn.io.unlocked`` writes them to the websocket as one PATCH-DOC when the block ends
     (Bokeh's ``Document.hold`` would send a message per changed model, each one serialised
-    against every model of the document); elsewhere Bokeh's ``Document.hold``."""
+    against every model of the document); elsewhere Bokeh's ``Document.hold``. And the
+    document finds its models once, when the block ends (Bokeh's ``doc.models.freeze``):
+    otherwise each property set that adds or removes a model walks the whole document again,
+    which building a tab does hundreds of times."""
     if doc is None:
         yield
         return
     if doc.session_context is not None:
-        with pn.io.unlocked():
+        with pn.io.unlocked(), doc.models.freeze():
             yield
         return
     doc.hold("combine")
     try:
-        yield
+        with doc.models.freeze():
+            yield
     finally:
         doc.unhold()
 

@@ -483,9 +483,14 @@ def test_the_charts_are_text_too_and_changes_are_announced_once_still(page, serv
     page.evaluate(RECORD_ANNOUNCEMENTS)
     handle = page.locator("[role='slider']").first
     handle.focus()
-    for _ in range(4):                                 # a quick drag: 64 -> 192
+    # a drag, 64 -> 1024, that pauses after its first step (the table is written then) and
+    # goes on briskly for over the summary's 0.7 s
+    page.keyboard.press("ArrowRight")
+    page.wait_for_timeout(400)
+    for _ in range(8):
         page.keyboard.press("ArrowRight")
-    wide = core.compute_state(192, 1.0, 2288)
+        page.wait_for_timeout(100)
+    wide = core.compute_state(1024, 1.0, 2288)
     from attention_scaling.text import weight_label
     expected = (f"Scaled: max weight {weight_label(wide.scaled)} on k{wide.scaled.argmax + 1}; "
                 f"unscaled: max weight {weight_label(wide.unscaled)} on "
@@ -497,7 +502,8 @@ def test_the_charts_are_text_too_and_changes_are_announced_once_still(page, serv
     assert column(page, "scaled-weights-source", "weight") == pytest.approx(
         wide.scaled.probs.tolist(), abs=1e-12)
     # not announced mid-drag: each announcement came once the bars had been still for the
-    # summary's 0.25 s + 0.7 s (on the page's own clock: a slow machine moves both)
+    # table's 0.25 s and the summary's 0.7 s (on the page's own clock: a busy machine moves
+    # both)
     said, changed = page.evaluate("() => [window.__said, window.__changed]")
     assert said and said[-1][1] == expected and len(changed) >= 2, (said, changed)
     for at, sentence in said:

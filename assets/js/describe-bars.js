@@ -1,13 +1,14 @@
 // The paired bar charts as text for screen readers (into the "bars-text" Div, whose HTML holds
 // an empty table body and a live region): a table of every key's logit, weight and p(1 - p)
 // under both variants, rewritten after every change, and a one-sentence summary (the one
-// copy in the page) announced politely once the controls have been still for 0.7 s (not on
-// every step of a drag).
+// copy in the page) announced politely once the charts have been still for 0.95 s (not on
+// every step of a drag, however slowly it goes: each change puts the announcement off).
 // Written once the charts have been still for 0.25 s (a change of the bars runs this for each
 // source; a drag writes it once, at its end): off the path from a change to the new chart,
 // and no work for the page while a slider moves.
 /* global AS, scaled, unscaled, div */
 clearTimeout(AS.noted(div, 'described'));
+clearTimeout(AS.noted(div, 'announce'));   // a change meanwhile: the summary waits again
 AS.note(div, 'described', setTimeout(() => {
   AS.note(div, 'described', null);
   const view = AS.root(div);
@@ -32,8 +33,7 @@ AS.note(div, 'described', setTimeout(() => {
                      + top(unscaled) + '.';
     const live = view.querySelector('[data-summary]');
     if (live != null) {
-      clearTimeout(AS.noted(live, 'timer'));
-      AS.note(live, 'timer', setTimeout(() => {
+      AS.note(div, 'announce', setTimeout(() => {
         if (live.textContent !== sentence) live.textContent = sentence;
       }, 700));
     }

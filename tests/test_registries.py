@@ -50,6 +50,10 @@ PROBE = r'''
 import json
 from bokeh.document import Document
 from attention_scaling import core, export, style
+import concurrent.futures
+# wiring, not training: the payload's runs and sweeps take two steps, in this process
+export.TRAINING_STEPS = 2
+export._pool = lambda: concurrent.futures.ThreadPoolExecutor(2)
 from attention_scaling.page import Explorer
 from attention_scaling.state import ExplorerState, Setting, parse_query
 
@@ -103,7 +107,8 @@ def test_a_fourth_rule_and_a_new_tab_are_one_row_each(tmp_path):
     class reach every place that lists them: the control, the address, the readout, the
     curves, every chart of rules, the downloads, the one draw's spread and the offline
     payload. Over 20 s: a fresh process computes the whole offline payload under four rules
-    (its training runs and sweeps included) from a copy of the package."""
+    from a copy of the package (its training runs and sweeps two steps long, all the wiring
+    needs, on threads of that process)."""
     package = tmp_path / "src" / "attention_scaling"
     shutil.copytree(ROOT / "src" / "attention_scaling", package,
                     ignore=shutil.ignore_patterns("__pycache__"))

@@ -178,11 +178,15 @@ def style_figure(fig) -> None:
         axis.axis_line_color = MARK
         axis.major_tick_line_color = MARK
         axis.minor_tick_line_color = None
-    for axis in fig.select({"type": CategoricalAxis}):     # labels of nested factors
-        axis.group_text_color = light["group-text-color"]
-        axis.subgroup_text_color = light["subgroup-text-color"]
+    # the figure's own lists, not fig.select: a search walks every model the figure refers
+    # to (its data included), an eighth of the CPU a new session's page took
+    for axis in (*fig.xaxis, *fig.yaxis):
+        if isinstance(axis, CategoricalAxis):               # labels of nested factors
+            axis.group_text_color = light["group-text-color"]
+            axis.subgroup_text_color = light["subgroup-text-color"]
     fig.grid.grid_line_color = light["grid-line-color"]
-    for bar in fig.select({"type": ColorBar}):
+    for bar in (m for side in ("left", "right", "above", "below", "center")
+                for m in getattr(fig, side) if isinstance(m, ColorBar)):
         bar.major_label_text_color = light["major-label-text-color"]
         bar.title_text_color = light["title-text-color"]
         bar.title_text_font_style = "normal"

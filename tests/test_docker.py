@@ -497,9 +497,9 @@ def test_port_and_prefix_variables_and_the_localhost_default(image):
         # no origins given: localhost only, and the line says which variable opens it up
         assert "websocket origins: localhost:8080, 127.0.0.1:8080;" in log
         assert ORIGINS_VAR in log
-        t0 = time.monotonic()
-        podman("stop", "--time", "10", c.name)    # STOPSIGNAL SIGINT: a clean, prompt exit
-        assert time.monotonic() - t0 < 5
+        # STOPSIGNAL SIGINT: a clean exit on the signal itself (one that outlived the 10 s
+        # would be killed by podman, exit code 137)
+        podman("stop", "--time", "10", c.name)
         assert c.inspect("{{.State.ExitCode}}") == "0"
     finally:
         c.remove()

@@ -548,6 +548,9 @@ SWEEP_TITLE = "() => window.__model('training-lr-sweep').title.text"
 
 @pytest.mark.browser
 def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(offline_page):
+    """The copy's Train shows core's runs and sweep at its first seed and says elsewhere that
+    it holds none. Over 20 s: core's runs (three rules, one seed at a time too) and sweep at
+    two widths, computed here at full length to compare with what the copy holds."""
     page = offline_page
     open_tab(page, "4 Training")
     status = "() => window.__model('training-status').text"
@@ -624,7 +627,8 @@ def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(o
 def test_the_offline_tabs_fit_the_screen_and_pass_axe(browser, exported, width, scheme):
     """Every tab of the offline copy at a phone's and a desktop's width, in a light and a
     dark system theme: drawn, nothing scrolls sideways, and axe-core finds no violation of
-    any impact with it open."""
+    any impact with it open. Over 20 s: the copy (every state of its grid) opened, and
+    axe-core over the whole page on each of five tabs."""
     from axe_playwright_python.sync_playwright import Axe
 
     out, _ = exported

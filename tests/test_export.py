@@ -411,7 +411,7 @@ def test_the_offline_copy_downloads_and_passes_axe(offline_page):
     from axe_playwright_python.sync_playwright import Axe
     page = offline_page
     show(page, 1, 512, 0.5, "linear")
-    with page.expect_download() as info:
+    with page.expect_download(timeout=UI_WAIT_MS) as info:
         page.get_by_role("button", name="Download CSV").click()
     assert info.value.suggested_filename == "attention-draw-dk512-T0.5-seed1-keys8-linear.csv"
     rows = list(csv.DictReader(io.StringIO(Path(info.value.path()).read_text())))
@@ -600,7 +600,7 @@ def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(o
             [f.x_range.start, f.x_range.end, f.y_range.start, f.y_range.end]
             for f in a.tabs["training"].figures.values()]
     # its CSV is named after the run's own setting, as on the served page
-    with page.expect_download() as info:
+    with page.expect_download(timeout=UI_WAIT_MS) as info:
         page.get_by_role("button", name="Download CSV").click()
     assert info.value.suggested_filename == f"attention-training-dk64-T1-seed{seeds[0]}-keys8.csv"
     show(page, seeds[0], 32, 1.0, "sqrt")        # a width it holds no sweep at

@@ -512,7 +512,7 @@ def test_the_charts_are_text_too_and_changes_are_announced_once_still(page, serv
 
 
 def _download(page, name):
-    with page.expect_download() as info:
+    with page.expect_download(timeout=UI_WAIT_MS) as info:
         page.get_by_role("button", name=name).click()
     download = info.value
     return download.suggested_filename, Path(download.path()).read_bytes()

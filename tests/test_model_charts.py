@@ -181,3 +181,19 @@ def test_the_cell_numbers_read_on_every_colour_of_the_map():
         cell = DIVERGING[min(int((x - low) / (high - low) * len(DIVERGING)), len(DIVERGING) - 1)]
         hi, lo = sorted((_luminance(cell_ink(x)), _luminance(cell)), reverse=True)
         assert (hi + 0.05) / (lo + 0.05) >= 4.5, (x, cell, cell_ink(x))
+
+
+def test_an_update_leaves_bokeh_s_property_checks_on_for_every_thread(monkeypatch):
+    """Bokeh turns a title given as text into a Title, and the like, only while its property
+    checks are on, and that switch is one for the whole process: an update that turned it off
+    (Bokeh's ``without_property_validation``) let a session's tabs, built meanwhile on the
+    build thread, come out with a bare string for a title, and the session never got them."""
+    from bokeh.core.property.bases import validation_on
+
+    from attention_scaling import figures
+    seen = []
+    real = figures.bar_data
+    monkeypatch.setattr(figures, "bar_data", lambda v: seen.append(validation_on()) or real(v))
+    state = ExplorerState()
+    Charts().update(state.result, state.rule, state.text_fields())
+    assert seen and all(seen)

@@ -166,6 +166,38 @@ def test_a_change_whose_setting_is_cached_applies_at_once():
     assert shown == d_k and job is None and not busy
 
 
+def test_a_build_that_fails_is_logged_and_the_next_step_asked_for_is_built(monkeypatch, caplog):
+    """A tab whose build on the build thread raises leaves the session free: the failure is
+    logged, the page stops saying it is busy, and the next step asked for is built."""
+    from attention_scaling.layout import View
+    new_argument, calls = View.new_argument, []
+
+    def fails_once(view, keys):
+        calls.append(list(keys))
+        if len(calls) == 1:
+            raise RuntimeError("a build that fails")
+        return new_argument(view, keys)
+
+    monkeypatch.setattr(View, "new_argument", fails_once)
+
+    async def scenario():
+        server, explorer, doc = await served({})
+        try:
+            await in_tick(doc, lambda: explorer.change({"tab": "variance"}))
+            await until(lambda: calls and explorer._building is None)
+            unbuilt = explorer.view.unbuilt()
+            await in_tick(doc, lambda: explorer.change({"tab": "gradient"}))
+            await until(lambda: "gradient" not in explorer.view.unbuilt())
+            return unbuilt, explorer.view.busy_shown()
+        finally:
+            server.stop()
+
+    unbuilt, busy = run_in_thread(scenario, 300)
+    assert calls[0] == ["variance"] and "variance" in unbuilt and not busy
+    assert calls[1] == ["gradient"]
+    assert "Building the argument's tabs ['variance'] failed" in caplog.text
+
+
 def test_ready_answers_from_the_caches_alone():
     values = {**work.defaults(), "tab": "saturation", "keys": 48, "align": 0.8}
     t = next((t for t in core.TEMPERATURES if not CURVES.has(t, 48, 0.8)), None)

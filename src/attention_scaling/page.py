@@ -329,8 +329,13 @@ class Explorer(pn.viewable.Viewer):
         doc = self.view.root.document
 
         def built(job) -> None:
-            if not doc.session_context.destroyed:
+            if doc.session_context.destroyed:
+                return
+            if job.exception() is None:
                 doc.add_next_tick_callback(lambda: self._place_argument(job.result()))
+            else:       # the next step asked for builds again
+                log.error("Building the argument's tabs %s failed: %r", keys, job.exception())
+                doc.add_next_tick_callback(self._build_failed)
 
         IOLoop.current().add_future(job, built)
 
@@ -359,16 +364,25 @@ class Explorer(pn.viewable.Viewer):
         doc = self.view.root.document
 
         def done(_job) -> None:
-            if not all(job.done() for job in jobs) or doc.session_context.destroyed:
+            if (not all(job.done() for job in jobs) or doc.session_context.destroyed
+                    or self._steps_prepared):
                 return
+            self._steps_prepared = True
             for job in jobs:
                 if job.exception() is None:
                     core.prime(job.result())
-            self._steps_prepared = True
+                else:
+                    log.error("A computation in the worker pool failed: %r", job.exception())
             self.build_rest(True)
 
         for job in jobs:
             IOLoop.current().add_future(job, done)
+
+    def _build_failed(self) -> None:
+        self._building = None
+        with held(self.view.root.document):
+            if self._pending is None:
+                self._busy(False)
 
     def _place_argument(self, argument) -> None:
         self._building, self._built = None, argument

@@ -164,10 +164,33 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def server():
-    srv = Server()
+def server(tmp_path_factory):
+    """The worker's shared server. Its output goes to a file (a pipe nobody reads until the
+    end would stop the server once full); what it printed during a failing test is added
+    to that test's report (:func:`pytest_runtest_makereport`)."""
+    srv = Server(log=tmp_path_factory.mktemp("server") / "server.log")
     yield srv
     srv.stop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test that used the shared server gets the lines that server printed while
+    the test ran, as a section of its report."""
+    srv = item.funcargs.get("server") if hasattr(item, "funcargs") else None
+    if call.when == "setup" and isinstance(srv, Server) and srv.log:
+        item.stash[_SERVER_LOG_AT] = Path(srv.log).stat().st_size
+    report = yield
+    if report.failed and isinstance(srv, Server) and srv.log:
+        with open(srv.log, "rb") as log:
+            log.seek(item.stash.get(_SERVER_LOG_AT, 0))
+            printed = log.read(64_000).decode(errors="replace")
+        report.sections.append(("the shared server's log during the test",
+                                printed or "(nothing)"))
+    return report
+
+
+_SERVER_LOG_AT = pytest.StashKey[int]()
 
 
 @dataclass(frozen=True)

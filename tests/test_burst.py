@@ -138,6 +138,19 @@ def test_a_place_is_held_only_for_the_work_a_request_causes():
     assert run(scenario()) == 1
 
 
+def test_a_websocket_holds_its_place_for_the_line_s_hold():
+    """Without a hold of its own, a first websocket's place lasts the line's ``hold_s`` (the
+    server's --opening-hold), then frees itself."""
+    async def scenario():
+        line = served.OpeningLine(at_once=1, hold_s=0.05)
+        line.connected("a")
+        assert line.busy == 1
+        assert await asyncio.wait_for(line.enter(5), 1)
+        return line.busy, line.held
+
+    assert run(scenario()) == (1, {})
+
+
 def test_no_line_when_at_once_is_zero():
     async def scenario():
         line = served.OpeningLine(at_once=0)
@@ -233,14 +246,14 @@ def test_a_burst_is_served_first_come_first_served(tmp_path):
     assert all(t[0] < t[1] <= t[2] <= t[3] for t in timeline), timeline
 
 
-def hold_the_only_place(url: str) -> None:
+def hold_the_only_place(url: str):
     """A page whose websocket connects and does not ask for its document: it holds its place
-    in the opening for OPENING_HOLD_S. Returns once the websocket is open; it closes itself
-    after the hold."""
+    in the opening (the server's hold is longer than any test). Returns once the websocket is
+    open: a function that closes it, which frees the place, and returns once it is closed."""
     import threading
 
     from conftest import bokeh_socket, page_token
-    opened = threading.Event()
+    opened, release, closed = threading.Event(), threading.Event(), threading.Event()
 
     async def connect_and_wait():
         with urllib.request.urlopen(url, timeout=60) as resp:
@@ -248,16 +261,24 @@ def hold_the_only_place(url: str) -> None:
         ws = await bokeh_socket(url, token)
         await ws.read_message()                   # the ACK's header: connected
         opened.set()
-        await asyncio.sleep(served.OPENING_HOLD_S + 1)
+        await asyncio.get_running_loop().run_in_executor(None, release.wait, 600)
         ws.close()
+        closed.set()
 
     threading.Thread(target=lambda: asyncio.run(connect_and_wait()), daemon=True).start()
     assert opened.wait(60)
 
+    def free():
+        release.set()
+        assert closed.wait(60)
+    return free
+
 
 @pytest.fixture(scope="module")
 def one_at_a_time():
-    srv = Server("--open-at-once", "1")
+    """One session opens at a time, and a first websocket holds its place for up to 600 s:
+    a test frees the place itself (hold_the_only_place) once it has seen the waiting page."""
+    srv = Server("--open-at-once", "1", "--opening-hold", "600")
     yield srv
     srv.stop()
 
@@ -267,7 +288,7 @@ def one_at_a_time():
 def test_a_waiting_page_shows_its_title_connecting_and_the_first_view_then_goes_live(
         page, one_at_a_time, query):
     url = one_at_a_time.url + query
-    hold_the_only_place(one_at_a_time.url)
+    free = hold_the_only_place(one_at_a_time.url)
     responses = []
     page.on("response", lambda r: responses.append((r.status, r.url)))
     page.add_init_script(INIT)
@@ -287,8 +308,9 @@ def test_a_waiting_page_shows_its_title_connecting_and_the_first_view_then_goes_
     assert page.evaluate("() => window.__asFirstView !== null && Bokeh.documents.length === 1")
     assert notice.is_visible()
     page.evaluate("() => { window.__firstDoc = Bokeh.documents[0]; }")
-    # the place is freed after the hold: the live page draws, the first view and notice go
-    notice.wait_for(state="detached", timeout=30_000)
+    # once the place is free, the live page draws, the first view and notice go
+    free()
+    notice.wait_for(state="detached", timeout=UI_WAIT_MS)
     assert page.locator("#as-first-view").count() == 0
     page.wait_for_function("() => Bokeh.documents.length === 1 && Bokeh.documents[0] !== "
                            "window.__firstDoc && (window.__col('jacobian-diagonal-source', "

@@ -86,6 +86,9 @@ def test_serve_help_lists_every_environment_variable_the_source_reads(capsys):
     assert done.value.code == 0
     shown = capsys.readouterr().out
     assert [name for name in sorted(names) if name not in shown] == []
+    # a default the help gives is the server's own
+    from attention_scaling import server
+    assert f"(default {server.OPENING_HOLD_S} s, server.OPENING_HOLD_S" in " ".join(shown.split())
 
 
 @pytest.mark.parametrize("args,message", [
@@ -95,6 +98,7 @@ def test_serve_help_lists_every_environment_variable_the_source_reads(capsys):
     (["serve", "--num-procs", "many"], "number of processes must be an integer"),
     (["serve", "--allow-websocket-origin", "http://evil/<script>"], "websocket origin must look like"),
     (["serve", "--prefix", "a b"], "prefix must be a URL path"),
+    (["serve", "--opening-hold", "0"], "seconds must be between 1 and 600"),
     (["serve", "--bogus"], "unrecognized arguments"),
     (["launch"], "invalid choice"),
     ([], "required"),

@@ -62,6 +62,7 @@ _num_procs = _int_in_range("number of processes", 0, 64, " (one per core)")
 _seconds = _int_in_range("seconds", 1, 86400)
 _sessions = _int_in_range("sessions", 1, 100_000)
 _open_at_once = _int_in_range("sessions opened at a time", 0, 1000, " (no line)")
+_hold = _int_in_range("seconds", 1, 600)
 _per_address = _int_in_range("websockets per address", 0, 100_000, " (no limit)")
 
 
@@ -185,6 +186,11 @@ def _classroom_options(serve: argparse.ArgumentParser) -> None:
                        help="sessions one process opens at a time (page, websocket, document); "
                             "visitors past them wait in arrival order, their page showing that "
                             "it is connecting (default 2; 0: no line, all at once)")
+    serve.add_argument("--opening-hold", type=_hold, default=None, metavar="S",
+                       help="the longest a new page's websocket keeps its place in the opening "
+                            "before its browser has asked for the document (default 2 s, "
+                            "server.OPENING_HOLD_S: a slow browser then makes way for the next "
+                            "visitor)")
     serve.add_argument("--websockets-per-address", type=_per_address, default=None,
                        metavar="N",
                        help="live websockets (open pages) one client address may hold; "
@@ -374,6 +380,8 @@ def _install(args: argparse.Namespace) -> None:
                                 else args.websockets_per_address),
         open_at_once=(server.DEFAULT_OPENING_AT_ONCE if args.open_at_once is None
                       else args.open_at_once),
+        opening_hold_s=(server.OPENING_HOLD_S if args.opening_hold is None
+                        else args.opening_hold),
         trust_forwarded_host=args.use_xheaders,
         title=TITLE, icon_href=FAVICON, first_view=FirstViews().html))
     server.bound_logs()

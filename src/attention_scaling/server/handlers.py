@@ -27,8 +27,8 @@ from .limits import (DEFAULT_MAX_SESSIONS, DEFAULT_TRAINING_RUNS_PER_ADDRESS,
                      DEFAULT_WEBSOCKETS_PER_ADDRESS, MESSAGE_EVERY_S, MESSAGES_BURST, OPENS_BURST,
                      OPENS_EVERY_S, PULL_DOC_BURST, PULL_DOC_EVERY_S, WEBSOCKETS_PER_SESSION,
                      Allowance, MessageBounds)
-from .line import (DEFAULT_OPENING_AT_ONCE, LINE_PROGRESS_S, LINE_WAIT_MAX_S, ConnectingPage,
-                   OpeningLine, unused_bundles)
+from .line import (DEFAULT_OPENING_AT_ONCE, LINE_PROGRESS_S, LINE_WAIT_MAX_S, OPENING_HOLD_S,
+                   ConnectingPage, OpeningLine, unused_bundles)
 
 log = logging.getLogger("attention_scaling.server")
 
@@ -41,6 +41,7 @@ class ServerConfig:
     websockets_per_address: int = DEFAULT_WEBSOCKETS_PER_ADDRESS   # 0: no limit
     training_runs_per_address: int = DEFAULT_TRAINING_RUNS_PER_ADDRESS   # 0: no limit
     open_at_once: int = DEFAULT_OPENING_AT_ONCE                    # 0: no line
+    opening_hold_s: float = OPENING_HOLD_S                         # a first websocket's place
     trust_forwarded_host: bool = False                             # --use-xheaders
     title: str = "Explorer"
     icon_href: str = ""
@@ -60,7 +61,7 @@ class Classroom:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.line = OpeningLine(config.open_at_once)
+        self.line = OpeningLine(config.open_at_once, config.opening_hold_s)
         self.page = ConnectingPage(config.title, config.icon_href)
         self.building = 0                         # page requests past the cap, not done
         self.websockets: weakref.WeakSet = weakref.WeakSet()

@@ -19,8 +19,8 @@ from .. import seams
 #: next page is built while a browser pulls its document.
 DEFAULT_OPENING_AT_ONCE = 2
 #: A session's first websocket holds a place until it has pulled its document (BokehJS asks
-#: right after the connection's ACK), or this long at most.
-OPENING_HOLD_S = 2.0
+#: right after the connection's ACK), or this long at most (``serve --opening-hold``).
+OPENING_HOLD_S = 2
 #: The longest a visitor waits in line; then the page says the server is busy and reloads.
 LINE_WAIT_MAX_S = 300.0
 #: How often a waiting page is told how many are before it (a few bytes; a proxy's read
@@ -32,14 +32,16 @@ class OpeningLine:
     """First come, first served: at most ``at_once`` places in the opening, the rest waiting
     in arrival order. A page request holds a place while its session is built and its page
     sent (:meth:`enter`, :meth:`release`); a session's first websocket takes one while it
-    pulls the document (:meth:`connected`, :meth:`done`, at most OPENING_HOLD_S). A place is
+    pulls the document (:meth:`connected`, :meth:`done`, at most ``hold_s``). A place is
     held only for the work a request causes: a page whose browser never connects delays no
     one once it is sent. (Measured: a student arriving after 30 page requests that never
     connect was live after 10-11 s when each sent page kept its place 0.5 s for its
     websocket, against 4-8 s for a plain Bokeh app; tests/test_security.py.)"""
 
-    def __init__(self, at_once: int = DEFAULT_OPENING_AT_ONCE) -> None:
+    def __init__(self, at_once: int = DEFAULT_OPENING_AT_ONCE,
+                 hold_s: float = OPENING_HOLD_S) -> None:
         self.at_once = at_once
+        self.hold_s = hold_s
         self.busy = 0
         self.waiting: collections.deque = collections.deque()
         self.held: dict[str, asyncio.TimerHandle] = {}
@@ -98,9 +100,10 @@ class OpeningLine:
                 self.busy += 1
                 place.set_result(True)
 
-    def connected(self, session_id: str, seconds: float = OPENING_HOLD_S) -> None:
+    def connected(self, session_id: str, seconds: float | None = None) -> None:
         """The first websocket of ``session_id`` opened: it holds a place until :meth:`done`
-        or ``seconds``. A later websocket of the same session (a reconnect) takes none."""
+        or ``seconds`` (the line's ``hold_s``). A later websocket of the same session (a
+        reconnect) takes none."""
         if self.at_once <= 0 or session_id in self._connected:
             return
         self._connected[session_id] = None
@@ -108,7 +111,8 @@ class OpeningLine:
             self._connected.popitem(last=False)
         self.busy += 1
         loop = asyncio.get_running_loop()
-        self.held[session_id] = loop.call_later(seconds, self.done, session_id)
+        self.held[session_id] = loop.call_later(self.hold_s if seconds is None else seconds,
+                                                self.done, session_id)
 
     def done(self, session_id: str) -> None:
         """``session_id`` pulled its document, or its websocket closed: its place is free."""

@@ -58,22 +58,22 @@ test-docker: $(STAMP) chromium
 
 ## bench: the benchmark suite (table printed, JSON written to benchmarks/results/)
 bench: $(STAMP) chromium
-	$(BIN)/python benchmarks/run.py $(ARGS)
+	$(BIN)/python -m benchmarks.run $(ARGS)
 
 ## bench-quick: the same with few iterations (CI runs it, when time allows, to keep it working)
 bench-quick: $(STAMP) chromium
-	$(BIN)/python benchmarks/run.py --quick $(ARGS)
+	$(BIN)/python -m benchmarks.run --quick $(ARGS)
 
 ## loadtest: 300 concurrent websocket sessions driven at a human rate, then 1,000 open/close
 ## cycles (latency, errors, memory; JSON in benchmarks/results/), ~20-30 minutes, against the
 ## set-up docs/deploy.md recommends for a full class: two processes behind sticky nginx
 ## (LOADTEST_SERVER; LOADTEST_SERVER= tests one process). ARGS=--quick: a one-minute smoke
 ## run; ARGS="--burst 300": a class opening the link in the same second (time to first chart),
-## then 2 minutes of driving; more options in benchmarks/loadtest.py --help
+## then 2 minutes of driving; more options in `python -m benchmarks.loadtest --help`
 LOADTEST_SERVER ?= --backends 2
 .PHONY: loadtest
 loadtest: $(STAMP) nginx
-	$(BIN)/python benchmarks/loadtest.py $(LOADTEST_SERVER) $(ARGS)
+	$(BIN)/python -m benchmarks.loadtest $(LOADTEST_SERVER) $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache node_modules

@@ -1,8 +1,8 @@
 """Load test: many concurrent real sessions over Bokeh's websocket protocol (`make loadtest`).
 
-    python benchmarks/loadtest.py [--sessions 300] [--duration 120] [--cycles 1000]
+    python -m benchmarks.loadtest [--sessions 300] [--duration 120] [--cycles 1000]
                                   [--workers N | --backends N] [--url URL] [--quick] ...
-    python benchmarks/loadtest.py --burst 300 [--burst-window 1] [--duration 120] ...
+    python -m benchmarks.loadtest --burst 300 [--burst-window 1] [--duration 120] ...
 
 No browser: a light asyncio client (Tornado's websocket client) speaks the Bokeh server protocol
 as BokehJS does: GET the page (the server builds the session's document), read the session token
@@ -97,15 +97,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
-from tornado.websocket import WebSocketClosedError, websocket_connect
+from tornado.websocket import WebSocketClosedError
+
+from benchmarks.run import pct
+from testkit.bokeh_client import Connection, models_by_name, page_token, ready_patch
+from testkit.processes import free_port, stop_group, wait_until_live
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))   # the tests' helpers serve the benchmarks too
-from conftest import free_port, stop_group, wait_until_live  # noqa: E402
-from run import pct  # noqa: E402  (benchmarks/run.py, next to this file)
 
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
-TOKEN_RE = re.compile(r'"token":"([^"]+)"')
 #: The last words of a page's ready-made first view (assets/js/first-view.js).
 FIRST_VIEW_END = b"end of the first view"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -235,11 +235,11 @@ class OwnServer:
 class Backends:
     """--backends N: N `serve` processes (one per port, each its own process group) behind
     Debian's nginx configured from deploy/nginx/attention-scaling.conf with only the ports
-    replaced (tests/test_deploy.py does the same): the sticky set-up docs/deploy.md
+    replaced (testkit.nginx, as tests/test_deploy.py does): the sticky set-up docs/deploy.md
     recommends for a class larger than one process carries."""
 
     def __init__(self, args) -> None:
-        import test_deploy as td
+        from testkit import nginx as td
         if not td.nginx_executable():
             raise SystemExit("--backends needs nginx: run scripts/ensure-nginx "
                              "(Debian: apt-get install nginx-light)")
@@ -323,33 +323,12 @@ class Session:
         self.stale = 0   # updates still owed for changes given up at the end of a phase
 
     # -- framing
-    def _header(self, msgtype: str) -> dict:
+    def _message(self, msgtype: str, content: dict):
         self.msg_n += 1
-        return {"msgid": f"c{self.n}-{self.msg_n}", "msgtype": msgtype}
+        return self.ws.message(msgtype, content, msgid=f"c{self.n}-{self.msg_n}")
 
-    async def _send(self, msgtype: str, content: dict, h: dict | None = None) -> str:
-        h = h or self._header(msgtype)
-        # one message = three text frames (header, metadata, content), written back to back
-        futs = [self.ws.write_message(json.dumps(h)), self.ws.write_message("{}"),
-                self.ws.write_message(json.dumps(content))]
-        for f in futs:
-            await f
-        return h["msgid"]
-
-    async def _read(self):
-        """One whole message: (header, content text), or None when the socket closed."""
-        frame = await self.ws.read_message()
-        if frame is None:
-            return None
-        header = json.loads(frame)
-        meta = await self.ws.read_message()
-        content = await self.ws.read_message()
-        if meta is None or content is None:
-            return None
-        for _ in range(2 * header.get("num_buffers", 0)):
-            if await self.ws.read_message() is None:
-                return None
-        return header, content
+    async def _send(self, msgtype: str, content: dict) -> str:
+        return await self.ws.send_message(self._message(msgtype, content))
 
     # -- open / close
     async def open(self, timeout: float) -> bool:
@@ -379,8 +358,9 @@ class Session:
             return False
         t_get = self.t_page = now()
         body = b"".join(chunks).decode("utf-8", "replace")
-        m = TOKEN_RE.search(body)
-        if not m:
+        try:
+            token = page_token(body)
+        except ValueError:
             rec.error("no token in page", body[:200])
             return False
         # As a browser does: cookies the page set go back with the websocket (behind nginx,
@@ -390,38 +370,30 @@ class Session:
         if cookies:
             headers["Cookie"] = "; ".join(cookies)
         try:
-            self.ws = await asyncio.wait_for(websocket_connect(
-                HTTPRequest(lt.ws_url, headers=headers, connect_timeout=timeout,
-                            request_timeout=timeout),
-                subprotocols=["bokeh", m.group(1)], max_message_size=64 * 2**20), timeout)
+            self.ws = await Connection.connect(lt.url, token, headers=headers, timeout=timeout,
+                                               max_message_size=64 * 2**20)
         except Exception as exc:  # noqa: BLE001
             rec.error("websocket connect", repr(exc))
             return False
-        # Browsers (Chromium) set TCP_NODELAY; without it the 2nd and 3rd frame of a message wait
-        # for the server's delayed ACK (~40 ms per change).
-        self.ws.protocol.set_nodelay(True)
         try:
-            ack = await asyncio.wait_for(self._read(), timeout)
-            if ack is None or ack[0]["msgtype"] != "ACK":
+            ack = await self.ws.receive(timeout)
+            if ack is None or ack.msgtype != "ACK":
                 rec.error("no ACK", repr(ack)[:200])
                 return await self._abort()
             await self._send("PULL-DOC-REQ", {})
             while True:
-                reply = await asyncio.wait_for(self._read(), timeout)
+                reply = await self.ws.receive(timeout)
                 if reply is None:
                     rec.error("disconnect while opening")
                     return await self._abort()
-                if reply[0]["msgtype"] == "PULL-DOC-REPLY":
+                if reply.msgtype == "PULL-DOC-REPLY":
                     self.t_doc = now()
                     break
-                if reply[0]["msgtype"] == "ERROR":
-                    rec.error("ERROR message", reply[1])
+                if reply.msgtype == "ERROR":
+                    rec.error("ERROR message", reply.content_json)
                     return await self._abort()
-            self._find_models(json.loads(reply[1])["doc"])
-            self.ready_id = await self._send("PATCH-DOC", {"events": [{
-                "kind": "MessageSent", "msg_type": "bokeh_event",
-                "msg_data": {"type": "event", "name": "document_ready",
-                             "values": {"type": "map"}}}]})
+            self._find_models(reply.content["doc"])
+            self.ready_id = await self._send("PATCH-DOC", ready_patch())
         except (asyncio.TimeoutError, WebSocketClosedError) as exc:
             rec.error("open timeout" if isinstance(exc, asyncio.TimeoutError)
                       else "disconnect while opening", repr(exc))
@@ -499,7 +471,7 @@ class Session:
         needle = f'"{self.source_id}"'
         while True:
             try:
-                msg = await self._read()
+                msg = await self.ws.receive(None)
             except Exception as exc:  # noqa: BLE001
                 if not self.closing:
                     rec.error("receive failed", repr(exc))
@@ -508,10 +480,10 @@ class Session:
             if msg is None:
                 if not self.closing:
                     rec.error("disconnect", f"code={self.ws.close_code} "
-                                            f"reason={self.ws.close_reason}")
+                                            f"reason={self.ws.ws.close_reason}")
                     self.closing = True
                 return
-            header, content = msg
+            header, content = msg.header, msg.content_json
             kind = header["msgtype"]
             rec.received[(rec.phase, kind)] += 1
             rec.received_bytes[rec.phase] += len(content)
@@ -526,7 +498,7 @@ class Session:
             elif kind == "ERROR":
                 rec.error("ERROR message", content)
             elif kind == "PATCH-DOC" and needle in content:
-                events = json.loads(content).get("events", [])
+                events = msg.content.get("events", [])
                 if any(e.get("model", {}).get("id") == self.source_id for e in events):
                     if self.stale:
                         self.stale -= 1
@@ -543,15 +515,14 @@ class Session:
     async def _change(self, ctl: str, value) -> None:
         c = self.controls[ctl]
         c["value"] = value
-        h = self._header("PATCH-DOC")
+        message = self._message("PATCH-DOC", {"events": [{
+            "kind": "ModelChanged", "model": {"id": c["id"]}, "attr": c["attr"], "new": value}]})
         phase = self.rec.phase
         self.rec.sent[phase] += 1
         t = now()
         self.pending.append([t, phase, ctl, False])
-        self.ok_wait[h["msgid"]] = (t, phase)
-        await self._send("PATCH-DOC", {"events": [{
-            "kind": "ModelChanged", "model": {"id": c["id"]}, "attr": c["attr"], "new": value}]},
-            h)
+        self.ok_wait[message.header["msgid"]] = (t, phase)
+        await self.ws.send_message(message)
 
     def start_driving(self) -> None:
         self.driver_task = asyncio.ensure_future(self._drive())
@@ -1256,53 +1227,25 @@ class TrainingClient:
         self.ws = None
         self.received = 0
         self.train_id = None
-        self.msg_n = 0
 
     async def open(self) -> None:
-        parts = urllib.parse.urlsplit(self.url)
-        page = await AsyncHTTPClient().fetch(self.url + self.query, request_timeout=120)
-        token = TOKEN_RE.search(page.body.decode("utf-8", "replace")).group(1)
-        ws_url = urllib.parse.urlunsplit(("ws", parts.netloc, parts.path + "ws", "", ""))
-        self.ws = await websocket_connect(
-            HTTPRequest(ws_url, headers={"Origin": f"{parts.scheme}://{parts.netloc}"}),
-            subprotocols=["bokeh", token], max_message_size=64 * 2**20)
-        self.ws.protocol.set_nodelay(True)
-        await self.read()                                       # ACK
-        await self.send("PULL-DOC-REQ", {})
-        while True:
-            header, content = await self.read()
-            if header["msgtype"] == "PULL-DOC-REPLY":
-                break
-        stack = [json.loads(content)["doc"]]
-        while stack and self.train_id is None:
-            o = stack.pop()
-            if isinstance(o, dict):
-                if o.get("type") == "object" and o.get("attributes", {}).get("name") == "train":
-                    self.train_id = o["id"]
-                stack.extend(o.values())
-            elif isinstance(o, list):
-                stack.extend(o)
-        await self.send("PATCH-DOC", {"events": [{
-            "kind": "MessageSent", "msg_type": "bokeh_event",
-            "msg_data": {"type": "event", "name": "document_ready", "values": {"type": "map"}}}]})
+        self.ws = await Connection.open(self.url + self.query, timeout=120)
+        reply = await self.ws.pull(120)
+        self.train_id = models_by_name(reply.content["doc"])["train"][0]
+        await self.ws.ready()
 
     async def send(self, msgtype: str, content: dict) -> None:
-        self.msg_n += 1
-        for frame in ({"msgid": f"t{self.msg_n}", "msgtype": msgtype}, {}, content):
-            await self.ws.write_message(json.dumps(frame))
+        await self.ws.send(msgtype, content)
 
     async def read(self):
         """One whole Bokeh message: (header, content text); its bytes counted."""
-        frames = [await self.ws.read_message()]
-        if frames[0] is None:
+        message = await self.ws.receive(None)
+        if message is None:
             raise WebSocketClosedError()
-        header = json.loads(frames[0])
-        for _ in range(2 + 2 * header.get("num_buffers", 0)):
-            frames.append(await self.ws.read_message())
-            if frames[-1] is None:
-                raise WebSocketClosedError()
-        self.received += sum(len(f.encode() if isinstance(f, str) else f) for f in frames)
-        return header, frames[2]
+        self.received += sum(len(part.encode()) for part in (
+            message.header_json, message.metadata_json, message.content_json)) + sum(
+            len(buffer.to_bytes()) for buffer in message.buffers)
+        return message.header, message.content_json
 
     async def click_train(self) -> None:
         await self.send("PATCH-DOC", {"events": [{

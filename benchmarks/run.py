@@ -1,6 +1,6 @@
 """The benchmark suite: `make bench` (or `make bench-quick`).
 
-    python benchmarks/run.py [--quick] [--out PATH]
+    python -m benchmarks.run [--quick] [--out PATH]
 
 Measures, in one run, and prints a table (and writes the same figures as JSON, path printed):
   core     one full recompute of everything shown (core.compute_state_uncached), µs, at d_k = 64
@@ -57,9 +57,9 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from testkit.processes import CHROMIUM_ARGS, chromium_executable, free_port, stop_group
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))   # the tests' helpers serve the benchmarks too
-from conftest import CHROMIUM_ARGS, chromium_executable, free_port, stop_group  # noqa: E402
 
 BIN = Path(sys.executable).parent
 #: The session-signing key of the served app in a benchmark run (a loopback-only server),
@@ -812,11 +812,10 @@ def bench_handout(srv: Served, n: int) -> dict:
 
 
 def bench_fairness() -> dict:
-    """tests/test_fairness.py's scenario, timed: a bystander's slider answers (CHANGES of them)
+    """tests/test_fairness.py's scenario (testkit.fairness), timed: a bystander's slider answers (CHANGES of them)
     quiet, then while six sessions train at the heaviest setting and three loop PULL-DOC-REQ,
     on one server of its own; and the ratio of their p95s (goal: at most 2)."""
-    sys.path.insert(0, str(ROOT / "tests"))     # the tests' scenario serves the benchmark too
-    from test_fairness import bystander_under_load
+    from testkit.fairness import bystander_under_load
     srv = Served("ours")
     try:
         result = bystander_under_load(srv.url, trainers=6, pullers=3)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
+from testkit.bokeh_client import (DOCUMENT_READY, Connection, page_token,  # noqa: F401
+                                  token_payload)
+from testkit.processes import (CHROMIUM_ARGS, chromium_executable, free_port,  # noqa: F401
+                               run_in_thread, stop_group, wait_until_live)
+
 #: How long a browser test waits for a whole training run (or the handout that runs one): a
 #: busy CI machine took 74 s for what takes 1 s on a quiet one.
 TRAINING_WAIT_MS = 240_000
@@ -29,28 +28,7 @@ TRAINING_WAIT_MS = 240_000
 #: benchmarks time the page).
 UI_WAIT_MS = 60_000
 
-#: The event BokehJS sends in a PATCH-DOC once it has shown a session's document (the server
-#: then builds a session's other argument tabs: page.Explorer.build_rest).
-DOCUMENT_READY = {"kind": "MessageSent", "msg_type": "bokeh_event", "msg_data": {
-    "type": "event", "name": "document_ready", "values": {"type": "map"}}}
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def chromium_executable() -> str | None:
-    """Debian's Chromium when installed; otherwise None, so Playwright uses its own build."""
-    for name in ("CHROMIUM", ):
-        if os.environ.get(name):
-            return os.environ[name]
-    for path in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
-        if os.path.exists(path):
-            return path
-    return shutil.which("chromium")
 
 
 def draw_svg(page, svg: str, size: int) -> bytes:
@@ -67,64 +45,6 @@ def draw_svg(page, svg: str, size: int) -> bytes:
     if not page.evaluate("() => document.images[0].naturalWidth > 0"):
         raise ValueError("the browser could not draw this SVG")
     return page.locator("img").screenshot(omit_background=True)
-
-
-def run_in_thread(coroutine_function, timeout: float = 60):
-    """``asyncio.run(coroutine_function())`` in a thread of its own, returning its result or
-    raising its exception: Playwright's sync API keeps an event loop on the main thread."""
-    import asyncio
-    import threading
-
-    box: dict = {}
-
-    def target() -> None:
-        try:
-            box["result"] = asyncio.run(coroutine_function())
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if "error" in box:
-        raise box["error"]
-    if "result" not in box:
-        import sys
-        import traceback
-        frame = sys._current_frames().get(thread.ident)
-        where = "".join(traceback.format_stack(frame)[-6:]) if frame is not None else ""
-        raise TimeoutError(f"{coroutine_function.__name__} did not finish in {timeout} s; "
-                           f"its thread was at:\n{where}")
-    return box["result"]
-
-
-def stop_group(proc: subprocess.Popen) -> None:
-    """Stop a process started with start_new_session=True, and its children: TERM, then KILL."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-
-def wait_until_live(url: str, proc: subprocess.Popen, timeout: float = 60,
-                    output=lambda: "") -> bool:
-    """Wait until ``url`` (a server's /liveness) answers; RuntimeError if ``proc`` exits first
-    (with ``output()`` in the message), False if it does not answer within ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited early:\n{output()}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.05)
-    return False
 
 
 class Server:
@@ -382,59 +302,6 @@ def status_of(url: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
             return resp.status, dict(resp.headers), resp.read()
     except urllib.error.HTTPError as err:
         return err.code, dict(err.headers), err.read()
-
-
-def page_token(html: str) -> str:
-    """The Bokeh session token a served page carries (what its websocket presents)."""
-    import re
-    found = re.search(r'"token"\s*:\s*"([^"]+)"', html) or re.search(
-        r"token\\*['\"]\s*:\s*\\*['\"]([A-Za-z0-9_.\-]+)", html)
-    if not found:
-        raise ValueError("no session token in the page")
-    return found.group(1)
-
-
-def token_payload(token: str) -> dict:
-    """A Bokeh session token's payload, decoded (Bokeh zlib-packs the request's details)."""
-    import base64
-    import zlib
-
-    def unb64(text: str) -> bytes:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-    payload = json.loads(unb64(token.split(".")[0]))
-    packed = payload.pop("__bk__zlib_", None)
-    if packed:
-        payload.update(json.loads(zlib.decompress(unb64(packed))))
-    return payload
-
-
-async def read_bokeh(ws, timeout: float = 30):
-    """One whole Bokeh message from ``ws`` (header, metadata, content, each buffer's header
-    and payload): (header as a dict, content as text), or None when the socket closed,
-    before the message or in the middle of it (a closed socket's next read never ends)."""
-    import asyncio
-    header = await asyncio.wait_for(ws.read_message(), timeout)
-    if header is None:
-        return None
-    header = json.loads(header)
-    parts = []
-    for _ in range(2 + 2 * header.get("num_buffers", 0)):
-        part = await asyncio.wait_for(ws.read_message(), timeout)
-        if part is None:        # Tornado says so once: a next read would wait forever
-            return None
-        parts.append(part)
-    return header, parts[1]
-
-
-async def bokeh_socket(url: str, token: str):
-    """A websocket to a served page's /ws, speaking Bokeh's subprotocol with ``token``."""
-    from tornado.httpclient import HTTPRequest
-    from tornado.websocket import websocket_connect
-    ws_url = url.replace("http://", "ws://", 1).rstrip("/") + "/ws"
-    origin = url.split("/", 3)
-    request = HTTPRequest(ws_url, headers={"Origin": f"{origin[0]}//{origin[2]}"})
-    return await websocket_connect(request, subprotocols=["bokeh", token])
 
 
 # ---- the served page in Chromium: shared by the browser, URL, fault, deploy and docker tests

@@ -217,12 +217,12 @@ def test_the_bundles_a_document_does_not_use():
 # ---- a real server on loopback
 
 def burst(url: str, n: int, tmp_path) -> dict:
-    """`benchmarks/loadtest.py --burst n` against ``url``: the burst's figures."""
+    """`python -m benchmarks.loadtest --burst n` against ``url``: the burst's figures."""
     out = tmp_path / "burst.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "loadtest.py"), "--url", url,
+        [sys.executable, "-m", "benchmarks.loadtest", "--url", url,
          "--burst", str(n), "--duration", "0", "--warmup", "1", "--release-timeout", "1",
-         "--out", str(out)], capture_output=True, text=True, timeout=180)
+         "--out", str(out)], capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return json.loads(out.read_text())["results"]["burst"]
 
@@ -252,14 +252,15 @@ def hold_the_only_place(url: str):
     open: a function that closes it, which frees the place, and returns once it is closed."""
     import threading
 
-    from conftest import bokeh_socket, page_token
+    from conftest import page_token
+    from testkit.bokeh_client import Connection
     opened, release, closed = threading.Event(), threading.Event(), threading.Event()
 
     async def connect_and_wait():
         with urllib.request.urlopen(url, timeout=60) as resp:
             token = page_token(resp.read().decode())
-        ws = await bokeh_socket(url, token)
-        await ws.read_message()                   # the ACK's header: connected
+        ws = await Connection.connect(url, token)
+        await ws.receive(60)                      # the ACK: connected
         opened.set()
         await asyncio.get_running_loop().run_in_executor(None, release.wait, 600)
         ws.close()
@@ -411,8 +412,7 @@ def test_the_load_test_finds_the_scaling_control_by_name(kind):
     from bokeh.document import Document
     from bokeh.layouts import column
     from bokeh.models import ColumnDataSource, RadioButtonGroup, Slider, Switch
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import loadtest
+    from benchmarks import loadtest
 
     control = (Switch(name="scaled", active=True) if kind == "switch" else
                RadioButtonGroup(name="rule", labels=["none", "1/√d_k", "1/d_k"], active=1))

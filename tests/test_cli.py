@@ -150,10 +150,10 @@ def test_environment_configures_serve_and_a_flag_wins():
     import json
     import os
 
-    from tornado.httpclient import HTTPClientError, HTTPRequest
-    from tornado.websocket import websocket_connect
+    from tornado.httpclient import HTTPClientError
 
     from conftest import free_port, page_token, run_in_thread, stop_group, wait_until_live
+    from testkit.bokeh_client import Connection
 
     port = free_port()
     env = {**os.environ, "ATTENTION_SCALING_PORT": str(port),
@@ -174,10 +174,9 @@ def test_environment_configures_serve_and_a_flag_wins():
         assert stats()["gc_frozen"] > 10_000
 
         async def foreign():
-            req = HTTPRequest(f"ws://127.0.0.1:{port}/room/ws",
-                              headers={"Origin": "http://laptop.example:5006"})
             with pytest.raises(HTTPClientError) as err:
-                await websocket_connect(req, subprotocols=["bokeh", page_token(html)])
+                await Connection.connect(base + "/", page_token(html),
+                                         headers={"Origin": "http://laptop.example:5006"})
             assert err.value.code == 403
         run_in_thread(foreign)
         # scripts come compressed, the second time from the compressed copy:

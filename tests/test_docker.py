@@ -440,19 +440,19 @@ def test_no_build_tools_or_installers_in_the_image(hardened):
 
 
 def test_a_page_of_another_site_is_refused_and_not_suggested(hardened):
-    from tornado.httpclient import HTTPClientError, HTTPRequest
-    from tornado.websocket import websocket_connect
+    from tornado.httpclient import HTTPClientError
 
     from conftest import page_token
+    from testkit.bokeh_client import Connection
 
     origin = f"evil.example:{hardened.port}"
-    page = urllib.request.urlopen(f"http://127.0.0.1:{hardened.port}/", timeout=30).read()
+    url = f"http://127.0.0.1:{hardened.port}/"
+    page = urllib.request.urlopen(url, timeout=30).read()
 
     async def connect():
-        req = HTTPRequest(f"ws://127.0.0.1:{hardened.port}/ws",
-                          headers={"Origin": f"http://{origin}"}, request_timeout=10)
         try:
-            ws = await websocket_connect(req, subprotocols=["bokeh", page_token(page.decode())])
+            ws = await Connection.connect(url, page_token(page.decode()), timeout=10,
+                                          headers={"Origin": f"http://{origin}"})
             ws.close()
             return 101
         except HTTPClientError as exc:

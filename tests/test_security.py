@@ -23,8 +23,10 @@ import tornado.websocket
 from pathlib import Path
 
 import pytest
-from conftest import (CLI, UI_WAIT_MS, Server, bokeh_socket, free_port, page_token,
-                      read_bokeh, run_in_thread, status_of, token_payload, wait_until_live)
+from conftest import (CLI, UI_WAIT_MS, Server, free_port, page_token, run_in_thread,
+                      status_of, token_payload, wait_until_live)
+
+from testkit.bokeh_client import Connection
 
 from attention_scaling import server as served
 
@@ -39,11 +41,11 @@ WEIGHTS_JS = ("(d => Array.from(d instanceof Map ? d.get('weight') : d.weight).j
               "m => m.name === 'unscaled-weights-source').data)")
 
 
-async def read_bokeh_message(ws, timeout: float = 10):
-    """One whole Bokeh message from ``ws``: its header's msgtype, or None when the
+async def read_bokeh_message(connection, timeout: float = 10):
+    """One whole Bokeh message from ``connection``: its header's msgtype, or None when the
     connection closed."""
-    message = await read_bokeh(ws, timeout)
-    return None if message is None else message[0]["msgtype"]
+    message = await connection.receive(timeout)
+    return None if message is None else message.msgtype
 
 
 def stats(server: Server) -> dict:
@@ -161,7 +163,7 @@ def test_a_websocket_with_a_made_up_session_id_builds_no_session(stats_server):
         closed = 0
         for token in forged:
             try:
-                ws = await bokeh_socket(srv.url, token)
+                ws = await Connection.connect(srv.url, token)
             except Exception:
                 closed += 1
                 continue
@@ -176,7 +178,7 @@ def test_a_websocket_with_a_made_up_session_id_builds_no_session(stats_server):
     token = page_token(urllib.request.urlopen(srv.url, timeout=30).read().decode())
 
     async def real():
-        ws = await bokeh_socket(srv.url, token)
+        ws = await Connection.connect(srv.url, token)
         first = await read_bokeh_message(ws)
         ws.close()
         return first
@@ -193,10 +195,10 @@ def test_oversized_and_malformed_messages_are_refused_with_little_logged(tmp_pat
         async def send(fragments):
             # a page of its own each time: a session opens only a few websockets in a row
             token = page_token(urllib.request.urlopen(srv.url, timeout=30).read().decode())
-            ws = await bokeh_socket(srv.url, token)
+            ws = await Connection.connect(srv.url, token)
             assert await read_bokeh_message(ws) == "ACK"
             for fragment in fragments:
-                await ws.write_message(fragment)
+                await ws.ws.write_message(fragment)
             # the server answers (ERROR), closes (None), or says nothing in 3 s
             try:
                 answer = await read_bokeh_message(ws, 3)
@@ -471,31 +473,30 @@ def token_of(srv: Server) -> str:
     return page_token(status_of(srv.url)[2].decode())
 
 
-async def read_message(ws, timeout: float = 10):
+async def read_message(connection, timeout: float = 10):
     """One whole Bokeh message: (header, content parsed), or None when the connection
     closed."""
-    message = await read_bokeh(ws, timeout)
-    return None if message is None else (message[0], json.loads(message[1]))
+    message = await connection.receive(timeout)
+    return None if message is None else (message.header, message.content)
 
 
-async def send(ws, msgtype: str, content: dict, msgid: str = "1", **header) -> None:
-    await ws.write_message(json.dumps({"msgid": msgid, "msgtype": msgtype, **header}))
-    await ws.write_message("{}")
-    await ws.write_message(json.dumps(content))
+async def send(connection, msgtype: str, content: dict, msgid: str = "1", **header) -> None:
+    await connection.send(msgtype, content, msgid=msgid, **header)
 
 
-async def connected(url: str, token: str):
+async def connected(url: str, token: str) -> Connection:
     """A websocket past its ACK."""
-    ws = await bokeh_socket(url, token)
-    answer = await read_message(ws)
+    connection = await Connection.connect(url, token)
+    answer = await read_message(connection)
     assert answer and answer[0]["msgtype"] == "ACK"
-    return ws
+    return connection
 
 
-async def closed(ws, timeout: float = 5) -> bool:
-    """Whether the server closes ``ws`` within ``timeout`` s (whatever it sends before)."""
+async def closed(connection, timeout: float = 5) -> bool:
+    """Whether the server closes ``connection`` within ``timeout`` s (whatever it sends
+    before)."""
     try:
-        while await asyncio.wait_for(ws.read_message(), timeout) is not None:
+        while await asyncio.wait_for(connection.ws.read_message(), timeout) is not None:
             pass
         return True
     except asyncio.TimeoutError:
@@ -516,13 +517,13 @@ def test_a_message_promising_a_billion_buffers_is_closed_and_holds_no_memory(tmp
             ws = await connected(srv.url, token)
             sent = 0
             try:
-                await ws.write_message(json.dumps({"msgid": "1", "msgtype": "PATCH-DOC",
-                                                   "num_buffers": num_buffers}))
-                await ws.write_message("{}")
-                await ws.write_message(json.dumps({"events": []}))
+                await ws.ws.write_message(json.dumps({"msgid": "1", "msgtype": "PATCH-DOC",
+                                                      "num_buffers": num_buffers}))
+                await ws.ws.write_message("{}")
+                await ws.ws.write_message(json.dumps({"events": []}))
                 for _ in range(frames):
-                    await ws.write_message(json.dumps({"id": "i"}))
-                    await ws.write_message(b"\0" * 60 * 1024, binary=True)
+                    await ws.ws.write_message(json.dumps({"id": "i"}))
+                    await ws.ws.write_message(b"\0" * 60 * 1024, binary=True)
                     sent += 1
             except Exception:                 # the server closed the connection
                 pass
@@ -655,7 +656,7 @@ def test_an_expired_session_does_not_come_back_past_the_cap(tmp_path):
             students = [await connected(srv.url, token_of(srv)) for _ in range(2)]
             from tornado.httpclient import HTTPClientError
             try:
-                back = await bokeh_socket(srv.url, token)
+                back = await Connection.connect(srv.url, token)
                 back.close()
                 code = 101
             except HTTPClientError as exc:
@@ -843,7 +844,7 @@ def test_requests_that_never_connect_hold_no_place_in_the_line():
         assert "Connecting to the server…" in page and "before you" not in page
 
         async def student():
-            ws = await bokeh_socket(srv.url, page_token(page))
+            ws = await Connection.connect(srv.url, page_token(page))
             assert (await read_message(ws, 120))[0]["msgtype"] == "ACK"
             await send(ws, "PULL-DOC-REQ", {})
             answer = (await read_message(ws, 120))[0]["msgtype"]
@@ -863,20 +864,20 @@ def test_a_client_that_floods_and_leaves_leaves_no_error_in_the_log(tmp_path):
     such error nor a failed send, and the server keeps answering. Over 20 s: three sessions
     opened on the Training tab, each sent 1,000 changes the server works through until their
     connection closes."""
-    from test_fairness import click_train, open_session
+    from testkit.fairness import click_train, open_session
 
     srv = Server(log=tmp_path / "server.log")
     try:
         async def flood():
             for round_ in range(3):
-                ws, _token, models = await open_session(srv.url, "?tab=training")
+                ws, models = await open_session(srv.url, "?tab=training")
                 slider = models["d_k"][0]
                 for i in range(1000):
                     event = {"kind": "ModelChanged", "model": {"id": slider}, "attr": "value",
                              "new": i % 7}
                     for frame in ({"msgid": f"f{round_}-{i}", "msgtype": "PATCH-DOC"}, {},
                                   {"events": [event]}):
-                        ws.write_message(json.dumps(frame))
+                        ws.ws.write_message(json.dumps(frame))
                     if i % 100 == 0:
                         await click_train(ws, models)
                 ws.close()

@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 from bokeh.document import Document
 from bokeh.model import Model
-from conftest import DOCUMENT_READY, Server, bokeh_socket, page_token, run_in_thread
+from conftest import Server, run_in_thread
+
+from testkit.bokeh_client import Connection, document
 
 from attention_scaling import core, style
 from attention_scaling.page import Explorer
@@ -119,84 +121,33 @@ def test_the_walk_finds_a_list_two_sessions_share(monkeypatch):
     assert id(shared) in docs[0].keys() & docs[1].keys() & package_globals().keys()
 
 
-class _Socket:
-    """What bokeh.protocol's Message.write_buffers writes to: a websocket client."""
-
-    def __init__(self, ws) -> None:
-        self.ws = ws
-
-    async def write_message(self, message, binary: bool = False, locked: bool = True) -> None:
-        await self.ws.write_message(message, binary=binary)
+async def open_session(url: str) -> Connection:
+    """A session of the page at ``url``, as a browser opens it: its page, its websocket, the
+    ACK."""
+    return await Connection.open(url, timeout=30)
 
 
-async def send_message(ws, message) -> None:
-    """A whole Bokeh protocol message (header, metadata, content, buffers) to ``ws``."""
-    for part in (message.header_json, message.metadata_json, message.content_json):
-        await ws.write_message(part)
-    await message.write_buffers(_Socket(ws), locked=False)
-
-
-async def receive(ws, receiver, timeout: float = 30):
-    """The next whole message the server sends on ``ws`` (None when the socket closed)."""
-    while True:
-        fragment = await asyncio.wait_for(ws.read_message(), timeout)
-        if fragment is None:
-            return None
-        message = await receiver.consume(fragment)
-        if message is not None:
-            return message
-
-
-async def reply_to(ws, receiver, message, timeout: float = 30):
-    """Send ``message`` and return the server's reply to it (OK, ERROR, PULL-DOC-REPLY),
-    passing over what the server sends of its own meanwhile."""
-    await send_message(ws, message)
-    while True:
-        answer = await receive(ws, receiver, timeout)
-        if answer is None or answer.header.get("reqid") == message.header["msgid"]:
-            return answer
-
-
-async def open_session(url: str):
-    """A session of the page at ``url``, as a browser opens it: the page's token, its
-    websocket, the ACK. Returns (websocket, receiver, protocol)."""
-    from bokeh.protocol import Protocol
-    from bokeh.protocol.receiver import Receiver
-    html = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=30).read())
-    ws = await bokeh_socket(url.split("?")[0], page_token(html.decode()))
-    protocol = Protocol()
-    receiver = Receiver(protocol)
-    ack = await receive(ws, receiver)
-    assert ack is not None and ack.msgtype == "ACK"
-    return ws, receiver, protocol
-
-
-async def pull(ws, receiver, protocol, decode: bool = True) -> Document | None:
+async def pull(connection: Connection, decode: bool = True) -> Document | None:
     """The session's document, as PULL-DOC-REPLY gives it (None unless ``decode``: the
     server has sent it, and this process does not build its models, ~1 CPU-s at the
     heaviest address)."""
-    reply = await reply_to(ws, receiver, protocol.create("PULL-DOC-REQ"))
+    reply = await connection.pull()
     assert reply is not None and reply.msgtype == "PULL-DOC-REPLY", reply
-    if not decode:
-        return None
-    doc = Document()
-    reply.push_to_document(doc)
-    return doc
+    return document(reply) if decode else None
 
 
-async def every_tab_pulled(ws, receiver, protocol, timeout: float = 120,
+async def every_tab_pulled(connection: Connection, timeout: float = 120,
                            decode: bool = True) -> Document | None:
     """The session's document with every argument tab: its page says it is shown
     (document_ready, as BokehJS sends it), the server's message that puts in the tabs it then
     builds arrives (new TabPanels: page.Explorer.build_rest; ``timeout``: a hang's guard),
     and the document is pulled (:func:`pull`, ``decode``)."""
-    for part in ({"msgid": "ready", "msgtype": "PATCH-DOC"}, {}, {"events": [DOCUMENT_READY]}):
-        await ws.write_message(json.dumps(part))
+    await connection.ready()
     while True:
-        message = await receive(ws, receiver, timeout)
+        message = await connection.receive(timeout)
         assert message is not None
-        if message.msgtype == "PATCH-DOC" and '"TabPanel"' in json.dumps(message.content):
-            return await pull(ws, receiver, protocol, decode)
+        if message.msgtype == "PATCH-DOC" and '"TabPanel"' in message.content_json:
+            return await pull(connection, decode)
 
 
 def data_sources(doc: Document) -> dict:
@@ -224,14 +175,14 @@ def test_streams_and_patches_into_every_source_reach_no_other_session(tmp_path):
     every_tab = srv.url + "?tab=saturation"
 
     async def newcomer(url, every=True):
-        ws, receiver, protocol = await open_session(url)
-        doc = await (every_tab_pulled if every else pull)(ws, receiver, protocol)
-        ws.close()
+        connection = await open_session(url)
+        doc = await (every_tab_pulled if every else pull)(connection)
+        connection.close()
         return data_sources(doc)
 
     async def attack():
-        ws, receiver, protocol = await open_session(every_tab)
-        doc = await every_tab_pulled(ws, receiver, protocol)
+        connection = await open_session(every_tab)
+        doc = await every_tab_pulled(connection)
         before = data_sources(doc)
         events = []
         doc.on_change(events.append)
@@ -250,12 +201,13 @@ def test_streams_and_patches_into_every_source_reach_no_other_session(tmp_path):
                 else:
                     source.stream({k: [1.0] for k in columns},
                                   rollover=1 if action == "rollover" else None)
-                answer = await reply_to(ws, receiver, protocol.create("PATCH-DOC", events))
+                answer = await connection.reply_to(
+                    connection.protocol.create("PATCH-DOC", events))
                 answers.append((action, source.name, answer and answer.msgtype))
             newcomers.append((action, await newcomer(every_tab)))
         # the attacking session's own document took the messages
-        changed = data_sources(await pull(ws, receiver, protocol))
-        ws.close()
+        changed = data_sources(await pull(connection))
+        connection.close()
         return before, answers, newcomers, changed
 
     try:
@@ -302,9 +254,9 @@ def test_sessions_at_the_heaviest_address_up_to_the_cap_stay_within_the_sizing(t
     async def fill():
         sockets = []
         for i in range(cap):
-            ws, receiver, protocol = await open_session(srv.url + HEAVIEST)
-            doc = await every_tab_pulled(ws, receiver, protocol, decode=i == cap - 1)
-            sockets.append(ws)
+            connection = await open_session(srv.url + HEAVIEST)
+            doc = await every_tab_pulled(connection, decode=i == cap - 1)
+            sockets.append(connection)
         def read():
             return json.loads(urllib.request.urlopen(srv.url + "stats", timeout=30).read())
 

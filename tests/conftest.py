@@ -375,9 +375,19 @@ def wait_changed(page, name, col, before):
 
 def wait_column(page, name, col, expected, timeout=UI_WAIT_MS):
     """Wait until a data source's column equals ``expected`` (a change's columns may reach the
-    page a frame apart when the machine is busy)."""
-    page.wait_for_function("([n, c, e]) => JSON.stringify(window.__col(n, c)) === JSON.stringify(e)",
-                           arg=[name, col, expected], timeout=timeout)
+    page a frame apart when the machine is busy); if it never does, an AssertionError with
+    what the page shows then: the column, the address and the controls' values."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    try:
+        page.wait_for_function(
+            "([n, c, e]) => JSON.stringify(window.__col(n, c)) === JSON.stringify(e)",
+            arg=[name, col, expected], timeout=timeout)
+    except PlaywrightTimeout:
+        shown = page.evaluate("""([n, c]) => ({column: window.__col(n, c), address:
+            window.location.search, controls: Object.fromEntries((window.__AS.noted(document,
+            'preset-rows') || []).map((r) => [r.key, r.widget[r.prop]]))})""", [name, col])
+        raise AssertionError(f"{name}.{col} is not {expected} after {timeout} ms: the page "
+                             f"shows {shown}") from None
 
 
 #: Resolves once the page has been still for ``frames`` animation frames in a row: its size,

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 from conftest import (INIT, PLOTS, UI_WAIT_MS, assert_plots_drawn, column, draw_svg, open_app,
-                      wait_changed, wait_column)
+                      eventually, wait_changed, wait_column)
 from PIL import Image
 
 from attention_scaling.state import TABS
@@ -139,9 +139,10 @@ def test_explanation_and_readout_numbers_follow_the_controls(page, server):
         page.keyboard.press("ArrowRight")
     page.wait_for_function("() => JSON.stringify(window.__col('jacobian-diagonal-marker', 'width'))"
                            " === JSON.stringify(['192'])", timeout=UI_WAIT_MS)
-    page.wait_for_timeout(500)
-    text = page.evaluate(shown, "explanation")
     state = ExplorerState(d_k=192)
+    # the texts' numbers may come a frame after the charts' on a busy machine
+    text = eventually(lambda: (lambda t: t if "192" in t else None)(
+        page.evaluate(shown, "explanation")), "the explanation at d_k = 192")
     expected = state.text_fields()
     assert "sum of dk = 192 terms" in text and "√192 = 13.9" in text
     assert f"standard deviation {expected['raw_sd']} raw and {expected['scaled_sd']} scaled" in text

@@ -13,7 +13,7 @@ import pytest
 
 from attention_scaling.lead import LEAD_WORDS
 from attention_scaling.state import TABS
-from conftest import UI_WAIT_MS, open_app
+from conftest import UI_WAIT_MS, eventually, open_app
 
 pytestmark = pytest.mark.browser
 
@@ -113,8 +113,8 @@ def test_more_detail_prints_open(page, server):
     open_app(page, server)
     closed = words(page.evaluate(MAIN_WORDS))
     page.emulate_media(media="print")
-    page.wait_for_timeout(300)
-    printed = words(page.evaluate(MAIN_WORDS))
+    printed = eventually(lambda: (lambda n: n if n > closed + 150 else None)(
+        words(page.evaluate(MAIN_WORDS))), f"over {closed + 150} words printed")
     assert printed > closed + 150, (closed, printed)
 
 

@@ -387,7 +387,8 @@ def wait_column(page, name, col, expected, timeout=UI_WAIT_MS):
             window.location.search, controls: Object.fromEntries((window.__AS.noted(document,
             'preset-rows') || []).map((r) => [r.key, r.widget[r.prop]]))})""", [name, col])
         raise AssertionError(f"{name}.{col} is not {expected} after {timeout} ms: the page "
-                             f"shows {shown}") from None
+                             f"shows {shown}; its errors: "
+                             f"{getattr(page, 'console_errors', 'not recorded')}") from None
 
 
 #: Resolves once the page has been still for ``frames`` animation frames in a row: its size,

@@ -9,7 +9,7 @@ import logging
 import sys
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import panel as pn
 from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Spinner, Tabs
@@ -54,24 +54,27 @@ FAVICON = "data:image/png;base64," + base64.b64encode(
 
 
 @contextmanager
-def held(doc):
+def held(doc, placing: bool = False):
     """The events of a change leave as one message. In a served session Panel's
     ``pn.io.unlocked`` writes them to the websocket as one PATCH-DOC when the block ends
     (Bokeh's ``Document.hold`` would send a message per changed model, each one serialised
-    against every model of the document); elsewhere Bokeh's ``Document.hold``. And the
-    document finds its models once, when the block ends (Bokeh's ``doc.models.freeze``):
-    otherwise each property set that adds or removes a model walks the whole document again,
-    which building a tab does hundreds of times."""
+    against every model of the document); elsewhere Bokeh's ``Document.hold``.
+    ``placing``: the block puts models into the document (a tab's figures), and the document
+    finds its models once, when it ends (Bokeh's ``doc.models.freeze``), instead of walking
+    the whole document again at each property set that adds one, which building a tab does
+    hundreds of times. Not for other changes: the walk at the end of a freeze comes whether
+    or not a model was added, and a slider's change adds none."""
     if doc is None:
         yield
         return
+    frozen = doc.models.freeze() if placing else nullcontext()
     if doc.session_context is not None:
-        with pn.io.unlocked(), doc.models.freeze():
+        with pn.io.unlocked(), frozen:
             yield
         return
     doc.hold("combine")
     try:
-        with doc.models.freeze():
+        with frozen:
             yield
     finally:
         doc.unhold()
@@ -295,7 +298,7 @@ class Explorer(pn.viewable.Viewer):
             if key in self.view.unbuilt() and self._built is None:
                 self._build_later([key])
                 return
-        with held(self.view.root.document):
+        with held(self.view.root.document, placing=True):
             if self.view.build_argument(self._wire_argument, self._built, [key]):
                 self._built = None
                 self._draw_unshown(key)
@@ -386,7 +389,7 @@ class Explorer(pn.viewable.Viewer):
 
     def _place_argument(self, argument) -> None:
         self._building, self._built = None, argument
-        with held(self.view.root.document):
+        with held(self.view.root.document, placing=True):
             if self._pending is None:
                 self._busy(False)
             self._refresh_argument()

@@ -3,7 +3,7 @@ following the controls, and a training run that grows while it runs and ends as 
 
 import numpy as np
 import pytest
-from conftest import TRAINING_WAIT_MS, UI_WAIT_MS, column, open_app
+from conftest import TRAINING_WAIT_MS, UI_WAIT_MS, column, open_app, open_at
 
 from attention_scaling import argument, core
 from attention_scaling.lead import training_lead
@@ -119,8 +119,14 @@ def test_the_rule_the_model_uses_is_highlighted_on_the_open_tab(page, server):
     assert page.console_errors == []
 
 
-def test_training_grows_while_it_runs_and_ends_as_cores_run(page, server):
-    open_app(page, server)
+#: A seed no other test trains at or computes runs for: the run this test watches grow is
+#: computed from its first step on this test's click.
+UNTRAINED_SEED = 97531
+
+
+def test_training_grows_while_it_runs(page, server):
+    """A run at a setting nobody has trained at shows its curves growing before it ends."""
+    open_at(page, server, f"?seed={UNTRAINED_SEED}")
     show_tab(page, "4 Training")
     page.get_by_role("button", name="Train").click()
     page.wait_for_function("() => (window.__col('training-source', 'step') || []).length > 1",
@@ -130,6 +136,16 @@ def test_training_grows_while_it_runs_and_ends_as_cores_run(page, server):
         f"() => (window.__col('training-source', 'step') || []).length === {TRAINING_STEPS + 1}",
         timeout=TRAINING_WAIT_MS)
     assert seen < TRAINING_STEPS + 1                   # progress shown before the end
+    assert page.console_errors == []
+
+
+def test_training_ends_as_cores_run(page, server):
+    open_app(page, server)
+    show_tab(page, "4 Training")
+    page.get_by_role("button", name="Train").click()
+    page.wait_for_function(
+        f"() => (window.__col('training-source', 'step') || []).length === {TRAINING_STEPS + 1}",
+        timeout=TRAINING_WAIT_MS)
     seeded = {}
     for rule in core.RULES:    # core's runs from seeds 2288, 2289, 2290 at each rule's rate
         runs = [core.train(64, rule, 2288 + i, temperature=1.0, steps=TRAINING_STEPS,

@@ -72,8 +72,9 @@ class Connection:
 
     _ids = itertools.count(1)
 
-    def __init__(self, ws) -> None:
+    def __init__(self, ws, token: str | None = None) -> None:
         self.ws = ws
+        self.token = token            # the session token it presented, where known
         self.protocol = Protocol()
         self.receiver = Receiver(self.protocol)
 
@@ -93,17 +94,16 @@ class Connection:
         ws = await asyncio.wait_for(
             websocket_connect(request, subprotocols=["bokeh", token], **options), timeout)
         ws.protocol.set_nodelay(True)
-        return cls(ws)
+        return cls(ws, token)
 
     @classmethod
     async def open(cls, url: str, timeout: float = 120) -> "Connection":
         """A session as a page opens one: the page at ``url`` (query included), its
-        websocket, the server's ACK. The page's token is ``token``."""
+        websocket, the server's ACK."""
         from tornado.httpclient import AsyncHTTPClient
         html = (await AsyncHTTPClient().fetch(url, request_timeout=timeout)).body.decode()
         token = page_token(html)
         connection = await cls.connect(url, token, timeout=timeout)
-        connection.token = token
         ack = await connection.receive(timeout)
         if ack is None or ack.msgtype != "ACK":
             connection.close()

@@ -15,9 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from testkit.bokeh_client import (DOCUMENT_READY, Connection, page_token,  # noqa: F401
+from attention_scaling import blas
+
+blas.one_thread()    # before NumPy loads, as in the package's own processes (blas.py)
+
+from testkit.bokeh_client import (DOCUMENT_READY, Connection, page_token,  # noqa: E402,F401
                                   token_payload)
-from testkit.processes import (CHROMIUM_ARGS, chromium_executable, free_port,  # noqa: F401
+from testkit.processes import (CHROMIUM_ARGS, chromium_executable, free_port,  # noqa: E402,F401
                                run_in_thread, stop_group, wait_until_live)
 
 #: How long a browser test waits for a whole training run (or the handout that runs one): a

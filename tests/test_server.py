@@ -276,3 +276,27 @@ def test_controls_are_plain_bokeh_widgets_bound_to_the_state():
     assert ex.rule_buttons.active == 2
     ex.rule_buttons.active = 7              # not a rule (a forged message): put back
     assert ex.rule_buttons.active == 2 and ex.state.rule == "linear"
+
+
+def test_one_binder_puts_back_every_forged_value_of_each_kind_of_control():
+    """A slider (an option's position), the tabs (the active index) and the seed (a count
+    within its bounds): a value that is not one is put back where the state is, a real one
+    applied, and the state's own change reaches the widget."""
+    ex = Explorer()
+    s, tabs = ex.state, ex.view.widgets["tab"]
+    low, high = s.param.seed.bounds
+    for widget, prop, name, forged, real in (
+            (ex.d_k_slider, "value", "d_k", (2.5, -1, 1e308, float("nan"), 25), 3),
+            (tabs, "active", "tab", (-1, len(tabs.tabs), 10**9), 2),
+            (ex.seed_input, "value", "seed", (low - 1, high + 1, 3.5, float("inf")), 1234)):
+        shown = getattr(widget, prop)
+        for bad in forged:
+            setattr(widget, prop, bad)
+            assert getattr(widget, prop) == shown, (name, bad)
+        before = getattr(s, name)
+        setattr(widget, prop, real)
+        assert getattr(s, name) != before and getattr(widget, prop) == real, name
+    s.seed = 77
+    assert ex.seed_input.value == 77
+    s.tab = list(s.param.tab.objects)[0]
+    assert tabs.active == 0

@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 
 import panel as pn
-from bokeh.models import Button, CustomJS, RadioButtonGroup, Slider, Spinner, Tabs
+import param
+from bokeh.models import Button, CustomJS, RadioButtonGroup, Spinner, Tabs
 from tornado.ioloop import IOLoop
 
 from . import core, quiz, seams, training, work
@@ -86,74 +87,47 @@ def _setter(state):
         **{k: v for k, v in changes.items() if getattr(state, k) != v})
 
 
-def bind_slider(slider: Slider, state, name: str, apply=None) -> None:
-    """Keep a position slider and a Selector parameter of ``state`` in sync both ways. A
-    position that is not one (a forged message) puts the handle back where the state is.
+def bind(widget, prop: str, state, name: str, apply=None) -> None:
+    """Keep ``widget``'s property ``prop`` and the parameter ``name`` of ``state`` in sync
+    both ways: a Selector parameter as its option's position (a slider's value, the active
+    tab or button), an Integer as its value. A value from the browser that is not one (a
+    forged message: 2.5, -1, NaN, past the bounds) puts the widget back where the state is.
     ``apply({name: value})`` applies a change from the browser (at once by default)."""
-    values = list(state.param[name].objects)
+    shown, read = _codec(state.param[name])
     apply = apply or _setter(state)
 
     def from_browser(_attr, _old, new) -> None:
-        position = _position(new, len(values))
-        if position is None:
-            slider.value = values.index(getattr(state, name))
+        value = read(new)
+        if value is None:
+            setattr(widget, prop, shown(getattr(state, name)))
             return
-        with held(slider.document):
-            apply({name: values[position]})
+        with held(widget.document):
+            apply({name: value})
 
     def to_browser(event) -> None:
-        position = values.index(event.new)
-        if slider.value != position:   # not when the change came from this slider
-            slider.value = position
+        if getattr(widget, prop) != shown(event.new):   # not when the change came from here
+            setattr(widget, prop, shown(event.new))
 
-    slider.on_change("value", from_browser)
+    widget.on_change(prop, from_browser)
     state.param.watch(to_browser, name)
 
 
-def bind_index(widget, state, name: str, apply=None) -> None:
-    """Keep a widget's ``active`` index (tabs, radio buttons) and a Selector parameter of
-    ``state`` (its options in the widget's order) in sync both ways; an index that is not one
-    (a forged message) puts the widget back. ``apply``: see :func:`bind_slider`."""
-    keys = list(state.param[name].objects)
-    apply = apply or _setter(state)
+def _codec(parameter):
+    """(what a widget shows for a value, the value a widget's number stands for or None) of
+    a Selector (positions in its options) or an Integer parameter (its bounds)."""
+    if isinstance(parameter, param.Selector):
+        options = list(parameter.objects)
 
-    def from_browser(_attr, _old, new) -> None:
-        position = _position(new, len(keys))
-        if position is None:
-            widget.active = keys.index(getattr(state, name))
-        else:
-            with held(widget.document):
-                apply({name: keys[position]})
+        def option(new):
+            position = _position(new, len(options))
+            return None if position is None else options[position]
+        return options.index, option
+    low, high = parameter.bounds
 
-    def to_browser(event) -> None:
-        if widget.active != keys.index(event.new):
-            widget.active = keys.index(event.new)
-
-    widget.on_change("active", from_browser)
-    state.param.watch(to_browser, name)
-
-
-def bind_count(widget: Spinner, state, name: str, apply=None) -> None:
-    """Keep a number widget and an Integer parameter of ``state`` in sync both ways; a value
-    outside the parameter's bounds (a forged message) puts the widget back. ``apply``: see
-    :func:`bind_slider`."""
-    low, high = state.param[name].bounds
-    apply = apply or _setter(state)
-
-    def from_browser(_attr, _old, new) -> None:
+    def count(new):
         value = _position(new, high + 1)
-        if value is None or value < low:
-            widget.value = getattr(state, name)
-        else:
-            with held(widget.document):
-                apply({name: value})
-
-    def to_browser(event) -> None:
-        if widget.value != event.new:
-            widget.value = event.new
-
-    widget.on_change("value", from_browser)
-    state.param.watch(to_browser, name)
+        return None if value is None or value < low else value
+    return (lambda value: value), count
 
 
 def on_click(button: Button, action) -> None:
@@ -191,17 +165,15 @@ class Explorer(pn.viewable.Viewer):
                          presets=PRESETS_HTML, on_click=on_click)
         self.charts = self.view.charts
         for name, widget in self.view.widgets.items():
-            if isinstance(widget, (Tabs, RadioButtonGroup)):
-                bind_index(widget, s, name, self.change)
-            else:
-                bind_slider(widget, s, name, self.change)
+            bind(widget, "active" if isinstance(widget, (Tabs, RadioButtonGroup)) else "value",
+                 s, name, self.change)
         self.d_k_slider = self.view.widgets["d_k"]
         self.temperature_slider = self.view.widgets["temperature"]
         self.rule_buttons = self.view.widgets["rule"]
         #: The seed, for the presets (assets/js/presets.js sets it as it sets the others).
         self.seed_input = Spinner(low=0, high=MAX_SEED, step=1, value=s.seed, visible=False,
                                   name="seed-value")
-        bind_count(self.seed_input, s, "seed", self.change)
+        bind(self.seed_input, "value", s, "seed", self.change)
         self.view.sidebar.children.append(self.seed_input)
         if "controls" not in hidden:
             self.view.ready.append(CustomJS(args=dict(

@@ -350,7 +350,7 @@ def test_the_default_cap_is_the_documented_one():
     import re
     from pathlib import Path
 
-    from attention_scaling import cli, server
+    from attention_scaling import server
     docs = Path(__file__).resolve().parents[1] / "docs"
     deploy = " ".join((docs / "deploy.md").read_text(encoding="utf-8").split())
     cap = re.search(r"`--max-sessions` \(`ATTENTION_SCALING_MAX_SESSIONS`\), default \*\*(\d+)\*\*",
@@ -359,8 +359,7 @@ def test_the_default_cap_is_the_documented_one():
     row = re.search(r"^\| open sessions per process \| (\d+) \(a (\d+) GiB memory limit at "
                     r"([\d.]+) MiB", (docs / "security.md").read_text(encoding="utf-8"), re.M)
     assert cap and sizing and row
-    assert cli.DEFAULT_MAX_SESSIONS == server.DEFAULT_MAX_SESSIONS == int(cap[1]) \
-        == int(sizing[6]) == int(row[1])
+    assert server.DEFAULT_MAX_SESSIONS == int(cap[1]) == int(sizing[6]) == int(row[1])
     assert (server.MEMORY_LIMIT_MIB, server.BASE_MIB, server.CACHES_MIB, server.HEADROOM_MIB,
             server.SESSION_MIB) == tuple(map(float, sizing.groups()[:5]))
     assert server.SESSION_MIB == float(row[3]) and server.MEMORY_LIMIT_MIB == 1024 * int(row[2])

@@ -17,6 +17,10 @@ from . import blas
 
 blas.one_thread()        # before anything loads NumPy: see blas.py
 
+from .server.limits import (DEFAULT_MAX_SESSIONS, DEFAULT_WEBSOCKETS_PER_ADDRESS,  # noqa: E402
+                            MEMORY_LIMIT_MIB, SESSION_MIB)
+from .server.line import DEFAULT_OPENING_AT_ONCE, OPENING_HOLD_S  # noqa: E402
+
 DEFAULT_PORT = 5006
 DEFAULT_ADDRESS = "127.0.0.1"
 # Sessions: Bokeh drops a session once it has had no open websocket for this long (a closed
@@ -26,7 +30,6 @@ DEFAULT_ADDRESS = "127.0.0.1"
 # docs/benchmarks.md "Tuning chosen").
 DEFAULT_UNUSED_SESSION_LIFETIME_S = 30
 DEFAULT_KEEP_ALIVE_S = 30
-DEFAULT_MAX_SESSIONS = 195   # server.DEFAULT_MAX_SESSIONS, checked by a test
 DEFAULT_FRAME_ANCESTORS = "*"
 
 # serve option -> environment variable. Lists (origins) are separated by commas or spaces.
@@ -180,22 +183,22 @@ def _classroom_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--max-sessions", type=_sessions, default=None, metavar="N",
                        help="open sessions one process holds; past it a new visitor gets a "
                             "short 'server is full' page (HTTP 503) and the open sessions keep "
-                            f"working (default {DEFAULT_MAX_SESSIONS}: a 2 GiB memory limit at "
-                            "7.5 MiB per session, docs/security.md)")
+                            f"working (default {DEFAULT_MAX_SESSIONS}: a {MEMORY_LIMIT_MIB // 1024} GiB memory "
+                            f"limit at {SESSION_MIB:g} MiB per session, docs/security.md)")
     serve.add_argument("--open-at-once", type=_open_at_once, default=None, metavar="N",
                        help="sessions one process opens at a time (page, websocket, document); "
                             "visitors past them wait in arrival order, their page showing that "
-                            "it is connecting (default 2; 0: no line, all at once)")
+                            f"it is connecting (default {DEFAULT_OPENING_AT_ONCE}; 0: no line, all at once)")
     serve.add_argument("--opening-hold", type=_hold, default=None, metavar="S",
                        help="the longest a new page's websocket keeps its place in the opening "
-                            "before its browser has asked for the document (default 2 s, "
+                            f"before its browser has asked for the document (default {OPENING_HOLD_S} s, "
                             "server.OPENING_HOLD_S: a slow browser then makes way for the next "
                             "visitor)")
     serve.add_argument("--websockets-per-address", type=_per_address, default=None,
                        metavar="N",
                        help="live websockets (open pages) one client address may hold; "
                             "loopback is not limited (a proxy on this machine speaks for "
-                            "many) (default 16; 0: no limit, e.g. for a whole class behind "
+                            f"many) (default {DEFAULT_WEBSOCKETS_PER_ADDRESS}; 0: no limit, e.g. for a whole class behind "
                             "one NAT address without a proxy)")
     serve.add_argument("--stats", action="store_true",
                        help="also serve /stats: JSON with this process's open sessions and "
@@ -375,12 +378,12 @@ def _install(args: argparse.Namespace) -> None:
     server.skip_document_validation()
     server.install(server.ServerConfig(
         max_sessions=args.max_sessions,
-        websockets_per_address=(server.DEFAULT_WEBSOCKETS_PER_ADDRESS
+        websockets_per_address=(DEFAULT_WEBSOCKETS_PER_ADDRESS
                                 if args.websockets_per_address is None
                                 else args.websockets_per_address),
-        open_at_once=(server.DEFAULT_OPENING_AT_ONCE if args.open_at_once is None
+        open_at_once=(DEFAULT_OPENING_AT_ONCE if args.open_at_once is None
                       else args.open_at_once),
-        opening_hold_s=(server.OPENING_HOLD_S if args.opening_hold is None
+        opening_hold_s=(OPENING_HOLD_S if args.opening_hold is None
                         else args.opening_hold),
         trust_forwarded_host=args.use_xheaders,
         title=TITLE, icon_href=FAVICON, first_view=FirstViews().html))

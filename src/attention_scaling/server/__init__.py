@@ -17,21 +17,72 @@ goes through :mod:`attention_scaling.seams`.
 - :mod:`.collect`: garbage collection with many sessions open
 """
 
-from .collect import (GC_FREEZE_PERIOD_S, GC_FULL_AFTER_ENDED, _GC, collect_and_freeze,
-                      session_ended, start_gc_freezer, track_session)
-from .handlers import (Classroom, ServerConfig, CappedDocHandler, CappedWSHandler, NotServed,
-                       install, not_served_patterns, open_sessions)
-from .http import (_GZIP_CACHE, GZIP_CACHE_MAX_BYTES, GzipStaticOnce, check_frame_ancestors,
-                   security_headers, skip_document_validation)
-from .limits import (BASE_MIB, CACHES_MIB, DEFAULT_MAX_SESSIONS, DEFAULT_WEBSOCKETS_PER_ADDRESS,
-                     HEADER_TIMEOUT_S, HEADROOM_MIB, LOG_RECORD_CHARS, LOG_REPEAT_S,
-                     MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_MESSAGE_BUFFERS, MAX_MESSAGE_BYTES,
-                     MEMORY_LIMIT_MIB, MESSAGE_EVERY_S, MESSAGES_BURST, OPENS_BURST,
-                     OPENS_EVERY_S, PULL_DOC_BURST, PULL_DOC_EVERY_S, SESSION_MIB,
-                     WEBSOCKETS_PER_SESSION, Allowance, MessageBounds)
-from .line import (DEFAULT_OPENING_AT_ONCE, LINE_PROGRESS_S, LINE_WAIT_MAX_S, OPENING_HOLD_S,
-                   ConnectingPage, OpeningLine, unused_bundles)
-from .logs import BoundedLog, bound_logs
+import importlib
+
+#: Where each name lives: the package loads a module only when one of its names is asked
+#: for (PEP 562), so that the command line can read the limits without loading Bokeh and Panel.
+_HOME = {
+    "GC_FREEZE_PERIOD_S": "collect",
+    "GC_FULL_AFTER_ENDED": "collect",
+    "_GC": "collect",
+    "collect_and_freeze": "collect",
+    "session_ended": "collect",
+    "start_gc_freezer": "collect",
+    "track_session": "collect",
+    "Classroom": "handlers",
+    "ServerConfig": "handlers",
+    "CappedDocHandler": "handlers",
+    "CappedWSHandler": "handlers",
+    "NotServed": "handlers",
+    "install": "handlers",
+    "not_served_patterns": "handlers",
+    "open_sessions": "handlers",
+    "_GZIP_CACHE": "http",
+    "GZIP_CACHE_MAX_BYTES": "http",
+    "GzipStaticOnce": "http",
+    "check_frame_ancestors": "http",
+    "security_headers": "http",
+    "skip_document_validation": "http",
+    "BASE_MIB": "limits",
+    "CACHES_MIB": "limits",
+    "DEFAULT_MAX_SESSIONS": "limits",
+    "DEFAULT_WEBSOCKETS_PER_ADDRESS": "limits",
+    "HEADER_TIMEOUT_S": "limits",
+    "HEADROOM_MIB": "limits",
+    "LOG_RECORD_CHARS": "limits",
+    "LOG_REPEAT_S": "limits",
+    "MAX_BODY_BYTES": "limits",
+    "MAX_HEADER_BYTES": "limits",
+    "MAX_MESSAGE_BUFFERS": "limits",
+    "MAX_MESSAGE_BYTES": "limits",
+    "MEMORY_LIMIT_MIB": "limits",
+    "MESSAGE_EVERY_S": "limits",
+    "MESSAGES_BURST": "limits",
+    "OPENS_BURST": "limits",
+    "OPENS_EVERY_S": "limits",
+    "PULL_DOC_BURST": "limits",
+    "PULL_DOC_EVERY_S": "limits",
+    "SESSION_MIB": "limits",
+    "WEBSOCKETS_PER_SESSION": "limits",
+    "Allowance": "limits",
+    "MessageBounds": "limits",
+    "DEFAULT_OPENING_AT_ONCE": "line",
+    "LINE_PROGRESS_S": "line",
+    "LINE_WAIT_MAX_S": "line",
+    "OPENING_HOLD_S": "line",
+    "ConnectingPage": "line",
+    "OpeningLine": "line",
+    "unused_bundles": "line",
+    "BoundedLog": "logs",
+    "bound_logs": "logs",
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+
 
 __all__ = [
     "_GC",

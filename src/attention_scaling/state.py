@@ -204,10 +204,11 @@ class _State(param.Parameterized):
 
 
 #: Controls of the explorer and the results core computes from them.
-ExplorerState = type("ExplorerState", (_State,), {
-    "__doc__": "Controls of the explorer (one parameter per row of CONTROLS) and the results "
-               "core computes from them.",
-    **{c.name: _parameter(c) for c in CONTROLS}})
+ExplorerState = param.parameterized_class(
+    "ExplorerState", {c.name: _parameter(c) for c in CONTROLS}, bases=_State)
+ExplorerState.__module__ = __name__
+ExplorerState.__doc__ = ("Controls of the explorer (one parameter per row of CONTROLS) and the "
+                         "results core computes from them.")
 
 
 def to_query(state) -> dict[str, str]:

@@ -264,6 +264,7 @@ def _check_any_origin(args: argparse.Namespace, parser: argparse.ArgumentParser)
 
 def _stats_handler():
     """/stats: this process's live sessions and open websockets, and its memory, as JSON."""
+    import psutil
     from tornado import web
 
     from . import seams
@@ -273,13 +274,7 @@ def _stats_handler():
             tornado_app = self.application
             sessions = sum(len(list(ctx.sessions))
                            for ctx in tornado_app.applications.values())
-            rss_kib = 0
-            try:
-                with open("/proc/self/status") as f:
-                    rss_kib = next(int(line.split()[1]) for line in f
-                                   if line.startswith("VmRSS:"))
-            except (OSError, StopIteration):
-                pass
+            rss_kib = psutil.Process().memory_info().rss // 1024
             self.set_header("Cache-Control", "no-store")
             self.write({"pid": os.getpid(), "sessions": sessions,
                         "connections": seams.open_connections(tornado_app),
@@ -295,23 +290,9 @@ WORKERS_STOP_S = 5.0
 
 
 def _children() -> list[int]:
-    """The process ids of this process's children (Linux's /proc; none elsewhere)."""
-    me, found = os.getpid(), []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                # pid (comm) state ppid ...: comm may hold spaces, so split after its ")"
-                if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
-                    found.append(int(name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
+    """The process ids of this process's children."""
+    import psutil
+    return [child.pid for child in psutil.Process().children()]
 
 
 def _stop_workers(signum: int) -> None:

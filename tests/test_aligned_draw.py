@@ -10,7 +10,8 @@ from conftest import column, open_at, wait_column
 
 from attention_scaling import core
 from attention_scaling.state import ExplorerState
-from attention_scaling.text import EXPLANATION, caption_html, fill, plain
+from attention_scaling.formatting import percent
+from attention_scaling.text import EXPLANATION, caption_html, fields_of, fill, plain
 
 
 @pytest.mark.parametrize("rho", [0.3, 1.0])
@@ -47,7 +48,7 @@ def test_the_captions_monte_carlo_agrees_with_the_curves_own(d_k, t, rho):
 
 def test_the_aligned_sentences_hold_over_explicit_draws():
     d_k, rho = 256, 0.5
-    f = ExplorerState(d_k=d_k, align=rho).text_fields()
+    f = fields_of(ExplorerState(d_k=d_k, align=rho))
     text = plain(fill(EXPLANATION, f)) + plain(fill(caption_html(), f))
     s = core.compute_state(d_k, 1.0, ExplorerState().seed, 8, rho)
     assert f"its logit is {s.raw_logits[0]:.3g} raw" in text
@@ -61,9 +62,9 @@ def test_the_aligned_sentences_hold_over_explicit_draws():
     dots = (q * k1).sum(axis=1)
     assert dots.mean() == pytest.approx(rho * d_k, rel=0.02)
     assert (dots / d_k).mean() == pytest.approx(rho, rel=0.02)
-    assert f"{core.percent(core.typical(d_k, 1.0, 8, rho).median[True], True)} scaled" in text
+    assert f"{percent(core.typical(d_k, 1.0, 8, rho).median[True], True)} scaled" in text
     # with no alignment none of it is said
-    plain_text = plain(fill(EXPLANATION, ExplorerState(d_k=d_k).text_fields()))
+    plain_text = plain(fill(EXPLANATION, fields_of(ExplorerState(d_k=d_k))))
     assert "aligned" not in plain_text
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from attention_scaling import core
 from attention_scaling.lead import training_lead
-from attention_scaling.text import (_fmt, _training_lean, budget_html,
+from attention_scaling.formatting import fmt, percent
+from attention_scaling.text import (budget_html, equal_step_lean_html,
                                     training_sweep_html,
                                     gradient_html, plain, saturation_html, training_html,
                                     variance_html)
@@ -24,10 +25,10 @@ def test_variance_sentence_prints_the_measured_spreads(d_k):
     dist, curve = core.logit_distribution(d_k), core.logit_std_curve()
     text = plain(variance_html(d_k, dist, curve, core.LOGIT_DRAWS))
     for rule in core.RULES:
-        assert _fmt(dist[f"std_{rule}"]) in text
-    assert f"(√{d_k} = {_fmt(math.sqrt(d_k))})" in text
+        assert fmt(dist[f"std_{rule}"]) in text
+    assert f"(√{d_k} = {fmt(math.sqrt(d_k))})" in text
     gap = max(abs(s / math.sqrt(d) - 1) for s, d in zip(curve["std_raw"], curve["d_k"]))
-    assert f"the largest gap is {_fmt(100 * gap, 2)}%" in text
+    assert f"the largest gap is {fmt(100 * gap, 2)}%" in text
     assert abs(dist["std_sqrt"] - 1) < 0.03          # "unit variance, at every width"
 
 
@@ -98,7 +99,7 @@ def test_saturation_sentences_hold_in_every_setting(d_k, t, n, rho):
         assert pair_shows(m[1], m[2], curves["max_weight_median_linear"][0],
                           curves["max_weight_median_linear"][-1])
         lin = curves["max_weight_median_linear"]
-        assert f"flattens toward the even {_fmt(100 / n)}%" in text
+        assert f"flattens toward the even {fmt(100 / n)}%" in text
         # "flattens toward uniform as the head widens": it ends nearer 1/n than it starts
         assert abs(lin[-1] - 1 / n) <= abs(lin[0] - 1 / n) + 1e-12
 
@@ -162,7 +163,7 @@ def test_the_ratio_at_the_widest_heads_has_the_digits_its_sample_supports():
 def test_budget_sentence_compares_one_head_with_eight(width, t, n, rho):
     budget = core.head_budget(width, t, n, rho)
     text = plain(budget_html(budget, width, t, n, rho))
-    pc = lambda x: core.percent(x, below_one=True)              # noqa: E731
+    pc = lambda x: percent(x, below_one=True)              # noqa: E731
     j = list(budget["heads"]).index(8)
     m = re.search(r"one head of \d+ has a median max weight of (\S+) and a median gradient to "
                   r"the query of (.+?); 8 heads of \d+ have (\S+) and (.+?) each", text)
@@ -173,7 +174,7 @@ def test_budget_sentence_compares_one_head_with_eight(width, t, n, rho):
     assert "100%" not in text
     if rho:
         assert (f"the unaligned logits have variance {width // 8} instead of {width}, the "
-                f"aligned one mean {_fmt(rho * width / 8)} instead of {_fmt(rho * width)}") in text
+                f"aligned one mean {fmt(rho * width / 8)} instead of {fmt(rho * width)}") in text
     else:
         assert f"their logits have variance {width // 8} instead of {width}" in text
     assert (f"÷√dk: {pc(budget['max_weight_median_sqrt'][0])} for one head of {width}, "
@@ -252,11 +253,11 @@ def test_training_sentences_are_the_runs_own_numbers(d_k, seed):
     assert "mean loss of its last 50 steps" in text
     for r, label in (("none", "unscaled"), ("sqrt", "÷√dk"), ("linear", "÷dk")):
         med, lo, hi, start = own[r]
-        assert (f"{label} {_fmt(med)} ({_fmt(lo)} to {_fmt(hi)}), from a first loss of "
-                f"{_fmt(start)}") in text
-        assert f"{label} {_fmt(med)}" in lead
+        assert (f"{label} {fmt(med)} ({fmt(lo)} to {fmt(hi)}), from a first loss of "
+                f"{fmt(start)}") in text
+        assert f"{label} {fmt(med)}" in lead
     sq, lin = own["sqrt"][0], own["linear"][0]
-    assert lin < sq and f"Here, at the equal step, ÷dk ends below ÷√dk ({_fmt(lin)} against {_fmt(sq)})" in text
+    assert lin < sq and f"Here, at the equal step, ÷dk ends below ÷√dk ({fmt(lin)} against {fmt(sq)})" in text
     assert len(lead.split()) <= 30
     if d_k == 1024:      # THE-ARGUMENT.md point 14: unscaled does not learn at this width
         assert own["none"][0] > own["none"][3]
@@ -285,10 +286,10 @@ def test_the_training_text_says_how_the_equal_step_runs_end():
         return {r: type("S", (), {"final": {"median": x}})()
                 for r, x in (("none", 0.5), ("sqrt", sq), ("linear", lin))}
     assert "Here, at the equal step, ÷dk and ÷√dk end level (0.01 against 0.01)." in plain(
-        _training_lean(runs(0.01, 0.01)))
+        equal_step_lean_html(runs(0.01, 0.01)))
     assert "÷dk ends below ÷√dk (0.0085 against 0.0108)" in plain(
-        _training_lean(runs(0.0108, 0.0085)))
-    assert "÷dk ends above ÷√dk (0.2 against 0.0108)" in plain(_training_lean(runs(0.0108, 0.2)))
+        equal_step_lean_html(runs(0.0108, 0.0085)))
+    assert "÷dk ends above ÷√dk (0.2 against 0.0108)" in plain(equal_step_lean_html(runs(0.0108, 0.2)))
 
 
 # ---- the learning-rate sweep's sentences: each a claim that holds for the sweep -------------
@@ -343,7 +344,7 @@ def _sweep_claims(sweep, own):
             r = LABEL_RULE[hit[1]]
             o, j = own[r], int(np.argmin(own[r]["median"]))
             if not (math.isclose(_printed_rate(hit[2]), sweep[r].rates[j], rel_tol=5e-3)
-                    and _fmt(o["median"][j]) == hit[3]):
+                    and fmt(o["median"][j]) == hit[3]):
                 return False
             if (hit[5] is None) != (o["times"][j] == 1) or (
                     hit[5] and not math.isclose(_printed_rate(hit[5]), o["times"][j],

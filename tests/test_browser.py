@@ -128,7 +128,7 @@ def test_explanation_and_readout_numbers_follow_the_controls(page, server):
     """The text is filled in the browser from the text source: check what is displayed."""
     from attention_scaling.figures import readout_detail_html, readout_html
     from attention_scaling.state import ExplorerState
-    from attention_scaling.text import caption_html, fill, plain
+    from attention_scaling.text import caption_html, explanation_of, fields_of, fill, plain
     open_app(page, server)
     shown = """(name) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
                  if (m) return window.__AS.view(m).markup_el.textContent; } }"""
@@ -143,12 +143,12 @@ def test_explanation_and_readout_numbers_follow_the_controls(page, server):
     # the texts' numbers may come a frame after the charts' on a busy machine
     text = eventually(lambda: (lambda t: t if "192" in t else None)(
         page.evaluate(shown, "explanation")), "the explanation at d_k = 192")
-    expected = state.text_fields()
+    expected = fields_of(state)
     assert "sum of dk = 192 terms" in text and "√192 = 13.9" in text
     assert f"standard deviation {expected['raw_sd']} raw and {expected['scaled_sd']} scaled" in text
     assert f"max weight {expected['max_w']}, spread over {expected['eff']} effective keys" in text
     # every text as the Python side renders it, word for word
-    assert text == plain(state.explanation())
+    assert text == plain(explanation_of(state))
     assert page.evaluate(shown, "caption") == plain(fill(caption_html(), expected))
     readout = page.evaluate(shown, "readout")
     assert readout == plain(fill(readout_html(), expected))

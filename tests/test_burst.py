@@ -20,7 +20,8 @@ from attention_scaling import server as served
 from attention_scaling.page import Explorer
 from attention_scaling.server.first_views import FirstViews
 from attention_scaling.state import ExplorerState
-from attention_scaling.text import FIG3_SEED, TITLE
+from attention_scaling.state import FIG3_SEED
+from attention_scaling.text import TITLE
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -85,26 +85,29 @@ def test_the_size_check_sees_a_long_function(tmp_path, monkeypatch):
 
 # ---- layers -------------------------------------------------------------------------------
 
-#: What each module of src/attention_scaling may import of the package: core <- text <- lead,
-#: quiz, state <- style <- figures, argument <- layout <- page / export <- cli, and server (a
+#: What each module of src/attention_scaling may import of the package: core <- formatting
+#: (numbers as printed) <- text <- lead, quiz; core <- state (the controls, no prose); and above
+#: them style <- figures, argument <- layout <- page / export <- cli, and server (a
 #: package) beside page and export; seams (the libraries' internals) and training (the served
 #: runs' scheduler) and blas (BLAS's threads), which import none of the package, under page,
 #: server, work and export; nothing imports cli. The package's __init__ imports page on first use of
 #: `attention_scaling.Explorer` only.
-_BOKEH = {"core", "text", "lead", "quiz", "state", "style", "figures", "argument", "layout"}
+_BOKEH = {"core", "formatting", "text", "lead", "quiz", "state", "style", "figures",
+          "argument", "layout"}
 LAYERS = {
     "__init__": {"page"},
     "core": set(),
     "seams": set(),
     "blas": set(),
-    "text": {"core"},
-    "lead": {"core", "text"},
-    "quiz": {"core", "text"},
-    "state": {"core", "text"},
+    "formatting": set(),
+    "text": {"core", "formatting"},
+    "lead": {"core", "formatting", "text"},
+    "quiz": {"core", "formatting", "text"},
+    "state": {"core"},
     "style": {"core"},
-    "figures": {"core", "text", "lead", "style"},
-    "argument": {"core", "text", "lead", "quiz", "state", "style"},
-    "work": {"blas", "core", "text", "lead", "quiz", "state", "style", "argument"},
+    "figures": {"core", "formatting", "text", "lead", "style"},
+    "argument": {"core", "formatting", "text", "lead", "quiz", "state", "style"},
+    "work": {"blas", "core", "formatting", "text", "lead", "quiz", "state", "style", "argument"},
     "layout": _BOKEH - {"layout"},
     "training": set(),
     "page": _BOKEH | {"blas", "seams", "training", "work"},
@@ -114,6 +117,7 @@ LAYERS = {
 }
 #: Libraries a module must not load (core: nothing but NumPy and the standard library).
 NOT_LOADED = {
+    "formatting": {"panel", "bokeh", "param", "numpy"},
     "text": {"panel", "bokeh", "param"},
     "lead": {"panel", "bokeh", "param"},
     "quiz": {"panel", "bokeh", "param"},
@@ -158,6 +162,23 @@ def test_each_module_imports_only_the_layers_below_it(module):
     """Every import statement of the module, those inside functions too."""
     imported = set().union(*map(_package_imports, _files(module))) - {module}
     assert imported <= LAYERS[module], sorted(imported - LAYERS[module])
+
+
+def test_no_module_imports_another_s_private_name():
+    """Each module of the package uses the others through their public names: no
+    ``from .text import _fmt``, no ``core._helper`` (a private name is its module's own)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (
+                    node.level or (node.module or "").startswith("attention_scaling")):
+                found += [f"{path.name}:{node.lineno} {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                  and node.value.id in LAYERS and node.attr.startswith("_")
+                  and not node.attr.startswith("__")):
+                found.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
+    assert found == []
 
 
 @pytest.mark.parametrize("module", sorted(LAYERS))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from attention_scaling import core
+from attention_scaling.formatting import percent
 
 
 def test_softmax_exact_reference_values():
@@ -174,8 +175,8 @@ def test_states_are_shared_read_only_and_equal_to_a_fresh_recompute():
 
 def test_fig3_reference_numbers():
     st = core.compute_state(64, 1.0, 2288)
-    assert core.percent(st.scaled.max_weight) == "27%"
-    assert core.percent(st.unscaled.max_weight) == "80%"
+    assert percent(st.scaled.max_weight) == "27%"
+    assert percent(st.unscaled.max_weight) == "80%"
 
 
 def test_controls_are_log_spaced_and_include_real_widths():
@@ -363,7 +364,7 @@ def test_percent_never_rounds_to_an_extreme_the_weight_does_not_reach():
     xs = np.concatenate([np.linspace(0, 1, 200_001), [1e-300, 4.9e-4, 5e-4, 0.00499, 0.995,
                                                        0.99499, 0.9995, 0.99887, 1 - 1e-16]])
     for x in xs:
-        text = core.percent(x)
+        text = percent(x)
         if 0 < x < 1:
             assert text not in ("0%", "100%", "0.0%", "100.0%"), (x, text)
         if text == ">99.9%":
@@ -374,9 +375,9 @@ def test_percent_never_rounds_to_an_extreme_the_weight_does_not_reach():
             shown = float(text.rstrip("%"))
             half = 0.05 if "." in text else 0.5
             assert abs(shown - 100 * x) <= half + 1e-9, (x, text)
-    assert core.percent(0.99887) == "99.9%"
-    assert core.percent(1.0) == "100%" and core.percent(0.0) == "0%"
-    assert core.percent(1.0, below_one=True) == ">99.9%"
+    assert percent(0.99887) == "99.9%"
+    assert percent(1.0) == "100%" and percent(0.0) == "0%"
+    assert percent(1.0, below_one=True) == ">99.9%"
 
 
 # ---- the distribution of draws -----------------------------------------------------------
@@ -557,4 +558,4 @@ def test_weights_print_one_decimal_below_20_percent_and_an_even_eighth_as_12_5()
     assert max_label(core.compute_state(1, 10.0, 2288).scaled)[0] == "max weight 12.6%"
     v = core.compute_state(4096, 0.1, 99, 2).unscaled
     assert v.max_weight == 1.0 and weight_label(v) == ">99.9%"
-    assert core.percent(0.1996) == "20%" and core.percent(0.0182) == "1.8%"
+    assert percent(0.1996) == "20%" and percent(0.0182) == "1.8%"

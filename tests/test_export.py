@@ -19,7 +19,7 @@ from attention_scaling import text as prose
 from attention_scaling.state import ExplorerState, Setting
 from attention_scaling.style import MARK
 from attention_scaling.lead import DRAW_LEAD, training_lead
-from attention_scaling.text import weight_label
+from attention_scaling.text import fields_of, weight_label
 
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
 
@@ -272,8 +272,8 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         assert spans["which"] == prose.WHICH[rule]
         assert spans["max_w"] == weight_label(act)
         # the texts read word for word as the served page's for the same state
-        fields = ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
-                               rule=rule).text_fields()
+        fields = fields_of(ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
+                               rule=rule))
         # the gradient over many draws at this width and temperature, this draw among them,
         # and its axis: as the served page draws them
         spread = core.gradient_spread(d_k, temperature)
@@ -359,7 +359,7 @@ def test_every_column_in_the_browser_is_what_charts_update_sets(offline_page):
                     c = figures.Charts()
                     explorer = ExplorerState(d_k=d_k, temperature=temperature, seed=seed,
                                              rule=rule)
-                    fields = explorer.text_fields()
+                    fields = fields_of(explorer)
                     c.update(explorer.result, rule, fields)
                     case = (seed, d_k, temperature, rule)
                     names = {"columns": {source.name: list(source.data) for source in c.sources},

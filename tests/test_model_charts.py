@@ -9,14 +9,15 @@ from attention_scaling import core
 from attention_scaling.figures import Charts
 from attention_scaling.style import KEY_LABELS
 from attention_scaling.state import ExplorerState
-from attention_scaling.text import FIG3_SEED, weight_label
+from attention_scaling.state import FIG3_SEED
+from attention_scaling.text import explanation_of, fields_of, weight_label
 
 
 def _bound():
     state = ExplorerState()
     charts = Charts()
-    charts.update(state.result, state.rule, state.text_fields())
-    state.param.watch(lambda *_: charts.update(state.result, state.rule, state.text_fields()),
+    charts.update(state.result, state.rule, fields_of(state))
+    state.param.watch(lambda *_: charts.update(state.result, state.rule, fields_of(state)),
                       ["result", "rule"])
     return state, charts
 
@@ -109,12 +110,12 @@ def test_bad_values_are_rejected_by_the_parameters():
 
 def test_explanation_numbers_come_from_the_state():
     state = ExplorerState(d_k=256)
-    text = state.explanation()
+    text = explanation_of(state)
     plain = re.sub(r"<[^>]+>", "", text)
     assert "dk = 256 terms" in plain and "√256 = 16" in plain and "about ±16" in plain
     raw_sd = f"{float(state.result.raw_logits.std()):.3g}"
     assert raw_sd in text
-    fields = state.text_fields()
+    fields = fields_of(state)
     assert (fields["sqrt_max_w"], fields["none_max_w"]) == (
         weight_label(state.result.scaled), weight_label(state.result.unscaled))
     assert fields["frob"] == f"{state.result.scaled.frobenius:.3g}"
@@ -129,7 +130,7 @@ def test_text_source_carries_the_fields_and_the_divs_are_written_once():
     state.d_k = 512
     assert charts.explanation.text == first          # the browser fills the spans
     values = dict(zip(charts.text_source.data["field"], charts.text_source.data["value"]))
-    assert values == state.text_fields() and values["d"] == "512"
+    assert values == fields_of(state) and values["d"] == "512"
 
 
 def test_figures_have_stable_names():
@@ -141,12 +142,12 @@ def test_figures_have_stable_names():
 def test_text_fields_are_shared_per_setting_but_handed_out_as_copies():
     a = ExplorerState(d_k=128, temperature=2.5, seed=7)
     b = ExplorerState(d_k=128, temperature=2.5, seed=7)
-    fa = a.text_fields()
+    fa = fields_of(a)
     fa["d"] = "tampered"
-    assert b.text_fields()["d"] == "128" and a.text_fields()["d"] == "128"
+    assert fields_of(b)["d"] == "128" and fields_of(a)["d"] == "128"
     b.rule = "none"
-    assert b.text_fields()["which"] == "unscaled" and a.text_fields()["which"] == "scaled"
-    assert b.text_fields()["max_w"] == weight_label(b.result.unscaled)
+    assert fields_of(b)["which"] == "unscaled" and fields_of(a)["which"] == "scaled"
+    assert fields_of(b)["max_w"] == weight_label(b.result.unscaled)
 
 
 @pytest.mark.parametrize("top, align", [(0, "left"), (1, "left"), (2, "center"), (5, "center"),
@@ -195,5 +196,5 @@ def test_an_update_leaves_bokeh_s_property_checks_on_for_every_thread(monkeypatc
     real = figures.bar_data
     monkeypatch.setattr(figures, "bar_data", lambda v: seen.append(validation_on()) or real(v))
     state = ExplorerState()
-    Charts().update(state.result, state.rule, state.text_fields())
+    Charts().update(state.result, state.rule, fields_of(state))
     assert seen and all(seen)

@@ -14,7 +14,8 @@ import pytest
 
 from attention_scaling import core, quiz
 from attention_scaling.argument import BUDGET_HEADS, BUDGET_WIDTH
-from attention_scaling.text import _fmt, plain
+from attention_scaling.formatting import fmt
+from attention_scaling.text import plain
 
 SEED = 2288
 
@@ -207,7 +208,7 @@ def test_the_served_document_holds_each_answer_only_once_reveal_asks_for_it():
     assert set(answers) == {t.key for t in TABS if t.ask}
     # the variance step's answer holds the spread core gives at the moved width
     spread = core.logit_distribution(quiz.width_move(64))["std_none"]
-    assert plain(answers["variance"]).startswith(f"{_fmt(spread)} over")
+    assert plain(answers["variance"]).startswith(f"{fmt(spread)} over")
 
     def holding(text: str) -> list[str]:
         return sorted(f"{m.name or type(m).__name__}.{prop}" for m in doc.models

@@ -15,7 +15,8 @@ import pytest
 
 from attention_scaling import core, quiz
 from attention_scaling.state import ExplorerState
-from attention_scaling.text import _fmt, plain
+from attention_scaling.formatting import fmt
+from attention_scaling.text import plain
 from conftest import INIT, UI_WAIT_MS, open_at
 
 pytestmark = pytest.mark.browser
@@ -63,7 +64,7 @@ def _curve_truth(metric):
 
 def _variance_truth(d_k, _temperature, _seed):
     t = quiz.width_move(d_k)
-    return _fmt(core.logit_distribution(t)["std_none"])
+    return fmt(core.logit_distribution(t)["std_none"])
 
 
 #: (tab, its address, the state, the true value as shown, computed here from core)

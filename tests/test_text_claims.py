@@ -20,9 +20,9 @@ import pytest
 from attention_scaling import core, export
 from attention_scaling.figures import jacobian_data, readout_detail_html, readout_html
 from attention_scaling.lead import DRAW_LEAD
-from attention_scaling.state import CONTROLS, TABS, ExplorerState
-from attention_scaling.text import (EXPLANATION, FIG3_SEED, NUMBER_WORDS, WHICH, caption_html, fill, guide_html,
-                                    plain)
+from attention_scaling.state import CONTROLS, FIG3_SEED, TABS, ExplorerState
+from attention_scaling.text import (EXPLANATION, NUMBER_WORDS, WHICH, caption_html, fields_of, fill,
+                                    guide_html, plain)
 
 
 # ---- independent numbers -------------------------------------------------------------------
@@ -129,8 +129,8 @@ class Context:
         divisors = {"sqrt": math.sqrt(d_k), "none": 1.0, "linear": float(d_k)}
         self.logs = {r: own_logs(self.raw / (divisors[r] * t)) for r in core.RULES}
         self.logs[True], self.logs[False] = self.logs["sqrt"], self.logs["none"]
-        self.fields = ExplorerState(d_k=d_k, temperature=t, seed=seed, rule=self.rule,
-                                    keys=n, align=rho).text_fields()
+        self.fields = fields_of(ExplorerState(d_k=d_k, temperature=t, seed=seed, rule=self.rule,
+                                    keys=n, align=rho))
 
     def weight(self, scaled):
         return float(self.p[scaled].max()), self.logs[scaled][0]
@@ -562,7 +562,7 @@ def test_the_docs_describe_the_default_view_as_the_page_shows_it():
     readme, page, learners = read("README.md"), read("docs/explorer.md"), read(
         "docs/accessibility.md")
     state = ExplorerState()
-    f = state.text_fields()
+    f = fields_of(state)
     assert f"scaled max weight {f['sqrt_max_w']}, unscaled {f['none_max_w']}" in readme
     assert f"placed among {f['mc_n']} other draws" in readme
     assert f["mild"] and "milder than two draws in three" in page

@@ -21,7 +21,7 @@ from .style import (MARK, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNS
                     subtitle)
 from .lead import (TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead,
                    training_lead, variance_lead)
-from .text import (GRAD_Q_AXIS, RULE_LABELS, TRAINING_INTRO, budget_html,
+from .text import (GRAD_Q_AXIS, TRAINING_INTRO, budget_html,
                    gradient_html, saturation_html, scaled_score_example, softmax_example,
                    training_html, training_status_html, training_sweep_html, variance_html)
 
@@ -142,7 +142,7 @@ class Shared:
         drawn thick with the others of its rule when the model uses it."""
         line = fig.line(x=x, y=y, source=source, line_color=RULE_COLORS[rule],
                         line_width=2.5, line_dash=RULE_DASH[rule],
-                        legend_label=RULE_LABELS[rule])
+                        legend_label=core.RULE_LABELS[rule])
         if highlighted:
             self.rule_lines[rule].append(line)
         return line

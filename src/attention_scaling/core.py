@@ -220,6 +220,8 @@ RULE_TABLE: tuple[Rule, ...] = (
 #: The rules by key, and their keys in order.
 RULE = {r.key: r for r in RULE_TABLE}
 RULES: tuple[str, ...] = tuple(RULE)
+#: How each rule is named on the charts (:attr:`Rule.label`).
+RULE_LABELS: dict[str, str] = {r.key: r.label for r in RULE_TABLE}
 
 
 def as_rule(rule) -> str:
@@ -660,28 +662,6 @@ def compute_state(d_k: int, temperature: float = 1.0, seed: int = 0, n_keys: int
     arguments and read-only, so every session asking for the same setting shares one."""
     return _cached_state(int(d_k), _check_temperature(temperature), int(seed), int(n_keys),
                          _check_align(align))
-
-
-def percent(x: float, below_one: bool = False) -> str:
-    """A weight as the percentage printed on screen: one decimal below 20% ("12.6%", and an
-    even 1/8 is "12.5%"), whole numbers from there ("27%") except where rounding would print
-    an extreme the weight does not reach: 99.5% to 99.95% gets one decimal ("99.9%"), above
-    that ">99.9%"; "100%" only for exactly 1 and not ``below_one`` (a weight within 1e-16 of
-    1 is 1.0 in float64: pass ``below_one`` when it is known to be less, e.g. from
-    :attr:`Variant.log10_rest` > -inf). Likewise a positive weight under 0.05% is "<0.1%",
-    never "0%" or "0.0%"."""
-    x = float(x)
-    v = 100 * x
-    if x >= 1.0 and below_one:
-        return ">99.9%"
-    if x >= 1.0 or x <= 0.0:
-        return f"{round(v)}%"
-    if v < 19.95:                       # one decimal while it stays below "20.0%"
-        return "<0.1%" if v < 0.05 else f"{v:.1f}%"
-    whole = round(v)
-    if whole < 100:
-        return f"{whole}%"
-    return ">99.9%" if v >= 99.95 else f"{v:.1f}%"
 
 
 # ---- the distribution of draws ---------------------------------------------------------

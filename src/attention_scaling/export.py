@@ -50,8 +50,8 @@ from .argument import SWEEP_TITLE, TAB_VIEWS, TRAINING_STEPS
 from .figures import Charts, bar_data, diagonal_label_data, jacobian_data, max_label, sweep_data
 from .layout import TAB, View, ask_html
 from .style import KEY_LABELS, LABEL_ALPHA, script
-from .state import CONTROLS, TABS, ExplorerState, Setting
-from .text import FIG3_D_K, FIG3_SEED, TITLE, guide_html
+from .state import CONTROLS, FIG3_D_K, FIG3_SEED, TABS, ExplorerState, Setting
+from .text import TITLE, fields_of, guide_html
 
 #: Largest file the export may write: every state of 4 seeds (~5.4 MB, every step's question
 #: at every setting included, ~0.1 MB of it), the formulas' MathJax (BokehJS's bokeh-mathjax
@@ -528,7 +528,7 @@ def _seed_records(seed: int, d_k: int) -> list[tuple]:
             explorer.rule = rule
             out.append(([*bars["weight"], *bars["gq"], *bars["pq"]], bars["logit"],
                         [bars["alpha"], bars["line"]], [int(v.argmax), align, text],
-                        cells["ink"], cells["text"], explorer.text_fields()))
+                        cells["ink"], cells["text"], fields_of(explorer)))
     return out
 
 
@@ -628,7 +628,7 @@ def build_payload(seeds: list[int], progress=None) -> dict:
     nd, nt = len(d_ks), len(temps)
     nr = len(core.RULES)
     n_rec = len(seeds) * nd * nt * nr
-    fields_order = list(ExplorerState().text_fields())
+    fields_order = list(fields_of(ExplorerState()))
     n_head = _INT_HEAD + _DIAG_TEXTS
     n_ints = n_head + len(fields_order)
     rec_floats = np.empty((n_rec, _RECORD_FLOATS))
@@ -688,7 +688,7 @@ def build_view(payload: dict, seeds: list[int]) -> View:
         controls=OFFLINE_CONTROLS,
         guide=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."))
     charts = view.charts
-    charts.update(explorer.result, "sqrt", explorer.text_fields())
+    charts.update(explorer.result, "sqrt", fields_of(explorer))
     view.show_seed(seeds[0])
     # the argument's panels join the tabs when a reader first opens one of them (as on the
     # served page): until then the page draws only the one draw

@@ -9,7 +9,8 @@ import math
 import numpy as np
 
 from . import core
-from .text import _distinct, _fmt, _median_weight, _names, _share_of_draws, final_losses
+from .formatting import distinct, fmt, median_weight, share_of_draws
+from .text import final_losses, rule_names
 
 #: Words a lead sentence may hold.
 LEAD_WORDS = 30
@@ -35,7 +36,7 @@ def training_lead(runs: dict) -> str:
     start = {r: float(np.median([one.loss[0] for one in run.runs])) for r, run in runs.items()}
     stuck = [r for r in runs if not final[r] < start[r]]
     slow = [r for r in runs if r not in stuck and not final[r] < 0.5 * start[r]]
-    tail = "".join(f"; {_names(rs)} {verb}" for rs, verb in (
+    tail = "".join(f"; {rule_names(rs)} {verb}" for rs, verb in (
         (stuck, "ends above its start: it does not learn" if len(stuck) == 1
          else "end above their starts: they do not learn"),
         (slow, "barely learns" if len(slow) == 1 else "barely learn")) if rs)
@@ -44,13 +45,13 @@ def training_lead(runs: dict) -> str:
 
 def variance_lead(d_k: int, dist: dict) -> str:
     """The spread of q·k at ``d_k`` (core.logit_distribution), raw against √d_k and scaled."""
-    raw, scaled = _fmt(dist["std_none"]), _fmt(dist["std_sqrt"])
+    raw, scaled = fmt(dist["std_none"]), fmt(dist["std_sqrt"])
     if d_k == 1:
         return (f"At d<sub>k</sub> = 1, q·k has standard deviation {raw} over "
                 f"{core.LOGIT_DRAWS:,} draws, and dividing by √1 = 1 changes nothing: widen "
                 "the head to see it grow.")
     return (f"Over {core.LOGIT_DRAWS:,} draws q·k has standard deviation {raw} at "
-            f"d<sub>k</sub> = {d_k}, close to √{d_k} = {_fmt(math.sqrt(d_k))}; divided by "
+            f"d<sub>k</sub> = {d_k}, close to √{d_k} = {fmt(math.sqrt(d_k))}; divided by "
             f"√d<sub>k</sub> it is {scaled}, as at every width.")
 
 
@@ -59,15 +60,15 @@ def saturation_lead(d_k: int, align: float, curves: dict) -> str:
     i = core.D_K_VALUES.index(d_k)
     med = {r: curves[f"max_weight_median_{r}"] for r in ("none", "sqrt", "linear")}
     if not align:
-        lo, hi = _distinct(min(med["sqrt"]), max(med["sqrt"]))
+        lo, hi = distinct(min(med["sqrt"]), max(med["sqrt"]))
         return (f"Median max weight at d<sub>k</sub> = {d_k}: unscaled "
-                f"{_median_weight(med['none'][i])}, ÷√d<sub>k</sub> "
-                f"{_median_weight(med['sqrt'][i])}; up to d<sub>k</sub> = 4096 unscaled "
-                f"reaches {_median_weight(med['none'][-1])}, ÷√d<sub>k</sub> stays between "
+                f"{median_weight(med['none'][i])}, ÷√d<sub>k</sub> "
+                f"{median_weight(med['sqrt'][i])}; up to d<sub>k</sub> = 4096 unscaled "
+                f"reaches {median_weight(med['none'][-1])}, ÷√d<sub>k</sub> stays between "
                 f"{lo} and {hi}.")
     j = core.D_K_VALUES.index(64)
-    a, b = _median_weight(med["sqrt"][j]), _median_weight(med["sqrt"][-1])
-    la, lb = _median_weight(med["linear"][j]), _median_weight(med["linear"][-1])
+    a, b = median_weight(med["sqrt"][j]), median_weight(med["sqrt"][-1])
+    la, lb = median_weight(med["linear"][j]), median_weight(med["linear"][-1])
     linear = f"÷d<sub>k</sub>'s stays at {la}" if la == lb else f"÷d<sub>k</sub>'s: {la}, {lb}"
     grows = a != b and med["sqrt"][-1] > med["sqrt"][j]
     return (f"With k1 aligned (ρ = {align:g}), ÷√d<sub>k</sub>'s median max weight "
@@ -87,11 +88,11 @@ def gradient_lead(d_k: int, curves: dict) -> str:
     if none[i] <= 0:
         return (f"At d<sub>k</sub> = {d_k}, no unscaled draw gets under a tenth of the "
                 f"÷√d<sub>k</sub> median gradient to the query; under ÷√d<sub>k</sub>, "
-                f"{_share_of_draws(sqrt[i])}.")
+                f"{share_of_draws(sqrt[i])}.")
     verb = "gets" if none[i] >= 1 else "get"
-    return (f"At d<sub>k</sub> = {d_k}, unscaled, {_share_of_draws(none[i])} {verb} under a tenth "
+    return (f"At d<sub>k</sub> = {d_k}, unscaled, {share_of_draws(none[i])} {verb} under a tenth "
             f"of the ÷√d<sub>k</sub> median gradient to the query and barely learn; under "
-            f"÷√d<sub>k</sub>, {_share_of_draws(sqrt[i])}.")
+            f"÷√d<sub>k</sub>, {share_of_draws(sqrt[i])}.")
 
 
 def budget_lead(budget: dict, width: int) -> str:
@@ -101,8 +102,8 @@ def budget_lead(budget: dict, width: int) -> str:
     j = heads.index(h)
     none = budget["max_weight_median_none"]
     sqrt = budget["max_weight_median_sqrt"]
-    one, many = _median_weight(none[0]), _median_weight(none[j])
-    s1, s8 = _median_weight(sqrt[0]), _median_weight(sqrt[j])
+    one, many = median_weight(none[0]), median_weight(none[j])
+    s1, s8 = median_weight(sqrt[0]), median_weight(sqrt[j])
     verb = (f"leaves the unscaled median max weight at {one}" if one == many
             else f"takes the unscaled median max weight from {one} to {many}")
     sq = f"÷√d<sub>k</sub> gives {s1} either way" if s1 == s8 else f"÷√d<sub>k</sub>: {s1}, {s8}"

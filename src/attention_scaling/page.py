@@ -22,7 +22,8 @@ from .layout import View
 from .state import (CONTROLS, MAX_SEED, ExplorerState, Setting, parse_query, preset_links,
                     presenting, to_query)
 from .style import ASSETS, script
-from .text import TITLE, guide_html, notice_html, presets_html, training_refused_html
+from .text import (TITLE, fields_of, guide_html, notice_html, presets_html,
+                   training_refused_html)
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +212,7 @@ class Explorer(pn.viewable.Viewer):
         s.param.watch(self._refresh_address, ["tab"])
 
     def _fields(self) -> dict[str, str]:
-        fields = self.state.text_fields()
+        fields = fields_of(self.state)
         fields["query"] = urllib.parse.urlencode(to_query(self.state))   # for write-url.js
         return fields
 

@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass
 
 from . import core
-from .text import RULE_LABELS, _fmt, _median_weight, _names, final_losses, weight_label
+from .formatting import fmt, median_weight, percent
+from .text import final_losses, rule_names, weight_label
 
 _DK = "d<sub>k</sub>"
 #: The width a question moves to: 8 times the head's (or an eighth, where that is past
@@ -53,11 +54,11 @@ def _size(d_k: int, temperature: float, align: float = 0.0) -> str:
     """The typical size of unscaled logits at (d_k, T): √d_k / T, as printed; with a key
     aligned with the query by ρ = ``align``, also that key's mean logit, ρ d_k / T."""
     over = "" if temperature == 1 else f"/{temperature:g}"
-    size = f"√{d_k}{over} = {_fmt(math.sqrt(d_k) / temperature)}"
+    size = f"√{d_k}{over} = {fmt(math.sqrt(d_k) / temperature)}"
     if not align:
         return size
     return (f"{size}, the aligned key's mean {align:g}·{d_k}{over} = "
-            f"{_fmt(align * d_k / temperature)}")
+            f"{fmt(align * d_k / temperature)}")
 
 
 def draw_question(d_k: int, temperature: float, seed: int, n_keys: int = core.N_KEYS,
@@ -69,7 +70,7 @@ def draw_question(d_k: int, temperature: float, seed: int, n_keys: int = core.N_
     now = core.compute_state(d_k, temperature, seed, n_keys, align).unscaled
     med_d = core.typical(d_k, temperature, n_keys, align).median[False]
     med_t = core.typical(t, temperature, n_keys, align).median[False]
-    m_d, m_t = _median_weight(med_d), _median_weight(med_t)
+    m_d, m_t = median_weight(med_d), median_weight(med_t)
     medians = (f"is {m_d} at both widths" if m_d == m_t
                else f"goes from {m_d} at {_DK} = {d_k} to {m_t} at {t}")
     if m_d != m_t and (after.max_weight - now.max_weight) * (med_t - med_d) < 0:
@@ -98,8 +99,8 @@ def variance_question(d_k: int) -> Question:
     return Question(
         ask=(f"At {_DK} = {t}, how large will q·k be, raw: what standard deviation will it have "
              "over many draws?"),
-        answer=(f"<b>{_fmt(std)}</b> over {core.LOGIT_DRAWS:,} draws: {choices[right]} = "
-                f"{_fmt(sizes[right])}. q·k adds {t} products of unit variance, so its "
+        answer=(f"<b>{fmt(std)}</b> over {core.LOGIT_DRAWS:,} draws: {choices[right]} = "
+                f"{fmt(sizes[right])}. q·k adds {t} products of unit variance, so its "
                 f"variance is {t} and its typical size √{t}."),
         value=right, choices=choices)
 
@@ -121,8 +122,8 @@ def saturation_question(d_k: int, temperature: float, n_keys: int, align: float)
     return Question(
         ask=(f"At {_t(t)} instead of {temperature:g}, {_DK} = {d_k}: what will the unscaled "
              "median max weight be over many draws?"),
-        answer=(f"<b>{_median_weight(after)}</b> over {core.CURVE_DRAWS:,} draws, against "
-                f"{_median_weight(now)} at {_t(temperature)}. Dividing by T = {t:g} gives "
+        answer=(f"<b>{median_weight(after)}</b> over {core.CURVE_DRAWS:,} draws, against "
+                f"{median_weight(now)} at {_t(temperature)}. Dividing by T = {t:g} gives "
                 f"unscaled logits of typical size {_size(d_k, t, align)}, against "
                 f"{_size(d_k, temperature, align)} at {_t(temperature)}: "
                 + ("temperature and width are the same knob." if align == 0 else
@@ -138,8 +139,8 @@ def gradient_question(d_k: int, temperature: float, n_keys: int, align: float) -
     return Question(
         ask=(f"At {_t(t)} instead of {temperature:g}, {_DK} = {d_k}: what share of unscaled "
              f"draws will get under a tenth of ÷√{_DK}'s median gradient to the query?"),
-        answer=(f"<b>{core.percent(after)}</b> of {core.CURVE_DRAWS:,} draws, against "
-                f"{core.percent(now)} at {_t(temperature)}. A draw gets almost no gradient "
+        answer=(f"<b>{percent(after)}</b> of {core.CURVE_DRAWS:,} draws, against "
+                f"{percent(now)} at {_t(temperature)}. A draw gets almost no gradient "
                 "where its softmax is nearly one-hot and p(1 − p) vanishes; at "
                 f"{_t(t)} the unscaled logits' typical size is {_size(d_k, t, align)}."),
         value=after)
@@ -154,20 +155,20 @@ def training_question(d_k: int, temperature: float, runs: dict | None = None,
     at = "" if temperature == 1 else f", {_t(temperature)}"
     ask = (f"Trained at {_DK} = {d_k}{at}, each rule at a learning rate that gives its logits "
            "the same step: which will end with the lowest loss?")
-    choices = tuple(RULE_LABELS[r] for r in core.RULES)
+    choices = tuple(core.RULE_LABELS[r] for r in core.RULES)
     if runs is None:
         return Question(ask=ask, value=None, choices=choices, answer=(
             "The runs under way answer it: Reveal again once they end." if running else
             "Press <b>Train</b> first: the runs answer it."))
     final, shown = final_losses(runs)
     best = min(core.RULES, key=lambda r: final[r])
-    tied = [r for r in core.RULES if _fmt(final[r]) == _fmt(final[best])]
+    tied = [r for r in core.RULES if fmt(final[r]) == fmt(final[best])]
     why = ("At d<sub>k</sub> = 1 every rule divides by 1: the three runs are one model."
            if d_k == 1 else
            "At these learning rates the rules' logits take the same step, so what differs is "
            "how saturated each softmax starts: unscaled logits have typical size "
            f"{_size(d_k, temperature)}.")
-    head = f"<b>{_names(tied)}</b> " + ("ends lowest" if len(tied) == 1 else "tie")
+    head = f"<b>{rule_names(tied)}</b> " + ("ends lowest" if len(tied) == 1 else "tie")
     return Question(
         ask=ask,
         answer=f"{head}. {shown}. {why}",
@@ -190,8 +191,8 @@ def budget_question(width: int, heads: int, temperature: float, n_keys: int,
     return Question(
         ask=(f"At {_t(t)} instead of {temperature:g}: what will the unscaled median max "
              f"weight of one of {heads} heads of {d} be?"),
-        answer=(f"<b>{_median_weight(after)}</b> over {core.CURVE_DRAWS:,} draws, against "
-                f"{_median_weight(now)} at {_t(temperature)}. A head of {d} at {_t(t)} has "
+        answer=(f"<b>{median_weight(after)}</b> over {core.CURVE_DRAWS:,} draws, against "
+                f"{median_weight(now)} at {_t(temperature)}. A head of {d} at {_t(t)} has "
                 f"unscaled logits of typical size {_size(d, t, align)}; a single head of "
                 f"{width}, {_size(width, t, align)}."),
         value=after)

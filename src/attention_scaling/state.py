@@ -14,9 +14,12 @@ from typing import Callable
 import param
 
 from . import core
-from .text import EXPLANATION, FIG3_D_K, FIG3_SEED, RULE_LABELS, fill, text_fields
-
 MAX_SEED = 2**31 - 1
+
+#: The seed and width that reproduce the reference figure ("Fig. 3"): 8 keys,
+#: scaled max weight 27%, unscaled max weight 80%, at T = 1.
+FIG3_SEED = 2288
+FIG3_D_K = 64
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ CONTROLS = (
             f"What the logits q·k are divided by: nothing, √{core.DK} (the Transformer's rule) "
             f"or {core.DK} (μP's). The model uses this rule: it drives the Jacobian heat map, "
             "the gradient readout and the highlighted curves.",
-            values=core.RULES, show=RULE_LABELS.get),
+            values=core.RULES, show=core.RULE_LABELS.get),
     Control("temperature", "choice", "temperature", "Temperature T", 1.0,
             "Softmax temperature: p = softmax(logits / T), applied to both charts.",
             values=tuple(core.TEMPERATURES), show=lambda v: f"{v:g}", positive=True,
@@ -192,15 +195,6 @@ class _State(param.Parameterized):
     @property
     def active(self) -> core.Variant:
         return self.result.active(self.rule)
-
-    def text_fields(self) -> dict[str, str]:
-        """Every number (and variable word) of the texts, as shown (:func:`text.text_fields`)."""
-        r = self.result
-        return text_fields(r.d_k, r.temperature, r.seed, self.rule, len(r.raw_logits), r.align)
-
-    def explanation(self) -> str:
-        """The explanation as HTML, with the current numbers filled in."""
-        return fill(EXPLANATION, self.text_fields())
 
 
 #: Controls of the explorer and the results core computes from them.

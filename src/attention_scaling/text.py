@@ -12,43 +12,9 @@ from functools import lru_cache
 import numpy as np
 
 from . import core
-
-#: The seed and width that reproduce the reference figure ("Fig. 3"): 8 keys,
-#: scaled max weight 27%, unscaled max weight 80%, at T = 1.
-FIG3_SEED = 2288
-FIG3_D_K = 64
-
-
-def _fmt(x: float, digits: int = 3) -> str:
-    """A number for on-screen text: ``digits`` significant digits, no exponent clutter."""
-    if x == 0:
-        return "0"
-    if abs(x) >= 1e-3:
-        s = f"{x:.{digits}g}"
-        return s if "e" not in s else f"{x:,.0f}"
-    mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
-
-
-def _tiny(log10x: float, markup: bool = False) -> str:
-    """A positive number given by its log10, as printed: :func:`_fmt` in float64's range,
-    and below it its true exponent, "3.98 × 10^-621" ("10<sup>-621</sup>" in ``markup``),
-    never 0 (only an exact 0, log10 = -inf, prints "0")."""
-    if log10x >= -300:
-        return _fmt(10.0 ** log10x)
-    if log10x == -math.inf:
-        return "0"
-    exponent = math.floor(log10x)
-    mantissa = f"{10.0 ** (log10x - exponent):.2f}"
-    if mantissa == "10.00":
-        mantissa, exponent = "1.00", exponent + 1
-    return f"{mantissa} × " + (f"10<sup>{exponent}</sup>" if markup else f"10^{exponent}")
-
+from .formatting import distinct, fmt, median_weight, percent, share_of_draws, tiny
 
 TITLE = f"Why attention divides by √{core.DK}"
-
-#: How each scaling rule of core.RULES is named on the charts (core.Rule.label).
-RULE_LABELS = {r.key: r.label for r in core.RULE_TABLE}
 
 #: The caption under the paired bar charts, two paragraphs with {field} slots (see
 #: :func:`fill`); :func:`caption_html` wraps it and may end it with a sentence of the page's
@@ -152,34 +118,21 @@ def align_texts(r: core.State, n_words: str) -> dict[str, str]:
                 "align_caption": "", "mc_align": "", "corr_keys": ""}
     return {
         "spread": (f"one query against {n_words} keys, k1 among them aligned with the query "
-                   f"(ρ = {_fmt(rho)}): its logit is {_fmt(float(r.raw_logits[0]))} raw and "
-                   f"{_fmt(float(r.scaled.logits[0]))} scaled in this draw, against an average "
-                   f"of ρ·{core.DK} = {_fmt(rho * d)} raw and ρ√{core.DK} = "
-                   f"{_fmt(rho * math.sqrt(d))} "
+                   f"(ρ = {fmt(rho)}): its logit is {fmt(float(r.raw_logits[0]))} raw and "
+                   f"{fmt(float(r.scaled.logits[0]))} scaled in this draw, against an average "
+                   f"of ρ·{core.DK} = {fmt(rho * d)} raw and ρ√{core.DK} = "
+                   f"{fmt(rho * math.sqrt(d))} "
                    "scaled over draws; the other keys are independent of q, with typical "
-                   f"logits ±{_fmt(math.sqrt(d))} raw and ±1 scaled."),
+                   f"logits ±{fmt(math.sqrt(d))} raw and ±1 scaled."),
         "align_caption": (" That is for keys drawn independently of the query. Here k1 is "
-                          f"aligned with it (ρ = {_fmt(rho)}), as training makes keys: q·k1 "
-                          f"averages ρ·{core.DK} = {_fmt(rho * d)} over draws, so it grows like "
+                          f"aligned with it (ρ = {fmt(rho)}), as training makes keys: q·k1 "
+                          f"averages ρ·{core.DK} = {fmt(rho * d)} over draws, so it grows like "
                           f"{core.DK} raw and like √{core.DK} scaled (ρ√{core.DK} = "
-                          f"{_fmt(rho * math.sqrt(d))} here); only ÷{core.DK} keeps its average "
+                          f"{fmt(rho * math.sqrt(d))} here); only ÷{core.DK} keeps its average "
                           "fixed, at ρ."),
-        "mc_align": f", with k1 aligned at ρ = {_fmt(rho)},",
+        "mc_align": f", with k1 aligned at ρ = {fmt(rho)},",
         "corr_keys": " of the independent keys",
     }
-
-
-def _share_of_draws(x: float) -> str:
-    """A share of draws, in words: "no draw", "every draw", "26% of draws"."""
-    if x <= 0:
-        return "no draw"
-    if x >= 1:
-        return "every draw"
-    if x < 0.005:
-        return "under 1% of draws"
-    if x > 0.995:
-        return "over 99% of draws"
-    return f"{round(100 * x)}% of draws"
 
 
 def spread_clause(d_k: int, spread: dict) -> str:
@@ -195,16 +148,16 @@ def spread_clause(d_k: int, spread: dict) -> str:
         head += ", and none barely learn"
     else:
         verb = "barely learns" if none >= 1 else "barely learn"
-        head += f", {'but' if larger else 'and'} {_share_of_draws(none)} {verb}"
-    tail = "none" if sqrt <= 0 else _share_of_draws(sqrt).removesuffix(" of draws")
+        head += f", {'but' if larger else 'and'} {share_of_draws(none)} {verb}"
+    tail = "none" if sqrt <= 0 else share_of_draws(sqrt).removesuffix(" of draws")
     return f"{head}; scaled: {tail}"
 
 
 def readout_values(v: core.Variant) -> dict[str, str]:
     """A variant's numbers as the readout shows them (fields ``<rule>_<name>``)."""
-    return {"max_w": weight_label(v), "top": f"k{v.argmax + 1}", "eff": _fmt(v.effective_keys),
-            "diag": _tiny(v.log10_max_diagonal), "frob": _tiny(v.log10_frobenius),
-            "grad": _tiny(v.log10_query_gradient)}
+    return {"max_w": weight_label(v), "top": f"k{v.argmax + 1}", "eff": fmt(v.effective_keys),
+            "diag": tiny(v.log10_max_diagonal), "frob": tiny(v.log10_frobenius),
+            "grad": tiny(v.log10_query_gradient)}
 
 
 def readout_fields(r: core.State) -> dict[str, str]:
@@ -225,7 +178,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
     temp = ""
     if t != 1:
         effect = "flattens" if t > 1 else "sharpens"
-        temp = (f" Both charts also divide by the temperature T = {_fmt(t)}, which {effect}"
+        temp = (f" Both charts also divide by the temperature T = {fmt(t)}, which {effect}"
                 " the weights.")
         if r.d_k > 1 and t * math.sqrt(r.d_k) == 1:
             temp += (f" At T = 1/√{r.d_k} the scaled chart is the unscaled chart at T = 1: "
@@ -237,23 +190,23 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
     else:
         grad = (GRAD_SCALED if s.log10_query_gradient > u.log10_query_gradient
                 else GRAD_UNSCALED)
-    eff = _fmt(act.effective_keys)
+    eff = fmt(act.effective_keys)
     return {
         "d": str(r.d_k),
         "n_words": NUMBER_WORDS.get(n_keys, str(n_keys)),
-        "t": _fmt(t),
+        "t": fmt(t),
         "seed": str(r.seed),
         "rule": rule,
-        "root": _fmt(math.sqrt(r.d_k)),
-        "raw_sd": _fmt(float(r.raw_logits.std())),
-        "scaled_sd": _fmt(float(s.logits.std())),
+        "root": fmt(math.sqrt(r.d_k)),
+        "raw_sd": fmt(float(r.raw_logits.std())),
+        "scaled_sd": fmt(float(s.logits.std())),
         "temp": temp,
         "which": WHICH[rule],
         "active": rule,
-        "max_diag": _tiny(act.log10_max_diagonal),
-        "frob": _tiny(act.log10_frobenius),
-        "frob_z": _tiny(act.log10_frobenius - math.log10(t)),
-        "grad": _tiny(act.log10_query_gradient),
+        "max_diag": tiny(act.log10_max_diagonal),
+        "frob": tiny(act.log10_frobenius),
+        "frob_z": tiny(act.log10_frobenius - math.log10(t)),
+        "grad": tiny(act.log10_query_gradient),
         "max_w": weight_label(act),
         "eff": eff,
         "keys": "key" if eff == "1" else "keys",
@@ -261,8 +214,8 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         "grad_cmp": grad,
         "grad_spread": spread_clause(r.d_k, core.gradient_spread(r.d_k, t, n_keys, align)),
         "mc_n": f"{typ.draws:,}",
-        "mc_s": core.percent(typ.median[True], below_one=True),
-        "mc_u": core.percent(typ.median[False], below_one=True),
+        "mc_s": percent(typ.median[True], below_one=True),
+        "mc_u": percent(typ.median[False], below_one=True),
         "s_pct": percentile_phrase(s_pct), "u_pct": percentile_phrase(u_pct),
         "mild": (MILD if u_pct < 100 / 3 and u.max_weight < typ.median[False]
                  else EXTREME if u_pct > 200 / 3 and u.max_weight > typ.median[False] else ""),
@@ -278,6 +231,18 @@ def text_fields(d_k: int, temperature: float, seed: int, rule,
     True / False); a copy: the caller may add to it."""
     return dict(_text_fields(d_k, temperature, seed, core.as_rule(rule), int(n_keys),
                              float(align)))
+
+
+def fields_of(state) -> dict[str, str]:
+    """:func:`text_fields` of an explorer's state (state.ExplorerState: its computed result
+    and its rule)."""
+    r = state.result
+    return text_fields(r.d_k, r.temperature, r.seed, state.rule, len(r.raw_logits), r.align)
+
+
+def explanation_of(state) -> str:
+    """The explanation as HTML for an explorer's state, its numbers filled in."""
+    return fill(EXPLANATION, fields_of(state))
 
 
 #: While the worker pool computes a setting the page has not shown before (page.Explorer.change).
@@ -303,7 +268,7 @@ def notice_html(notices: list[str]) -> str:
 def weight_label(v: core.Variant) -> str:
     """A variant's max weight as printed: never "100%" while its other weights are positive
     (known from the logits, :attr:`core.Variant.log10_rest`, where their sum underflows)."""
-    return core.percent(v.max_weight, below_one=v.log10_rest > -math.inf)
+    return percent(v.max_weight, below_one=v.log10_rest > -math.inf)
 
 
 def ordinal(n: int) -> str:
@@ -380,10 +345,10 @@ def _dk(d: int | str) -> str:
 def _setting(d_k: int, temperature: float, n_keys: int, align: float) -> str:
     """"d_k = 64, T = 1, 8 keys" and, when a key is aligned, the alignment."""
     aligned = f", the first aligned with the query by ρ = {align:g}" if align else ""
-    return f"{_dk(d_k)}, T = {_fmt(temperature)}, {n_keys} keys{aligned}"
+    return f"{_dk(d_k)}, T = {fmt(temperature)}, {n_keys} keys{aligned}"
 
 
-def _rules(values: dict, show=core.percent) -> str:
+def _rules(values: dict, show=percent) -> str:
     """ "80% unscaled, 27% ÷√d_k and 15% ÷d_k" """
     return (f"{show(values['none'])} unscaled, {show(values['sqrt'])} ÷√d<sub>k</sub> and "
             f"{show(values['linear'])} ÷d<sub>k</sub>")
@@ -394,7 +359,7 @@ def _factor(x: float) -> str:
     if not math.isfinite(x):
         return "more than 10<sup>308</sup> times"
     if x < 1e4:
-        return f"{_fmt(x, 2)} times"
+        return f"{fmt(x, 2)} times"
     mantissa, exponent = f"{x:.1e}".split("e")
     return f"{mantissa} × 10<sup>{int(exponent)}</sup> times"
 
@@ -417,8 +382,8 @@ def _log_factor(log10_ratio: float, se: float) -> str:
 
 
 def _grad(log10x: float) -> str:
-    """A gradient norm given by its log10, as printed in HTML (:func:`_tiny`)."""
-    return _tiny(log10x, markup=True)
+    """A gradient norm given by its log10, as printed in HTML (:func:`tiny`)."""
+    return tiny(log10x, markup=True)
 
 
 def final_losses(runs: dict) -> tuple[dict, str]:
@@ -427,27 +392,9 @@ def final_losses(runs: dict) -> tuple[dict, str]:
     numbers in a sentence's words (without its full stop)."""
     final = {r: run.final["median"] for r, run in runs.items()}
     seeds = len(next(iter(runs.values())).runs)
-    shown = ", ".join(f"{RULE_LABELS_HTML[r]} {_fmt(final[r])}" for r in runs)
+    shown = ", ".join(f"{RULE_LABELS_HTML[r]} {fmt(final[r])}" for r in runs)
     return final, (f"Mean loss of the last {core.TRAIN_TAIL} steps, median of {seeds} seeds: "
                    f"{shown}")
-
-
-def _median_weight(x: float) -> str:
-    """A median max weight: a softmax weight is below 1 even where float64 rounds it to 1."""
-    return core.percent(x, below_one=True)
-
-
-def _distinct(a: float, b: float) -> tuple[str, str]:
-    """Two weights (:func:`_median_weight`) with as many decimals (up to two more) as it
-    takes for different values to print differently ("1.82%" and "1.83%", not "1.8%" twice)."""
-    pa, pb = _median_weight(a), _median_weight(b)
-    if pa != pb or a == b or pa.startswith(">"):
-        return pa, pb
-    for digits in (1, 2):
-        fa, fb = f"{100 * a:.{digits}f}%", f"{100 * b:.{digits}f}%"
-        if fa != fb:
-            return fa, fb
-    return pa, pb
 
 
 def variance_html(d_k: int, dist: dict, std_curve: dict, draws: int) -> str:
@@ -457,11 +404,11 @@ def variance_html(d_k: int, dist: dict, std_curve: dict, draws: int) -> str:
     gaps = np.abs(np.asarray(std_curve["std_raw"]) / np.sqrt(std_curve["d_k"]) - 1)
     return (
         f"<p>Over {draws:,} random draws of <i>q</i> and <i>k</i> at {_dk(d_k)}, "
-        f"<i>q</i>·<i>k</i> has standard deviation {_fmt(dist['std_none'])} (√{d_k} = "
-        f"{_fmt(math.sqrt(d_k))}); divided by √d<sub>k</sub> it is {_fmt(dist['std_sqrt'])} "
+        f"<i>q</i>·<i>k</i> has standard deviation {fmt(dist['std_none'])} (√{d_k} = "
+        f"{fmt(math.sqrt(d_k))}); divided by √d<sub>k</sub> it is {fmt(dist['std_sqrt'])} "
         f"(unit variance, at every width), and divided by d<sub>k</sub> it is "
-        f"{_fmt(dist['std_linear'])}. The chart below sets the measured spread at every width "
-        f"beside √d<sub>k</sub>: the largest gap is {_fmt(100 * float(gaps.max()), 2)}%.</p>")
+        f"{fmt(dist['std_linear'])}. The chart below sets the measured spread at every width "
+        f"beside √d<sub>k</sub>: the largest gap is {fmt(100 * float(gaps.max()), 2)}%.</p>")
 
 
 def saturation_html(d_k: int, temperature: float, n_keys: int, align: float, curves: dict,
@@ -474,9 +421,9 @@ def saturation_html(d_k: int, temperature: float, n_keys: int, align: float, cur
     last = {r: curves[f"max_weight_median_{r}"][-1] for r in core.RULES}
     sqrt_all = [float(x) for x in curves["max_weight_median_sqrt"]]
     this = {r: weight_label(v) for r, v in draw.items()}
-    lo, hi = _distinct(min(sqrt_all), max(sqrt_all))
+    lo, hi = distinct(min(sqrt_all), max(sqrt_all))
     head = (f"<p>Over {draws:,} random draws at {_setting(d_k, temperature, n_keys, align)}, "
-            f"the median max weight is {_rules(med, _median_weight)}. This draw (the dots): "
+            f"the median max weight is {_rules(med, median_weight)}. This draw (the dots): "
             f"{_rules(this, str)}.</p>")
     if not align:
         tail = (
@@ -484,12 +431,12 @@ def saturation_html(d_k: int, temperature: float, n_keys: int, align: float, cur
             "÷√d<sub>k</sub> keeps unit variance and stays between {} and {}. ÷d<sub>k</sub> "
             "leaves the logits a standard deviation of 1/√d<sub>k</sub>, so the softmax "
             "flattens toward the even {}% as the head widens: its median goes from {} to {}."
-            "</p>").format(*_distinct(first["none"], last["none"]), lo, hi,
-                           _fmt(100 / n_keys), *_distinct(first["linear"], last["linear"]))
+            "</p>").format(*distinct(first["none"], last["none"]), lo, hi,
+                           fmt(100 / n_keys), *distinct(first["linear"], last["linear"]))
     else:
         j = core.D_K_VALUES.index(64)
-        sq = _distinct(sqrt_all[j], sqrt_all[-1])
-        lin = _distinct(curves["max_weight_median_linear"][j], last["linear"])
+        sq = distinct(sqrt_all[j], sqrt_all[-1])
+        lin = distinct(curves["max_weight_median_linear"][j], last["linear"])
         tail = (
             f"<p>With ρ = {align:g} the aligned logit ρ|q|² has mean ρ·d<sub>k</sub>: "
             f"÷√d<sub>k</sub> lets it grow like ρ√d<sub>k</sub>, and its median max weight is "
@@ -544,10 +491,10 @@ def _share_text(i: int, curves: dict) -> str:
     own = float(curves["spread_share_linear"][i])
     text = ("<p>The upper chart counts the draws whose gradient is under a tenth of the "
             "÷√d<sub>k</sub> median, rows that barely learn at a learning rate that suits "
-            f"÷√d<sub>k</sub>: here {_rules(shares, _share_of_draws)}.")
+            f"÷√d<sub>k</sub>: here {_rules(shares, share_of_draws)}.")
     if shares["linear"] > 0:
         alike = ("none of them under a tenth of its own median" if own <= 0 else
-                 f"{_share_of_draws(own)} under a tenth of its own median")
+                 f"{share_of_draws(own)} under a tenth of its own median")
         text += (f" ÷d<sub>k</sub>'s gradients are small but alike ({alike}): a learning "
                  "rate d<sub>k</sub> times larger gives its logits the same step (the Training "
                  "tab).")
@@ -570,10 +517,10 @@ TRAINING_INTRO = (
 
 def _change(before: float, after: float) -> str:
     """A relative change as words: "down 52%", "up 3%", "unchanged to 3 digits"."""
-    if before == 0 or _fmt(before) == _fmt(after):
+    if before == 0 or fmt(before) == fmt(after):
         return "unchanged to 3 digits"
     x = (after - before) / abs(before)
-    return f"{'down' if x < 0 else 'up'} {_fmt(abs(100 * x), 2)}%"
+    return f"{'down' if x < 0 else 'up'} {fmt(abs(100 * x), 2)}%"
 
 
 def training_status_html(step: int, steps: int, d_k: int, temperature: float, n_keys: int,
@@ -598,7 +545,7 @@ def training_refused_html(limit: int) -> str:
             f"</span>")
 
 
-def _names(rules: list[str]) -> str:
+def rule_names(rules: list[str]) -> str:
     """Rules' names as a list in words: "unscaled", "unscaled and ÷d_k", "a, b and c"."""
     names = [RULE_LABELS_HTML[r] for r in rules]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
@@ -616,14 +563,14 @@ def training_sweep_html(sweep, d_k: int) -> str:
     spans = ", ".join(f"{RULE_LABELS_HTML[r]} {_rate(s.rates[0])} to {_rate(s.rates[-1])}"
                       for r, s in sweep.items())
     best = "; ".join(
-        f"{RULE_LABELS_HTML[r]} {_rate(s.best)} ({_fmt(float(s.median[s.rates == s.best][0]))}),"
+        f"{RULE_LABELS_HTML[r]} {_rate(s.best)} ({fmt(float(s.median[s.rates == s.best][0]))}),"
         f" {_times_equal_step(s.best / s.equal_step)}" if np.isfinite(s.best) else
         f"{RULE_LABELS_HTML[r]} none (every median run diverged)" for r, s in sweep.items())
     stuck = [r for r, s in sweep.items()
              if not (np.isfinite(s.best) and s.median.min() < 0.5 * s.start)]
     learns = ("At its best rate each rule learns: its median final loss is under half its "
               "first loss." if not stuck else
-              f"At its best rate {_names(stuck)} {'does' if len(stuck) == 1 else 'do'} not get "
+              f"At its best rate {rule_names(stuck)} {'does' if len(stuck) == 1 else 'do'} not get "
               f"under half {'its' if len(stuck) == 1 else 'their'} first loss.")
     return (
         f"<p>The lower chart trains each rule again at {_dk(d_k)}, from the same seeds and for "
@@ -650,7 +597,7 @@ def _rate(x: float) -> str:
         return str(int(x))
     if x < 1 and 1 / x == int(1 / x):
         return f"1/{int(1 / x)}"
-    return _fmt(x)
+    return fmt(x)
 
 
 def training_html(runs: dict, d_k: int, temperature: float, n_keys: int) -> str:
@@ -659,7 +606,7 @@ def training_html(runs: dict, d_k: int, temperature: float, n_keys: int) -> str:
     (median and range over the seeds of the mean loss of the last core.TRAIN_TAIL steps), and
     how the equal step leans between ÷√d_k and ÷d_k."""
     return (_training_rates(runs, d_k) + _training_results(runs, d_k, temperature, n_keys)
-            + _training_lean(runs))
+            + equal_step_lean_html(runs))
 
 
 def _training_rates(runs: dict, d_k: int) -> str:
@@ -682,28 +629,28 @@ def _training_results(runs: dict, d_k: int, temperature: float, n_keys: int) -> 
     starts = {r: float(np.median([one.loss[0] for one in run.runs])) for r, run in runs.items()}
     g0 = {r: float(np.median([one.grad_wq[0] for one in run.runs])) for r, run in runs.items()}
     results = "; ".join(
-        f"{RULE_LABELS_HTML[r]} {_fmt(run.final['median'])} ({_fmt(run.final['min'])} to "
-        f"{_fmt(run.final['max'])}), from a first loss of {_fmt(starts[r])}"
+        f"{RULE_LABELS_HTML[r]} {fmt(run.final['median'])} ({fmt(run.final['min'])} to "
+        f"{fmt(run.final['max'])}), from a first loss of {fmt(starts[r])}"
         for r, run in runs.items())
     ratio = g0["none"] / g0["sqrt"] if g0["sqrt"] else math.inf
     return (
         f"<p>{first.steps} steps of plain SGD on batches of {core.TRAIN_BATCH} at "
-        f"{_dk(d_k)}, T = {_fmt(temperature)}, {n_keys} keys, from seeds "
+        f"{_dk(d_k)}, T = {fmt(temperature)}, {n_keys} keys, from seeds "
         f"{', '.join(str(x) for x in seeds[:-1])} and {seeds[-1]}, with the same starts and "
         f"batches under each rule. One batch's loss is noise, so a run's result is the mean "
         f"loss of its last {core.TRAIN_TAIL} steps, and a rule's the median over its "
         f"{len(seeds)} seeds (their range in brackets): {results}. The charts draw each "
         "rule's median per step, the loss's band its seeds' range. At the start the median gradient "
-        f"reaching <i>W</i><sub><i>Q</i></sub> is {_fmt(g0['none'])} unscaled, "
-        f"{_factor(ratio)} the ÷√d<sub>k</sub> runs' {_fmt(g0['sqrt'])} (÷d<sub>k</sub>: "
-        f"{_fmt(g0['linear'])}).</p>")
+        f"reaching <i>W</i><sub><i>Q</i></sub> is {fmt(g0['none'])} unscaled, "
+        f"{_factor(ratio)} the ÷√d<sub>k</sub> runs' {fmt(g0['sqrt'])} (÷d<sub>k</sub>: "
+        f"{fmt(g0['linear'])}).</p>")
 
 
-def _training_lean(runs: dict) -> str:
+def equal_step_lean_html(runs: dict) -> str:
     sq, lin = runs["sqrt"].final["median"], runs["linear"].final["median"]
-    here = ("÷d<sub>k</sub> and ÷√d<sub>k</sub> end level" if _fmt(sq) == _fmt(lin) else
+    here = ("÷d<sub>k</sub> and ÷√d<sub>k</sub> end level" if fmt(sq) == fmt(lin) else
             f"÷d<sub>k</sub> ends {'below' if lin < sq else 'above'} ÷√d<sub>k</sub>")
-    return (f"<p>Here, at the equal step, {here} ({_fmt(lin)} against {_fmt(sq)}). The "
+    return (f"<p>Here, at the equal step, {here} ({fmt(lin)} against {fmt(sq)}). The "
             "learning-rate sweep then tunes each rule's rate.</p>")
 
 
@@ -717,16 +664,16 @@ def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align
     narrow = width // h
     aligned = f", the first key aligned by ρ = {align:g}" if align else ""
     why = (f"the unaligned logits have variance {narrow} instead of {width}, the aligned one "
-           f"mean {_fmt(align * narrow)} instead of {_fmt(align * width)}" if align else
+           f"mean {fmt(align * narrow)} instead of {fmt(align * width)}" if align else
            f"their logits have variance {narrow} instead of {width}")
     return (
         f"<p>A model width of {width} split into h heads of d<sub>k</sub> = {width}/h "
-        f"(T = {_fmt(temperature)}, {n_keys} keys{aligned}). Unscaled, one head of {width} "
-        f"has a median max weight of {_median_weight(mw['none'][0])} and a median gradient to "
+        f"(T = {fmt(temperature)}, {n_keys} keys{aligned}). Unscaled, one head of {width} "
+        f"has a median max weight of {median_weight(mw['none'][0])} and a median gradient to "
         f"the query of {_grad(float(gq['none'][0]))}; {h} heads of {narrow} have "
-        f"{_median_weight(mw['none'][j])} and {_grad(float(gq['none'][j]))} each: {why}. "
-        f"÷√d<sub>k</sub>: {_median_weight(mw['sqrt'][0])} for one head of {width}, "
-        f"{_median_weight(mw['sqrt'][j])} for each of {h} heads of {narrow}.</p>")
+        f"{median_weight(mw['none'][j])} and {_grad(float(gq['none'][j]))} each: {why}. "
+        f"÷√d<sub>k</sub>: {median_weight(mw['sqrt'][0])} for one head of {width}, "
+        f"{median_weight(mw['sqrt'][j])} for each of {h} heads of {narrow}.</p>")
 
 
 #: The rules' names in the page's HTML.
@@ -761,6 +708,6 @@ def softmax_example() -> str:
 
 def scaled_score_example(score: float = 112.0, d_k: int = 64) -> str:
     """The Illustrated Transformer's worked example, computed."""
-    return (f"<p>A raw score <i>q</i>·<i>k</i> = {_fmt(score)} at {_dk(d_k)} (The Illustrated "
-            f"Transformer's example) is {_fmt(score)}/√{d_k} = {_fmt(score / math.sqrt(d_k))} "
+    return (f"<p>A raw score <i>q</i>·<i>k</i> = {fmt(score)} at {_dk(d_k)} (The Illustrated "
+            f"Transformer's example) is {fmt(score)}/√{d_k} = {fmt(score / math.sqrt(d_k))} "
             "after scaling.</p>")

@@ -19,6 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from . import blas, core, quiz
 from .argument import Argument
 from .state import CONTROLS, TABS, ExplorerState, Setting
+from .text import fields_of
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def needs(values: dict) -> None:
     name -> value, every control) needs: the one draw's state, texts and question, and the
     open argument tab's charts, texts and question."""
     state = ExplorerState(**values)
-    state.text_fields()
+    fields_of(state)
     r = state.result
     quiz.draw_question(r.d_k, r.temperature, r.seed, len(r.raw_logits), r.align)
     key = state.tab

@@ -87,7 +87,7 @@ HEADER_TIMEOUT_S = 10
 #: same kind from the same place at most once per LOG_REPEAT_S seconds (then a count).
 LOG_RECORD_CHARS = 500
 LOG_REPEAT_S = 60.0
-_LOG_KINDS_MAX = 256
+LOG_KINDS_MAX = 256
 
 
 

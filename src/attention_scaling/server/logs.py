@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from .limits import _LOG_KINDS_MAX, LOG_RECORD_CHARS, LOG_REPEAT_S
+from .limits import LOG_KINDS_MAX, LOG_RECORD_CHARS, LOG_REPEAT_S
 
 class BoundedLog(logging.Filter):
     """Keeps what a stranger can make the server log small: a record is cut to
@@ -27,7 +27,7 @@ class BoundedLog(logging.Filter):
         if seen is not None and now - seen[0] < LOG_REPEAT_S:
             seen[1] += 1
             return False
-        if len(self._last) >= _LOG_KINDS_MAX:
+        if len(self._last) >= LOG_KINDS_MAX:
             self._last.clear()
         held = seen[1] if seen else 0
         self._last[kind] = [now, 0]

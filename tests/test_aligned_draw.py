@@ -10,8 +10,8 @@ from conftest import column, open_at, wait_column
 
 from attention_scaling import core
 from attention_scaling.state import ExplorerState
-from attention_scaling.formatting import percent
-from attention_scaling.text import EXPLANATION, caption_html, fields_of, fill, plain
+from attention_scaling.prose.formatting import percent
+from attention_scaling.prose.text import EXPLANATION, caption_html, fields_of, fill, plain
 
 
 @pytest.mark.parametrize("rho", [0.3, 1.0])

@@ -6,7 +6,7 @@ import pytest
 from conftest import TRAINING_WAIT_MS, UI_WAIT_MS, column, open_app, open_at
 
 from attention_scaling import argument, core
-from attention_scaling.lead import training_lead
+from attention_scaling.prose.lead import training_lead
 from attention_scaling.argument import BUDGET_WIDTH, TRAINING_STEPS
 
 pytestmark = pytest.mark.browser

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from attention_scaling import core
-from attention_scaling.lead import training_lead
-from attention_scaling.formatting import fmt, percent
-from attention_scaling.text import (budget_html, equal_step_lean_html,
+from attention_scaling.prose.lead import training_lead
+from attention_scaling.prose.formatting import fmt, percent
+from attention_scaling.prose.text import (budget_html, equal_step_lean_html,
                                     training_sweep_html,
                                     gradient_html, plain, saturation_html, training_html,
                                     variance_html)

@@ -128,7 +128,7 @@ def test_explanation_and_readout_numbers_follow_the_controls(page, server):
     """The text is filled in the browser from the text source: check what is displayed."""
     from attention_scaling.figures import readout_detail_html, readout_html
     from attention_scaling.state import ExplorerState
-    from attention_scaling.text import caption_html, explanation_of, fields_of, fill, plain
+    from attention_scaling.prose.text import caption_html, explanation_of, fields_of, fill, plain
     open_app(page, server)
     shown = """(name) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
                  if (m) return window.__AS.view(m).markup_el.textContent; } }"""

@@ -21,7 +21,7 @@ from attention_scaling.page import Explorer
 from attention_scaling.server.first_views import FirstViews
 from attention_scaling.state import ExplorerState
 from attention_scaling.state import FIG3_SEED
-from attention_scaling.text import TITLE
+from attention_scaling.prose.text import TITLE
 
 ROOT = Path(__file__).resolve().parents[1]
 

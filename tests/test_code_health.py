@@ -85,29 +85,26 @@ def test_the_size_check_sees_a_long_function(tmp_path, monkeypatch):
 
 # ---- layers -------------------------------------------------------------------------------
 
-#: What each module of src/attention_scaling may import of the package: core <- formatting
-#: (numbers as printed) <- text <- lead, quiz; core <- state (the controls, no prose); and above
-#: them style <- figures, argument <- layout <- page / export <- cli, and server (a
+#: What each module of src/attention_scaling may import of the package: core <- prose (a
+#: package: the numbers as printed, the texts, leads and questions); core <- state (the
+#: controls, no prose); and above them style <- figures, argument <- layout <- page / export
+#: <- cli, and server (a
 #: package) beside page and export; seams (the libraries' internals) and training (the served
 #: runs' scheduler) and blas (BLAS's threads), which import none of the package, under page,
 #: server, work and export; nothing imports cli. The package's __init__ imports page on first use of
 #: `attention_scaling.Explorer` only.
-_BOKEH = {"core", "formatting", "text", "lead", "quiz", "state", "style", "figures",
-          "argument", "layout"}
+_BOKEH = {"core", "prose", "state", "style", "figures", "argument", "layout"}
 LAYERS = {
     "__init__": {"page"},
     "core": set(),
     "seams": set(),
     "blas": set(),
-    "formatting": set(),
-    "text": {"core", "formatting"},
-    "lead": {"core", "formatting", "text"},
-    "quiz": {"core", "formatting", "text"},
+    "prose": {"core"},
     "state": {"core"},
     "style": {"core"},
-    "figures": {"core", "formatting", "text", "lead", "style"},
-    "argument": {"core", "formatting", "text", "lead", "quiz", "state", "style"},
-    "work": {"blas", "core", "formatting", "text", "lead", "quiz", "state", "style", "argument"},
+    "figures": {"core", "prose", "style"},
+    "argument": {"core", "prose", "state", "style"},
+    "work": {"blas", "core", "prose", "state", "style", "argument"},
     "layout": _BOKEH - {"layout"},
     "training": set(),
     "page": _BOKEH | {"blas", "seams", "training", "work"},
@@ -117,10 +114,7 @@ LAYERS = {
 }
 #: Libraries a module must not load (core: nothing but NumPy and the standard library).
 NOT_LOADED = {
-    "formatting": {"panel", "bokeh", "param", "numpy"},
-    "text": {"panel", "bokeh", "param"},
-    "lead": {"panel", "bokeh", "param"},
-    "quiz": {"panel", "bokeh", "param"},
+    "prose": {"panel", "bokeh", "param"},
     "state": {"panel", "bokeh"},
     **{m: {"panel"} for m in ("style", "figures", "argument", "layout", "work")},
 }
@@ -183,10 +177,13 @@ def test_no_module_imports_another_s_private_name():
 
 @pytest.mark.parametrize("module", sorted(LAYERS))
 def test_importing_a_module_loads_only_the_layers_below_it(module):
-    """In a fresh process: the package's modules that importing it loads (at import time),
-    and for core, that nothing but NumPy and the standard library is loaded."""
-    name = "attention_scaling" if module == "__init__" else f"attention_scaling.{module}"
-    code = (f"import sys; before = set(sys.modules); import {name}; "
+    """In a fresh process: the package's modules that importing it loads (at import time;
+    a subpackage, each of its modules), and for core, that nothing but NumPy and the
+    standard library is loaded."""
+    names = (["attention_scaling"] if module == "__init__" else
+             [f"attention_scaling.{module}"
+              + ("" if p.stem in (module, "__init__") else f".{p.stem}") for p in _files(module)])
+    code = (f"import sys; before = set(sys.modules); import {', '.join(names)}; "
             "new = set(sys.modules) - before; "
             "print(sorted({m.split('.')[1] for m in new if m.startswith('attention_scaling.')}));"
             "print(sorted({m.split('.')[0] for m in new} - set(sys.stdlib_module_names)))")

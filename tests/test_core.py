@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attention_scaling import core
-from attention_scaling.formatting import percent
+from attention_scaling.prose.formatting import percent
 
 
 def test_softmax_exact_reference_values():
@@ -539,7 +539,7 @@ def test_log_domain_values_match_mpmath_where_float64_gives_0(d_k, t, seed, n, r
 def test_percentiles_rank_by_the_log_domain_rest():
     """Issue 30 (a), (b): with 2 keys both rules' draws rank alike (88th), and the aligned
     unscaled draw at 2048 is at the 12th percentile, not "above the 99th"."""
-    from attention_scaling.text import percentile_phrase
+    from attention_scaling.prose.text import percentile_phrase
 
     st = core.compute_state(4096, 0.1, 99, 2)
     typ = core.typical(4096, 0.1, 2)
@@ -552,7 +552,7 @@ def test_percentiles_rank_by_the_log_domain_rest():
 
 def test_weights_print_one_decimal_below_20_percent_and_an_even_eighth_as_12_5():
     from attention_scaling.figures import max_label
-    from attention_scaling.text import weight_label
+    from attention_scaling.prose.text import weight_label
 
     assert weight_label(core.variant(np.zeros(8))) == "12.5%"
     assert max_label(core.compute_state(1, 10.0, 2288).scaled)[0] == "max weight 12.6%"

@@ -15,11 +15,11 @@ import pytest
 from conftest import HELPERS, UI_WAIT_MS
 
 from attention_scaling import argument, core, export, figures
-from attention_scaling import text as prose
+from attention_scaling.prose import text as prose
 from attention_scaling.state import ExplorerState, Setting
 from attention_scaling.style import MARK
-from attention_scaling.lead import DRAW_LEAD, training_lead
-from attention_scaling.text import fields_of, weight_label
+from attention_scaling.prose.lead import DRAW_LEAD, training_lead
+from attention_scaling.prose.text import fields_of, weight_label
 
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
 

@@ -491,7 +491,7 @@ def test_the_charts_are_text_too_and_changes_are_announced_once_still(page, serv
         page.keyboard.press("ArrowRight")
         page.wait_for_timeout(100)
     wide = core.compute_state(1024, 1.0, 2288)
-    from attention_scaling.text import weight_label
+    from attention_scaling.prose.text import weight_label
     expected = (f"Scaled: max weight {weight_label(wide.scaled)} on k{wide.scaled.argmax + 1}; "
                 f"unscaled: max weight {weight_label(wide.unscaled)} on "
                 f"k{wide.unscaled.argmax + 1}.")
@@ -807,7 +807,7 @@ def _heading(svg, tab, query) -> float:
     the setting it shows (each control of its row of state.TABS with the value ``query``
     gives it, as the control shows it), above every chart; the height of that heading."""
     from attention_scaling.state import CONTROLS, TABS
-    from attention_scaling.text import TITLE
+    from attention_scaling.prose.text import TITLE
     ns = "{http://www.w3.org/2000/svg}"
     tab_row = next(t for t in TABS if t.key == tab)
     lines = [t.text for t in svg.findall(f"{ns}text")]

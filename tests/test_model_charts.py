@@ -10,7 +10,7 @@ from attention_scaling.figures import Charts
 from attention_scaling.style import KEY_LABELS
 from attention_scaling.state import ExplorerState
 from attention_scaling.state import FIG3_SEED
-from attention_scaling.text import explanation_of, fields_of, weight_label
+from attention_scaling.prose.text import explanation_of, fields_of, weight_label
 
 
 def _bound():

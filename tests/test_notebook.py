@@ -26,7 +26,7 @@ def test_example_notebook_executes_and_renders_the_explorer():
     printed = "".join(o.get("text", "") for o in nb.cells[3].outputs)
     from attention_scaling import core
     from attention_scaling.state import ExplorerState
-    from attention_scaling.text import fields_of, weight_label
+    from attention_scaling.prose.text import fields_of, weight_label
     # the notebook prints the page's own wording and numbers for the same state
     f = fields_of(ExplorerState(d_k=512, rule="none"))
     assert f"max weight: scaled {f['sqrt_max_w']}, unscaled {f['none_max_w']}" in printed

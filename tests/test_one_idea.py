@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from attention_scaling.lead import LEAD_WORDS
+from attention_scaling.prose.lead import LEAD_WORDS
 from attention_scaling.state import TABS
 from conftest import UI_WAIT_MS, eventually, open_app
 

@@ -12,10 +12,11 @@ import re
 import numpy as np
 import pytest
 
-from attention_scaling import core, quiz
+from attention_scaling import core
+from attention_scaling.prose import quiz
 from attention_scaling.argument import BUDGET_HEADS, BUDGET_WIDTH
-from attention_scaling.formatting import fmt
-from attention_scaling.text import plain
+from attention_scaling.prose.formatting import fmt
+from attention_scaling.prose.text import plain
 
 SEED = 2288
 

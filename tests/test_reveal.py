@@ -13,10 +13,11 @@ import urllib.request
 import numpy as np
 import pytest
 
-from attention_scaling import core, quiz
+from attention_scaling import core
+from attention_scaling.prose import quiz
 from attention_scaling.state import ExplorerState
-from attention_scaling.formatting import fmt
-from attention_scaling.text import plain
+from attention_scaling.prose.formatting import fmt
+from attention_scaling.prose.text import plain
 from conftest import INIT, UI_WAIT_MS, open_at
 
 pytestmark = pytest.mark.browser

@@ -19,9 +19,9 @@ import pytest
 
 from attention_scaling import core, export
 from attention_scaling.figures import jacobian_data, readout_detail_html, readout_html
-from attention_scaling.lead import DRAW_LEAD
+from attention_scaling.prose.lead import DRAW_LEAD
 from attention_scaling.state import CONTROLS, FIG3_SEED, TABS, ExplorerState
-from attention_scaling.text import (EXPLANATION, NUMBER_WORDS, WHICH, caption_html, fields_of, fill,
+from attention_scaling.prose.text import (EXPLANATION, NUMBER_WORDS, WHICH, caption_html, fields_of, fill,
                                     guide_html, plain)
 
 
@@ -652,7 +652,7 @@ CONTROL_IN_A_STEP = {"d_k": "<b>d<sub>k</sub></b>", "temperature": "<b>T</b>",
 def test_try_this_asks_only_for_controls_the_page_has(controls):
     """Each tab's "Try this" on the served page and in the offline copy (which has no ρ):
     no step asks for a control the page does not show, and each tab keeps a step."""
-    from attention_scaling.lead import try_html
+    from attention_scaling.prose.lead import try_html
 
     shown = set(c.name for c in CONTROLS) if controls is None else set(controls)
     for tab in TABS[1:]:

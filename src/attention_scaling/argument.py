@@ -14,14 +14,14 @@ from bokeh.models import (BasicTickFormatter, Button, ColumnDataSource, CustomJS
 from bokeh.plotting import figure
 
 from . import core
-from . import quiz
+from .prose import quiz
 from .state import Setting
 from .style import (MARK, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNSCALED_COLOR,
                     derived_glyph_looks, legend_below, log10_axis, script, style_figure,
                     subtitle)
-from .lead import (TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead,
+from .prose.lead import (TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead,
                    training_lead, variance_lead)
-from .text import (GRAD_Q_AXIS, TRAINING_INTRO, budget_html,
+from .prose.text import (GRAD_Q_AXIS, TRAINING_INTRO, budget_html,
                    gradient_html, saturation_html, scaled_score_example, softmax_example,
                    training_html, training_status_html, training_sweep_html, variance_html)
 

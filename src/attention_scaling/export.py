@@ -45,13 +45,14 @@ from bokeh.embed import file_html
 from bokeh.models import CustomJS, Div, Spinner
 from bokeh.resources import INLINE
 
-from . import blas, core, quiz, work
+from . import blas, core, work
+from .prose import quiz
 from .argument import SWEEP_TITLE, TAB_VIEWS, TRAINING_STEPS
 from .figures import Charts, bar_data, diagonal_label_data, jacobian_data, max_label, sweep_data
 from .layout import TAB, View, ask_html
 from .style import KEY_LABELS, LABEL_ALPHA, script
 from .state import CONTROLS, FIG3_D_K, FIG3_SEED, TABS, ExplorerState, Setting
-from .text import TITLE, fields_of, guide_html
+from .prose.text import TITLE, fields_of, guide_html
 
 #: Largest file the export may write: every state of 4 seeds (~5.4 MB, every step's question
 #: at every setting included, ~0.1 MB of it), the formulas' MathJax (BokehJS's bokeh-mathjax

@@ -20,8 +20,8 @@ from . import core
 from .style import (DIVERGING, FONT, KEY_LABELS, LABEL_ALPHA, MARK, MUTED_ALPHA, RULE_COLORS,
                     RULE_MARKER, SCALED_COLOR, SEQUENTIAL, UNSCALED_COLOR, contrast,
                     derived_glyph_looks, log10_axis, script, style_figure, subtitle)
-from .lead import DRAW_LEAD
-from .text import (EXPLANATION, GRAD_Q_AXIS, WHICH, caption_html, divisor_html, fill,
+from .prose.lead import DRAW_LEAD
+from .prose.text import (EXPLANATION, GRAD_Q_AXIS, WHICH, caption_html, divisor_html, fill,
                    weight_label)
 
 

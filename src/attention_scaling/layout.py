@@ -12,13 +12,14 @@ from bokeh.layouts import column, row
 from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGroup, Slider,
                           TabPanel, Tabs, Toggle)
 
-from . import core, quiz
+from . import core
+from .prose import quiz
 from .argument import Argument
 from .figures import Charts
 from .state import CONTROLS, TABS, Setting
 from .style import page_css, position_formatter, script, theme_css
-from .lead import try_html
-from .text import BUSY_HTML, FORMULAS, TITLE, header_html, idle_note_html
+from .prose.lead import try_html
+from .prose.text import BUSY_HTML, FORMULAS, TITLE, header_html, idle_note_html
 
 #: For a Bokeh Div whose content should span its width (Bokeh sets ``display: inline-block``
 #: on the element that holds the HTML).

@@ -16,13 +16,14 @@ import param
 from bokeh.models import Button, CustomJS, RadioButtonGroup, Spinner, Tabs
 from tornado.ioloop import IOLoop
 
-from . import core, quiz, seams, training, work
+from . import core, seams, training, work
+from .prose import quiz
 from .argument import TRAINING_STEPS
 from .layout import View
 from .state import (CONTROLS, MAX_SEED, ExplorerState, Setting, parse_query, preset_links,
                     presenting, to_query)
 from .style import ASSETS, script
-from .text import (TITLE, fields_of, guide_html, notice_html, presets_html,
+from .prose.text import (TITLE, fields_of, guide_html, notice_html, presets_html,
                    training_refused_html)
 
 log = logging.getLogger(__name__)

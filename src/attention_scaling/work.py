@@ -16,10 +16,11 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from . import blas, core, quiz
+from . import blas, core
+from .prose import quiz
 from .argument import Argument
 from .state import CONTROLS, TABS, ExplorerState, Setting
-from .text import fields_of
+from .prose.text import fields_of
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from . import core
+from .. import core
 from .formatting import distinct, fmt, median_weight, share_of_draws
 from .text import final_losses, rule_names
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import core
+from .. import core
 from .formatting import fmt, median_weight, percent
 from .text import final_losses, rule_names, weight_label
 

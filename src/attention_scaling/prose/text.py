@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import core
+from .. import core
 from .formatting import distinct, fmt, median_weight, percent, share_of_draws, tiny
 
 TITLE = f"Why attention divides by √{core.DK}"

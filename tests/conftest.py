@@ -377,15 +377,24 @@ def wait_changed(page, name, col, before):
         arg=[name, col, before], timeout=UI_WAIT_MS)
 
 
-def wait_column(page, name, col, expected, timeout=UI_WAIT_MS):
-    """Wait until a data source's column equals ``expected`` (a change's columns may reach the
-    page a frame apart when the machine is busy); if it never does, an AssertionError with
-    what the page shows then: the column, the address and the controls' values."""
+#: A column equal to the one expected: exactly (rel null), or each number within rel of it
+#: (relative to its size, at least 1).
+COLUMN_IS = """([n, c, e, rel]) => { const v = window.__col(n, c);
+  if (rel === null) return JSON.stringify(v) === JSON.stringify(e);
+  return v !== null && v.length === e.length &&
+    v.every((x, i) => Math.abs(x - e[i]) <= rel * Math.max(1, Math.abs(e[i]))); }"""
+
+
+def wait_column(page, name, col, expected, timeout=UI_WAIT_MS, rel=None):
+    """Wait until a data source's column equals ``expected`` (exactly, or with ``rel`` each
+    number within that relative tolerance; a change's columns may reach the page a frame
+    apart when the machine is busy); if it never does, an AssertionError with what the page
+    shows then: the column, the address and the controls' values."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    if rel is not None:
+        expected = [float(x) for x in expected]
     try:
-        page.wait_for_function(
-            "([n, c, e]) => JSON.stringify(window.__col(n, c)) === JSON.stringify(e)",
-            arg=[name, col, expected], timeout=timeout)
+        page.wait_for_function(COLUMN_IS, arg=[name, col, expected, rel], timeout=timeout)
     except PlaywrightTimeout:
         shown = page.evaluate("""([n, c]) => ({column: window.__col(n, c), address:
             window.location.search, controls: Object.fromEntries((window.__AS.noted(document,

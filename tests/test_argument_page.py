@@ -3,7 +3,7 @@ following the controls, and a training run that grows while it runs and ends as 
 
 import numpy as np
 import pytest
-from conftest import TRAINING_WAIT_MS, UI_WAIT_MS, column, open_app, open_at
+from conftest import TRAINING_WAIT_MS, UI_WAIT_MS, column, open_app, open_at, wait_column
 
 from attention_scaling import argument, core
 from attention_scaling.prose.lead import training_lead
@@ -24,14 +24,6 @@ DRAWN = """(n) => { for (const d of Bokeh.documents) { const m = d.get_model_by_
 
 def show_tab(page, title):
     page.locator(".bk-tab", has_text=title).click()
-
-
-def wait_column(page, name, col, expected, rel=1e-9):
-    page.wait_for_function(
-        """([n, c, e, rel]) => { const v = window.__col(n, c);
-             return v && v.length === e.length &&
-               v.every((x, i) => Math.abs(x - e[i]) <= rel * Math.max(1, Math.abs(e[i]))); }""",
-        arg=[name, col, [float(x) for x in expected], rel], timeout=UI_WAIT_MS)
 
 
 def slider_handle(page, title_start):
@@ -66,17 +58,17 @@ def test_the_visible_tab_follows_the_controls(page, server):
     open_app(page, server)
     show_tab(page, "1 Variance")
     wait_column(page, "logit-histogram-source", "top_none",
-                core.logit_distribution(64)["counts_none"])
+                core.logit_distribution(64)["counts_none"], rel=1e-9)
     handle = slider_handle(page, "Head width")
     handle.focus()
     page.keyboard.press("ArrowRight")                  # d_k 64 -> 80
     wait_column(page, "logit-histogram-source", "top_none",
-                core.logit_distribution(80)["counts_none"])
+                core.logit_distribution(80)["counts_none"], rel=1e-9)
     assert column(page, "logit-width-source", "d_k") == [80.0]
     show_tab(page, "2 Saturation")
     draw = core.draw_metrics(80, 1.0, 2288)
     wait_column(page, "saturation-draw-source", "max_weight",
-                [draw[r].max_weight for r in core.RULES])
+                [draw[r].max_weight for r in core.RULES], rel=1e-9)
     assert column(page, "saturation-draw-source", "d_k") == [80.0] * 3
     # keys 8 -> 12 and alignment 0 -> 0.1: new curves, and the dots of that draw
     keys = slider_handle(page, "Number of keys")
@@ -87,10 +79,10 @@ def test_the_visible_tab_follows_the_controls(page, server):
     page.keyboard.press("ArrowRight")
     curves = core.saturation_curves(1.0, 12, 0.1)
     wait_column(page, "saturation-curves-source", "max_weight_median_sqrt",
-                curves["max_weight_median_sqrt"])
+                curves["max_weight_median_sqrt"], rel=1e-9)
     draw = core.draw_metrics(80, 1.0, 2288, 12, 0.1)
     wait_column(page, "saturation-draw-source", "max_weight",
-                [draw[r].max_weight for r in core.RULES])
+                [draw[r].max_weight for r in core.RULES], rel=1e-9)
     # the address follows the charts on a later message
     page.wait_for_url(lambda url: "keys=12" in url and "align=0.1" in url)
     page.get_by_text("12 keys, the first aligned with the query by ρ = 0.1").first.wait_for(
@@ -181,7 +173,7 @@ def test_a_preset_is_a_link_to_its_view(page, server):
     page.wait_for_url(lambda url: "align=0.5" in url and "tab=saturation" in url)
     curves = core.saturation_curves(1.0, 8, 0.5)
     wait_column(page, "saturation-curves-source", "max_weight_median_sqrt",
-                curves["max_weight_median_sqrt"])
+                curves["max_weight_median_sqrt"], rel=1e-9)
     active = page.locator(".bk-tab.bk-active").inner_text()
     assert active == "2 Saturation"
     page.get_by_text("softmax([1, 5, 10]) = [0.000, 0.007, 0.993]").wait_for(state="attached")

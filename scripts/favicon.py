@@ -3,21 +3,21 @@ headless Chromium. The page uses the PNG: Chromium fetches and decodes the tab i
 every address update (one per control change), and an SVG icon is a document of its own to
 style, lay out and paint on the page's main thread each time.
 
-    .venv/bin/python scripts/favicon.py [OUT.png]
+    .venv/bin/python -m scripts.favicon [OUT.png]     (from the repository's root)
 
-Run it after editing the SVG; a test draws the SVG again (conftest.draw_svg, as here)
+Run it after editing the SVG; a test draws the SVG again (testkit.browser.draw_svg, as here)
 and compares it with the PNG.
 """
 
 import sys
 from pathlib import Path
 
+from playwright.sync_api import sync_playwright
+
+from testkit.browser import draw_svg
+from testkit.processes import CHROMIUM_ARGS, chromium_executable
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from conftest import CHROMIUM_ARGS, chromium_executable, draw_svg  # noqa: E402
-from playwright.sync_api import sync_playwright  # noqa: E402
-
 SVG = ROOT / "assets" / "favicon.svg"
 PNG = ROOT / "assets" / "favicon.png"
 SIZE = 64

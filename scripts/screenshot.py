@@ -1,18 +1,18 @@
 """Take the README screenshot: serve the app, open it in headless Chromium, save a PNG.
 
-    .venv/bin/python scripts/screenshot.py [OUT.png] [QUERY]
+    .venv/bin/python -m scripts.screenshot [OUT.png] [QUERY]     (from the repository's root)
 
-Uses the same server and browser setup as the tests (tests/conftest.py).
+Uses the same server and browser setup as the tests (testkit/processes.py).
 """
 
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from playwright.sync_api import sync_playwright
 
-from conftest import CHROMIUM_ARGS, Server, chromium_executable  # noqa: E402
-from playwright.sync_api import sync_playwright  # noqa: E402
+from testkit.processes import CHROMIUM_ARGS, Server, chromium_executable
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
-"""A server or a browser in a process of its own, for the tests and the benchmarks: a free
-loopback port, the Chromium to drive, waiting until a server answers, stopping a process
-group, and a coroutine run in a thread of its own."""
+"""A server or a browser in a process of its own, for the tests, the benchmarks and the
+scripts: `attention-scaling serve` on a free loopback port (:class:`Server`), the Chromium
+to drive, waiting until a server answers, stopping a process group, and a coroutine run in a
+thread of its own."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
+from pathlib import Path
 
 #: How the tests and the benchmarks start Chromium (headless, no network of its own).
 CHROMIUM_ARGS = [
@@ -92,3 +95,43 @@ def wait_until_live(url: str, proc: subprocess.Popen, timeout: float = 60,
             pass
         time.sleep(0.05)
     return False
+
+
+#: The command line of the environment running this (the venv's `attention-scaling`).
+CLI = str(Path(sys.executable).with_name("attention-scaling"))
+
+
+class Server:
+    """`attention-scaling serve` in a subprocess on a free loopback port; stopped by its PID."""
+
+    def __init__(self, *extra: str, prefix: str = "", port: int | None = None,
+                 log: Path | None = None, env: dict | None = None) -> None:
+        """``log``: a file that takes the server's output (its size can be read while the
+        server runs); otherwise a pipe, read by :meth:`stop`. ``env``: variables added to
+        the server's environment."""
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}{prefix}/"
+        self.log = log
+        if prefix:
+            extra = ("--prefix", prefix, *extra)
+        out = open(log, "w") if log else subprocess.PIPE
+        self.proc = subprocess.Popen(
+            [CLI, "serve", "--port", str(self.port), "--address", "127.0.0.1", *extra],
+            stdout=out, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True, env={**os.environ, **(env or {})},
+        )
+        if log:
+            out.close()
+        if not wait_until_live(self.url + "liveness", self.proc, 60, self.output):
+            self.stop()
+            raise RuntimeError("server did not answer within 60 s")
+
+    def output(self) -> str:
+        """What the server printed so far (with ``log``), or all of it once it has stopped."""
+        if self.log:
+            return Path(self.log).read_text(errors="replace")
+        return self.proc.stdout.read() if self.proc.stdout else ""
+
+    def stop(self) -> str:
+        stop_group(self.proc)
+        return self.output()

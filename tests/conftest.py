@@ -21,8 +21,9 @@ blas.one_thread()    # before NumPy loads, as in the package's own processes (bl
 
 from testkit.bokeh_client import (DOCUMENT_READY, Connection, page_token,  # noqa: E402,F401
                                   token_payload)
-from testkit.processes import (CHROMIUM_ARGS, chromium_executable, free_port,  # noqa: E402,F401
-                               run_in_thread, stop_group, wait_until_live)
+from testkit.browser import draw_svg  # noqa: E402,F401
+from testkit.processes import (CHROMIUM_ARGS, CLI, Server, chromium_executable,  # noqa: E402,F401
+                               free_port, run_in_thread, stop_group, wait_until_live)
 
 #: How long a browser test waits for a whole training run (or the handout that runs one): a
 #: busy CI machine took 74 s for what takes 1 s on a quiet one.
@@ -32,59 +33,6 @@ TRAINING_WAIT_MS = 240_000
 #: benchmarks time the page).
 UI_WAIT_MS = 60_000
 
-CLI = str(Path(sys.executable).with_name("attention-scaling"))
-
-
-def draw_svg(page, svg: str, size: int) -> bytes:
-    """``svg`` drawn by the browser of ``page`` at ``size`` x ``size`` CSS pixels (scale 1) on a
-    transparent background, as PNG bytes: how scripts/favicon.py makes the tab icon, and how
-    a test checks it."""
-    import base64
-    src = "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    page.set_viewport_size({"width": size, "height": size})
-    page.set_content(f"<style>html,body{{margin:0;background:transparent}}</style>"
-                     f"<img src='{src}' width='{size}' height='{size}' style='display:block'>")
-    # complete is also true for an image that failed to load: that one has no natural size
-    page.wait_for_function("() => document.images[0].complete")
-    if not page.evaluate("() => document.images[0].naturalWidth > 0"):
-        raise ValueError("the browser could not draw this SVG")
-    return page.locator("img").screenshot(omit_background=True)
-
-
-class Server:
-    """`attention-scaling serve` in a subprocess on a free loopback port; stopped by its PID."""
-
-    def __init__(self, *extra: str, prefix: str = "", port: int | None = None,
-                 log: Path | None = None, env: dict | None = None) -> None:
-        """``log``: a file that takes the server's output (its size can be read while the
-        server runs); otherwise a pipe, read by :meth:`stop`. ``env``: variables added to
-        the server's environment."""
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}{prefix}/"
-        self.log = log
-        if prefix:
-            extra = ("--prefix", prefix, *extra)
-        out = open(log, "w") if log else subprocess.PIPE
-        self.proc = subprocess.Popen(
-            [CLI, "serve", "--port", str(self.port), "--address", "127.0.0.1", *extra],
-            stdout=out, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True, env={**os.environ, **(env or {})},
-        )
-        if log:
-            out.close()
-        if not wait_until_live(self.url + "liveness", self.proc, 60, self.output):
-            self.stop()
-            raise RuntimeError("server did not answer within 60 s")
-
-    def output(self) -> str:
-        """What the server printed so far (with ``log``), or all of it once it has stopped."""
-        if self.log:
-            return Path(self.log).read_text(errors="replace")
-        return self.proc.stdout.read() if self.proc.stdout else ""
-
-    def stop(self) -> str:
-        stop_group(self.proc)
-        return self.output()
 
 
 @pytest.fixture(scope="session")

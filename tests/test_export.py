@@ -16,7 +16,7 @@ from conftest import HELPERS, UI_WAIT_MS
 
 from attention_scaling import argument, core, export, figures
 from attention_scaling.prose import text as prose
-from attention_scaling.state import ExplorerState, Setting
+from attention_scaling.state import FIG3_D_K, FIG3_SEED, ExplorerState, Setting
 from attention_scaling.style import MARK
 from attention_scaling.prose.lead import DRAW_LEAD, training_lead
 from attention_scaling.prose.text import fields_of, weight_label
@@ -234,9 +234,9 @@ def col(page, name, column):
 
 
 CASES = [
-    (prose.FIG3_SEED, 64, 1.0, "sqrt"),      # default: Fig. 3
-    (prose.FIG3_SEED, 4096, 1.0, "none"),    # wide head, unscaled
-    (prose.FIG3_SEED, 16, 0.1, "sqrt"),      # sharp
+    (FIG3_SEED, 64, 1.0, "sqrt"),      # default: Fig. 3
+    (FIG3_SEED, 4096, 1.0, "none"),    # wide head, unscaled
+    (FIG3_SEED, 16, 0.1, "sqrt"),      # sharp
     (1, 256, 10.0, "none"),                  # flat, second seed
     (3, 1, 1.0, "sqrt"),                     # last seed, narrowest head
     (2, 512, 0.5, "linear"),                 # the 1/d_k rule
@@ -324,7 +324,7 @@ def test_resample_button_cycles_the_seeds(offline_page):
     for i, s in enumerate(seeds):
         assert f"<code>{s}</code>" in shown[i]
     assert shown[-1] == shown[0]                       # wrapped around
-    st = core.compute_state(prose.FIG3_D_K, 1.0, seeds[(len(seeds) + 1) % len(seeds)])
+    st = core.compute_state(FIG3_D_K, 1.0, seeds[(len(seeds) + 1) % len(seeds)])
     assert col(page, "scaled-weights-source", "weight") == pytest.approx(st.scaled.probs.tolist(), abs=1e-12)
     assert page.console_errors == []
     assert [u for u in page.requests if not u.startswith("file://")] == []
@@ -351,7 +351,7 @@ def test_every_column_in_the_browser_is_what_charts_update_sets(offline_page):
     bit). Over 20 s: 72 settings, each set in the page and compared column by column
     with a document built in Python."""
     page = offline_page
-    for seed in (prose.FIG3_SEED, 1):
+    for seed in (FIG3_SEED, 1):
         for d_k in (1, 4, 64, 4096):
             for temperature in (0.1, 1.0, 10.0):
                 for rule in core.RULES:
@@ -456,7 +456,7 @@ def served_line_widths(rule):
 Y_RANGE = "(n) => { const r = window.__model(n).y_range; return [r.start, r.end]; }"
 
 ARGUMENT_CASES = [
-    (prose.FIG3_SEED, 64, 1.0, "sqrt"),      # the page as it opens
+    (FIG3_SEED, 64, 1.0, "sqrt"),      # the page as it opens
     (1, 512, 0.5, "linear"),                 # second seed, the 1/d_k rule
     (3, 4096, 10.0, "none"),                 # last seed, widest head, flat
 ]
@@ -530,7 +530,7 @@ def test_offline_tabs_show_core_values_and_the_served_page_s_texts(offline_page)
     open_tab(page, "2 Saturation")
     page.get_by_role("button", name="Reset to the reference draw").click()
     page.wait_for_function("() => window.__model('sections').active === 0", timeout=UI_WAIT_MS)
-    st = core.compute_state(prose.FIG3_D_K, 1.0, prose.FIG3_SEED)
+    st = core.compute_state(FIG3_D_K, 1.0, FIG3_SEED)
     page.wait_for_function("(w) => JSON.stringify(window.__col('scaled-weights-source', "
                            "'weight')) === JSON.stringify(w)", arg=st.scaled.probs.tolist(),
                            timeout=UI_WAIT_MS)

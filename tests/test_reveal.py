@@ -16,7 +16,7 @@ import pytest
 from attention_scaling import core
 from attention_scaling.prose import quiz
 from attention_scaling.state import ExplorerState
-from attention_scaling.prose.formatting import fmt
+from attention_scaling.prose.formatting import fmt, percent
 from attention_scaling.prose.text import plain
 from conftest import INIT, UI_WAIT_MS, open_at
 
@@ -51,15 +51,15 @@ def _draw_truth(d_k, temperature, seed):
     query, keys = core.sample_qk(seed, t, core.N_KEYS)
     z = np.asarray(keys, float) @ np.asarray(query, float) / temperature
     p = np.exp(z - z.max())
-    return core.percent(float((p / p.sum()).max()), below_one=True)
+    return percent(float((p / p.sum()).max()), below_one=True)
 
 
 def _curve_truth(metric):
     def truth(d_k, temperature, _seed):
         t = quiz.temperature_move(temperature)
         value = core.saturation_curves(t, core.N_KEYS, 0.0)[metric][core.D_K_VALUES.index(d_k)]
-        return (core.percent(value) if metric.startswith("frozen")
-                else core.percent(value, below_one=True))
+        return (percent(value) if metric.startswith("frozen")
+                else percent(value, below_one=True))
     return truth
 
 

@@ -470,7 +470,7 @@ class Charts:
     def update(self, state: core.State, rule, fields: dict[str, str] | None = None) -> None:
         """Replace the sources' changing columns (and the active-rule styling) from ``state``,
         the model using ``rule`` (core.RULES, or scaled: True / False); ``fields``
-        (state.ExplorerState.text_fields) are the numbers of the text."""
+        (prose.text.fields_of) are the numbers of the text."""
         rule = core.as_rule(rule)
         self._resize(len(state.scaled.probs))
         self.scaled_source.data.update(bar_data(state.scaled))
@@ -537,7 +537,7 @@ class Charts:
         self._styled_for = rule
 
     def update_text(self, fields: dict[str, str]) -> None:
-        """The texts' numbers (state.ExplorerState.text_fields), written once as HTML, then
+        """The texts' numbers (prose.text.fields_of), written once as HTML, then
         sent as values only."""
         if not self.explanation.text:   # first time: the whole HTML, numbers filled in
             active = html.escape(fields["active"], quote=True)

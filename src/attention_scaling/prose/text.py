@@ -169,7 +169,7 @@ def readout_fields(r: core.State) -> dict[str, str]:
 @lru_cache(maxsize=core.STATE_CACHE_SIZE)
 def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
                  n_keys: int = core.N_KEYS, align: float = 0.0) -> dict[str, str]:
-    """ExplorerState.text_fields: a pure function of the controls, kept for the same recent
+    """fields_of(state): a pure function of the controls, kept for the same recent
     settings as core.compute_state (whose cached state it reads); callers get a copy."""
     r = core.compute_state(d_k, temperature, seed, n_keys, align)
     t = r.temperature

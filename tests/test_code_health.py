@@ -158,6 +158,27 @@ def test_each_module_imports_only_the_layers_below_it(module):
     assert imported <= LAYERS[module], sorted(imported - LAYERS[module])
 
 
+#: Inside prose/: what each of its modules may import of the others (numbers as printed, then
+#: the texts, then the leads and questions that quote them).
+PROSE_LAYERS = {"formatting": set(), "text": {"formatting"}, "lead": {"formatting", "text"},
+                "quiz": {"formatting", "text"}, "__init__": set()}
+
+
+@pytest.mark.parametrize("module", sorted(PROSE_LAYERS))
+def test_each_prose_module_imports_only_the_prose_below_it(module):
+    path = PACKAGE / "prose" / f"{module}.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "attention_scaling.prose."):
+            found.add(node.module.split(".")[2])
+    assert set(PROSE_LAYERS) - {"__init__"} == {p.stem for p in (PACKAGE / "prose").glob("*.py")
+                                                 if p.stem != "__init__"}
+    assert found <= PROSE_LAYERS[module], sorted(found - PROSE_LAYERS[module])
+
+
 def test_no_module_imports_another_s_private_name():
     """Each module of the package uses the others through their public names: no
     ``from .text import _fmt``, no ``core._helper`` (a private name is its module's own)."""

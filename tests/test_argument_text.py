@@ -12,9 +12,9 @@ from attention_scaling import core
 from attention_scaling.prose.lead import training_lead
 from attention_scaling.prose.formatting import fmt, percent
 from attention_scaling.prose.text import (budget_html, equal_step_lean_html,
-                                    training_sweep_html,
-                                    gradient_html, plain, saturation_html, training_html,
-                                    variance_html)
+                                          training_sweep_html,
+                                          gradient_html, plain, saturation_html, training_html,
+                                          variance_html)
 
 SETTINGS = list(itertools.product([1, 8, 64, 512, 4096], [0.1, 1.0, 10.0], [2, 8, 64],
                                   [0.0, 0.5, 1.0]))

@@ -22,7 +22,7 @@ from attention_scaling.figures import jacobian_data, readout_detail_html, readou
 from attention_scaling.prose.lead import DRAW_LEAD
 from attention_scaling.state import CONTROLS, FIG3_SEED, TABS, ExplorerState
 from attention_scaling.prose.text import (EXPLANATION, NUMBER_WORDS, WHICH, caption_html, fields_of, fill,
-                                    guide_html, plain)
+                                          guide_html, plain)
 
 
 # ---- independent numbers -------------------------------------------------------------------

@@ -20,10 +20,10 @@ from .style import (MARK, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNS
                     derived_glyph_looks, legend_below, log10_axis, script, style_figure,
                     subtitle)
 from .prose.lead import (TRAINING_LEAD, budget_lead, gradient_lead, saturation_lead,
-                   training_lead, variance_lead)
+                         training_lead, variance_lead)
 from .prose.text import (GRAD_Q_AXIS, TRAINING_INTRO, budget_html,
-                   gradient_html, saturation_html, scaled_score_example, softmax_example,
-                   training_html, training_status_html, training_sweep_html, variance_html)
+                         gradient_html, saturation_html, scaled_score_example, softmax_example,
+                         training_html, training_status_html, training_sweep_html, variance_html)
 
 #: The dotted line of the current width and the dashed √d_k (Bokeh's "dotted", "dashed").
 DOTTED, DASHED = (2, 4), (6,)

@@ -183,22 +183,26 @@ def _classroom_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--max-sessions", type=_sessions, default=None, metavar="N",
                        help="open sessions one process holds; past it a new visitor gets a "
                             "short 'server is full' page (HTTP 503) and the open sessions keep "
-                            f"working (default {DEFAULT_MAX_SESSIONS}: a {MEMORY_LIMIT_MIB // 1024} GiB memory "
-                            f"limit at {SESSION_MIB:g} MiB per session, docs/security.md)")
+                            f"working (default {DEFAULT_MAX_SESSIONS}: a "
+                            f"{MEMORY_LIMIT_MIB // 1024} GiB memory limit at {SESSION_MIB:g} "
+                            "MiB per session, docs/security.md)")
     serve.add_argument("--open-at-once", type=_open_at_once, default=None, metavar="N",
                        help="sessions one process opens at a time (page, websocket, document); "
                             "visitors past them wait in arrival order, their page showing that "
-                            f"it is connecting (default {DEFAULT_OPENING_AT_ONCE}; 0: no line, all at once)")
+                            f"it is connecting (default {DEFAULT_OPENING_AT_ONCE}; 0: no line, "
+                            "all at once)")
     serve.add_argument("--opening-hold", type=_hold, default=None, metavar="S",
                        help="the longest a new page's websocket keeps its place in the opening "
-                            f"before its browser has asked for the document (default {OPENING_HOLD_S} s, "
+                            "before its browser has asked for the document (default "
+                            f"{OPENING_HOLD_S} s, "
                             "server.OPENING_HOLD_S: a slow browser then makes way for the next "
                             "visitor)")
     serve.add_argument("--websockets-per-address", type=_per_address, default=None,
                        metavar="N",
                        help="live websockets (open pages) one client address may hold; "
                             "loopback is not limited (a proxy on this machine speaks for "
-                            f"many) (default {DEFAULT_WEBSOCKETS_PER_ADDRESS}; 0: no limit, e.g. for a whole class behind "
+                            f"many) (default {DEFAULT_WEBSOCKETS_PER_ADDRESS}; 0: no limit, e.g. "
+                            "for a whole class behind "
                             "one NAT address without a proxy)")
     serve.add_argument("--stats", action="store_true",
                        help="also serve /stats: JSON with this process's open sessions and "

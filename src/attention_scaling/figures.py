@@ -22,7 +22,7 @@ from .style import (DIVERGING, FONT, KEY_LABELS, LABEL_ALPHA, MARK, MUTED_ALPHA,
                     derived_glyph_looks, log10_axis, script, style_figure, subtitle)
 from .prose.lead import DRAW_LEAD
 from .prose.text import (EXPLANATION, GRAD_Q_AXIS, WHICH, caption_html, divisor_html, fill,
-                   weight_label)
+                         weight_label)
 
 
 def _bars(name: str, title: str, color: str, note: str) -> tuple:

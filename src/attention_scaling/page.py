@@ -24,7 +24,7 @@ from .state import (CONTROLS, MAX_SEED, ExplorerState, Setting, parse_query, pre
                     presenting, to_query)
 from .style import ASSETS, script
 from .prose.text import (TITLE, fields_of, guide_html, notice_html, presets_html,
-                   training_refused_html)
+                         training_refused_html)
 
 log = logging.getLogger(__name__)
 

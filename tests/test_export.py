@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import HELPERS, UI_WAIT_MS
+from conftest import HELPERS, UI_WAIT_MS, wait_still
 
 from attention_scaling import argument, core, export, figures
 from attention_scaling.prose import text as prose
@@ -646,7 +646,7 @@ def test_the_offline_tabs_fit_the_screen_and_pass_axe(browser, exported, width, 
             if title == "4 Training":
                 page.get_by_role("button", name="Train").click()
                 page.get_by_text("300 steps of plain SGD").wait_for(state="attached")
-            page.wait_for_timeout(300)
+            wait_still(page, name)
             assert page.evaluate(
                 "() => document.documentElement.scrollWidth - window.innerWidth") <= 0, title
             found = Axe().run(page).response["violations"]

@@ -10,7 +10,7 @@ from conftest import INIT, LIVE, TRAINING_WAIT_MS, UI_WAIT_MS, column, open_app,
 from conftest import eventually, wait_column, wait_still
 from playwright.sync_api import expect
 
-from attention_scaling import core
+from attention_scaling import core, style
 from attention_scaling.argument import gradient_window
 from attention_scaling.state import TABS
 
@@ -1209,8 +1209,24 @@ def test_every_text_and_mark_on_the_charts_reads_in_both_themes(browser, server)
         ctx.close()
 
 
+#: The background colour BokehJS paints each chart shown with ("#rrggbb").
+BACKGROUNDS = """() => {
+  const ctx = document.createElement('canvas').getContext('2d'), out = [];
+  for (const doc of Bokeh.documents) for (const m of doc.all_models) {
+    if (m.type !== 'Figure' && m.type !== 'Plot') continue;
+    const v = window.__AS.view(m);
+    if (v == null || !v.el.checkVisibility()) continue;
+    ctx.fillStyle = '#000'; ctx.fillStyle = String(v.visuals.background_fill.get_fill_color());
+    out.push(ctx.fillStyle);
+  }
+  return out; }"""
+
+
 def _contrasts_hold(page, tab, theme):
-    page.wait_for_timeout(300)
+    # the theme's colours reach every chart shown before they are read
+    want = style.CHART_THEMES[theme]["background-fill-color"]
+    eventually(lambda: (found := page.evaluate(BACKGROUNDS)) and set(found) == {want},
+               f"every chart of {tab} painted on the {theme} theme's background")
     texts, lines, boxes = _chart_contrasts(page)
     kinds = {w.split(" ")[1] for w, _ in texts}
     assert {"Title", "LinearAxis"} <= kinds or {"Title", "CategoricalAxis"} <= kinds, tab

@@ -194,7 +194,11 @@ def test_keys_move_between_steps_and_the_address_follows(browser, server):
         page.keyboard.press("Escape")
         page.wait_for_function("() => !window.location.search.includes('present')",
                                timeout=UI_WAIT_MS)
-        page.wait_for_timeout(500)
+        whole = ("(charts) => { const s = (%s)(charts); return !s.present && ['present', "
+                 "'resample', 'temperature', 'rule', 'theme'].every((c) => "
+                 "s.controls.includes(c)); }" % STEP)
+        _until(page, whole, list(TABS[1].charts), UI_WAIT_MS,
+               why=lambda: page.evaluate(STEP, list(TABS[1].charts)))
         s = page.evaluate(STEP, list(TABS[1].charts))
         assert not s["present"]
         assert {"present", "resample", "temperature", "rule", "theme"} <= set(s["controls"])

@@ -415,3 +415,116 @@ def test_a_false_sweep_sentence_is_caught():
     pattern, cond = _sweep_claims(sweep, own)[1]
     sentence = next(s for s in re.split(r"(?<=\.)\s*(?=[A-Zμ])", text) if s.startswith("Each"))
     assert not cond(re.compile(pattern).fullmatch(sentence))
+
+
+# ---- the gradient tab's counts: each sentence a claim that holds for core's curves ---------
+
+def _share_shows(printed: str, x: float) -> bool:
+    """A share of draws in words (prose.formatting.share_of_draws) that is honest about ``x``."""
+    if printed == "no draw":
+        return x == 0
+    if printed == "every draw":
+        return x == 1
+    if printed == "under 1% of draws":
+        return 0 < x < 0.005
+    if printed == "over 99% of draws":
+        return 0.995 < x < 1
+    m = re.fullmatch(r"(\d+)% of draws", printed)
+    return m is not None and 0 < x < 1 and abs(int(m[1]) - 100 * x) <= 0.5 + 1e-9
+
+
+def _own_share_shows(printed: str, x: float) -> bool:
+    if printed == "none of them under a tenth of its own median":
+        return x == 0
+    return printed.endswith(" under a tenth of its own median") and _share_shows(
+        printed.removesuffix(" under a tenth of its own median"), x)
+
+
+def _factor_shows(printed: str, log10_ratio: float, se: float) -> bool:
+    try:
+        _ratio_shows(printed, log10_ratio, se)
+    except (AssertionError, TypeError, ValueError):
+        return False
+    return True
+
+
+def _share_claims(i: int, curves: dict):
+    """(pattern, condition) for each sentence the gradient tab's count paragraph may say at
+    width index ``i``: each condition from core's curves alone."""
+    share = {r: curves[f"frozen_share_{r}"][i] for r in core.RULES}
+    gap = curves["log10_grad_q_median_linear"][i] - curves["log10_grad_q_median_sqrt"][i]
+    se = math.hypot(curves["log10_grad_q_median_se_linear"][i],
+                    curves["log10_grad_q_median_se_sqrt"][i])
+    own = curves["spread_share_linear"][i]
+    d_k = core.D_K_VALUES[i]
+    return [
+        (r"The upper chart counts the draws whose gradient is under a tenth of the ÷√dk median, "
+         r"rows that barely learn at a learning rate that suits ÷√dk: here (?P<a>.+) unscaled, "
+         r"(?P<b>.+) ÷√dk and (?P<c>.+) ÷dk\.",
+         lambda m: all(_share_shows(m[k], share[r]) for k, r in zip("abc", core.RULES))),
+        (r"At dk = 1 the three rules divide by the same 1, so their counts are the same\.",
+         lambda m: d_k == 1 and share["none"] == share["sqrt"] == share["linear"]),
+        # small: ÷d_k's median below ÷√d_k's beyond two standard errors; alike: few of its
+        # draws far below its own median
+        (r"÷dk's gradients are smaller \((?P<f>.+) times at the median\) but alike "
+         r"\((?P<own>.+)\): a learning rate dk times ÷√dk's gives them the same step per "
+         r"unit of gradient \(the Training tab\)\.",
+         lambda m: d_k > 1 and gap < -2 * se and own <= 0.05 and _own_share_shows(m["own"], own)
+         and _factor_shows(m["f"], -gap, se)),
+        (r"÷dk's median is (?P<f>.+) times smaller than ÷√dk's, and its gradients are spread "
+         r"\((?P<own>.+)\)\.",
+         lambda m: d_k > 1 and gap < -2 * se and own > 0.05 and _own_share_shows(m["own"], own)
+         and _factor_shows(m["f"], -gap, se)),
+        # the draws counted (under a tenth of ÷√d_k's median) are then all under a tenth of
+        # its own, a share no larger than the one printed
+        (r"Here ÷dk's median is (?P<f>.+) times ÷√dk's \((?P<own>.+)\): the ÷dk draws counted "
+         r"are its low tail\.",
+         lambda m: d_k > 1 and gap > 2 * se and share["linear"] <= own
+         and _own_share_shows(m["own"], own) and _factor_shows(m["f"], gap, se)),
+        (r"÷dk's and ÷√dk's medians agree within two standard errors \(÷dk: (?P<own>.+)\)\.",
+         lambda m: d_k > 1 and abs(gap) <= 2 * se and _own_share_shows(m["own"], own)),
+    ]
+
+
+def _check_share_sentences(text: str, i: int, curves: dict) -> list:
+    claims = [(re.compile(p), cond) for p, cond in _share_claims(i, curves)]
+    sentences = [s for s in re.split(r"(?<=\.)\s+(?=[A-Z÷])", text) if s]
+    false = []
+    for sentence in sentences:
+        hits = [(p, cond) for p, cond in claims if p.fullmatch(sentence)]
+        assert len(hits) == 1, sentence
+        if not hits[0][1](hits[0][0].fullmatch(sentence)):
+            false.append(sentence)
+    return false
+
+
+@pytest.mark.parametrize("t,n,rho", list(itertools.product([0.1, 1.0, 10.0], [2, 8, 64],
+                                                           [0.0, 0.5, 1.0])))
+def test_every_sentence_of_the_gradient_counts_is_a_claim_that_holds(t, n, rho):
+    """At every width, each sentence of the gradient tab's count paragraph matches exactly one
+    claim, and that claim holds on core's curves: ÷d_k's gradients are called smaller only
+    where its median is below ÷√d_k's beyond two standard errors, and alike only where at
+    most 5% of its draws fall under a tenth of its own median."""
+    from attention_scaling.prose.text import _share_text
+    curves = core.saturation_curves(t, n, rho)
+    for i in range(len(core.D_K_VALUES)):
+        text = plain(_share_text(i, curves))
+        assert _check_share_sentences(text, i, curves) == [], (core.D_K_VALUES[i], text)
+
+
+def test_a_false_gradient_count_sentence_is_caught():
+    """"Smaller but alike" at d_k = 4, T = 0.1, 2 keys fails its claim: ÷d_k's median is 27
+    times ÷√d_k's there, and 29% of its draws fall under a tenth of its own median. At d_k = 1
+    no sentence sets ÷d_k apart."""
+    curves = core.saturation_curves(0.1, 2, 0.0)
+    i = core.D_K_VALUES.index(4)
+    from attention_scaling.prose.text import _share_text
+    text = plain(_share_text(i, curves))
+    assert "Here ÷dk's median is 27 times ÷√dk's" in text
+    head = text.split(". ")[0] + "."
+    wrong = (head + " ÷dk's gradients are smaller (27 times at the median) but alike (29% of "
+             "draws under a tenth of its own median): a learning rate dk times ÷√dk's gives "
+             "them the same step per unit of gradient (the Training tab).")
+    assert _check_share_sentences(wrong, i, curves) == [wrong.split(". ", 1)[1]]
+    at_one = plain(_share_text(0, curves))
+    assert "÷dk's" not in at_one.split(". ", 1)[1] and "the same 1" in at_one

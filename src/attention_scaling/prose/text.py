@@ -484,21 +484,51 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
     return text
 
 
+#: ÷d_k's gradients are called alike where at most this share of its draws falls under a
+#: tenth of its own median.
+ALIKE_SHARE = 0.05
+
+
 def _share_text(i: int, curves: dict) -> str:
     """The upper chart of the gradient tab at width index ``i``: the shares of the draws under
-    a tenth of the ÷√d_k median (core.saturation_curves), and what ÷d_k's mean."""
+    a tenth of the ÷√d_k median (core.saturation_curves), and how ÷d_k's compare
+    (:func:`_linear_spread`)."""
     shares = {r: float(curves[f"frozen_share_{r}"][i]) for r in core.RULES}
-    own = float(curves["spread_share_linear"][i])
     text = ("<p>The upper chart counts the draws whose gradient is under a tenth of the "
             "÷√d<sub>k</sub> median, rows that barely learn at a learning rate that suits "
             f"÷√d<sub>k</sub>: here {_rules(shares, share_of_draws)}.")
-    if shares["linear"] > 0:
-        alike = ("none of them under a tenth of its own median" if own <= 0 else
-                 f"{share_of_draws(own)} under a tenth of its own median")
-        text += (f" ÷d<sub>k</sub>'s gradients are small but alike ({alike}): a learning "
-                 "rate d<sub>k</sub> times larger gives its logits the same step (the Training "
-                 "tab).")
+    if core.D_K_VALUES[i] == 1:
+        text += (" At d<sub>k</sub> = 1 the three rules divide by the same 1, so their counts "
+                 "are the same.")
+    elif shares["linear"] > 0:
+        text += " " + _linear_spread(i, curves)
     return text + "</p>"
+
+
+def _linear_spread(i: int, curves: dict) -> str:
+    """÷d_k's median gradient against ÷√d_k's at width index ``i`` (with the digits the
+    sample supports) and the share of ÷d_k's draws under a tenth of its own median, in the
+    words that hold for them: smaller but alike (at most :data:`ALIKE_SHARE` so far below),
+    smaller and spread, larger, or the same within two standard errors."""
+    gap = float(curves["log10_grad_q_median_linear"][i] - curves["log10_grad_q_median_sqrt"][i])
+    se = math.hypot(curves["log10_grad_q_median_se_linear"][i],
+                    curves["log10_grad_q_median_se_sqrt"][i])
+    own = float(curves["spread_share_linear"][i])
+    below = ("none of them under a tenth of its own median" if own <= 0 else
+             f"{share_of_draws(own)} under a tenth of its own median")
+    if abs(gap) <= 2 * se:
+        return (f"÷d<sub>k</sub>'s and ÷√d<sub>k</sub>'s medians agree within two standard "
+                f"errors (÷d<sub>k</sub>: {below}).")
+    factor = _log_factor(abs(gap), se)
+    if gap > 0:
+        return (f"Here ÷d<sub>k</sub>'s median is {factor} ÷√d<sub>k</sub>'s ({below}): the "
+                "÷d<sub>k</sub> draws counted are its low tail.")
+    if own <= ALIKE_SHARE:
+        return (f"÷d<sub>k</sub>'s gradients are smaller ({factor} at the median) but alike "
+                f"({below}): a learning rate d<sub>k</sub> times ÷√d<sub>k</sub>'s gives them "
+                "the same step per unit of gradient (the Training tab).")
+    return (f"÷d<sub>k</sub>'s median is {factor} smaller than ÷√d<sub>k</sub>'s, and its "
+            f"gradients are spread ({below}).")
 
 
 #: The training tab before its first run.

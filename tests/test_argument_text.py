@@ -122,8 +122,10 @@ def test_gradient_sentences_hold_in_every_setting(d_k, t, n, rho):
         k = core.D_K_VALUES.index(int(after[1]))
         assert k >= 1 and all(none[j] < sqrt[j] for j in range(k, len(none)))
         assert k == 1 or not none[k - 1] < sqrt[k - 1]
-        if m := re.search(r"From dk = 2 to (\d+) more reaches the query unscaled", text):
-            assert core.D_K_VALUES.index(int(m[1])) == k - 1
+        if m := re.search(r"(?:From dk = 2 to (\d+)|At dk = (2)) more reaches the query "
+                          r"unscaled", text):
+            assert core.D_K_VALUES.index(int(m[1] or m[2])) == k - 1
+            assert m[1] is None or int(m[1]) > 2         # never "from 2 to 2"
             assert all(none[j] >= sqrt[j] for j in range(1, k))
         if text.count("At dk = 1 the two coincide"):
             assert k == 1
@@ -528,3 +530,25 @@ def test_a_false_gradient_count_sentence_is_caught():
     assert _check_share_sentences(wrong, i, curves) == [wrong.split(". ", 1)[1]]
     at_one = plain(_share_text(0, curves))
     assert "÷dk's" not in at_one.split(". ", 1)[1] and "the same 1" in at_one
+
+
+@pytest.mark.parametrize("d_k,t,n,rho", [(4096, 1.0, 8, 0.5), (64, 1.0, 8, 0.0),
+                                         (1, 1.0, 8, 0.0), (4096, 0.1, 64, 1.0)])
+def test_the_gradient_lead_states_core_s_shares_in_agreeing_words(d_k, t, n, rho):
+    """The gradient tab's lead: the unscaled and ÷√d_k shares core counted, each verb agreeing
+    with its share ("every draw gets ... and barely learns")."""
+    from attention_scaling.prose.lead import gradient_lead
+    curves = core.saturation_curves(t, n, rho)
+    i = core.D_K_VALUES.index(d_k)
+    text = plain(gradient_lead(d_k, curves))
+    none, sqrt = curves["frozen_share_none"][i], curves["frozen_share_sqrt"][i]
+    if d_k == 1:
+        assert text.startswith("At dk = 1 every rule divides by 1")
+        return
+    m = re.fullmatch(r"At dk = (\d+), unscaled, (?P<share>.+?) (?P<gets>gets?) under a tenth of "
+                     r"the ÷√dk median gradient to the query and barely (?P<learn>learns?); "
+                     r"under ÷√dk, (?P<sqrt>.+)\.", text)
+    assert m is not None and int(m[1]) == d_k, text
+    assert _share_shows(m["share"], none) and _share_shows(m["sqrt"], sqrt)
+    singular = m["share"] == "every draw"
+    assert (m["gets"] == "gets") == singular and (m["learn"] == "learns") == singular, text

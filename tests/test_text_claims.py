@@ -21,7 +21,8 @@ from attention_scaling import core, export
 from attention_scaling.figures import jacobian_data, readout_detail_html, readout_html
 from attention_scaling.prose.lead import DRAW_LEAD
 from attention_scaling.state import CONTROLS, FIG3_SEED, TABS, ExplorerState
-from attention_scaling.prose.text import (EXPLANATION, NUMBER_WORDS, WHICH, caption_html, fields_of, fill,
+from attention_scaling.prose.text import (EXPLANATION, EXTREME, MILD, NUMBER_WORDS, WHICH,
+                                          caption_html, fields_of, fill,
                                           guide_html, plain)
 
 
@@ -295,7 +296,13 @@ def _raw64(c):
 
 
 def _mild(c):
-    return c.pct(False) < 100 / 3 and c.state.unscaled.max_weight < c.typ.median[False]
+    """The unscaled draw below two draws in three, and below the median (compared as
+    log10(1 - max weight): exact where both weights round to 1)."""
+    return c.pct(False) < 100 / 3 and c.logs[False][0] > _median_log_rest(c, False)
+
+
+def _extreme(c):
+    return c.pct(False) > 200 / 3 and c.logs[False][0] < _median_log_rest(c, False)
 
 
 #: A printed number: "0.373", "2.03e-10", "1,968" or, below float64's range, "4.09 × 10^-621".
@@ -337,7 +344,7 @@ CLAIMS: list[tuple[str, callable]] = [
      r"typical draw piles on one key\.", lambda m, c: _mild(c)),
     (r"Resample to see others\.", lambda m, c: _mild(c)),
     (r"Unscaled, this draw is more extreme than two draws in three\.",
-     lambda m, c: c.pct(False) > 200 / 3 and c.state.unscaled.max_weight > c.typ.median[False]),
+     lambda m, c: _extreme(c)),
     (r"This one draw changes with dk in its own way: each width extends the same q and k by "
      r"more components, and the scaled logits(?P<indep> of the independent keys)? at widths d "
      r"and d′ correlate by only √\(d/d′\)\.", _nested),
@@ -660,3 +667,15 @@ def test_try_this_asks_only_for_controls_the_page_has(controls):
         assert "<li>" in steps, tab.key
         for name, written in CONTROL_IN_A_STEP.items():
             assert name in shown or written not in steps, (tab.key, name)
+
+
+def test_a_draw_beyond_two_in_three_says_so_where_its_weights_round_to_one():
+    """At d_k = 512, T = 0.1, seed 0 the unscaled max weight and the Monte Carlo's median both
+    round to 1 in float64; the draw's place among the draws still decides the sentence."""
+    state = ExplorerState(d_k=512, temperature=0.1, seed=0)
+    f = fields_of(state)
+    typ = core.typical(512, 0.1, state.keys, state.align)
+    pct = typ.percentile(False, state.result.unscaled.log10_rest)
+    assert state.result.unscaled.max_weight == typ.median[False] == 1.0
+    assert pct > 200 / 3 or pct < 100 / 3, pct
+    assert f["mild"] == (EXTREME if pct > 200 / 3 else MILD)

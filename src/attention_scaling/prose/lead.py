@@ -89,9 +89,9 @@ def gradient_lead(d_k: int, curves: dict) -> str:
         return (f"At d<sub>k</sub> = {d_k}, no unscaled draw gets under a tenth of the "
                 f"÷√d<sub>k</sub> median gradient to the query; under ÷√d<sub>k</sub>, "
                 f"{share_of_draws(sqrt[i])}.")
-    verb = "gets" if none[i] >= 1 else "get"
-    return (f"At d<sub>k</sub> = {d_k}, unscaled, {share_of_draws(none[i])} {verb} under a tenth "
-            f"of the ÷√d<sub>k</sub> median gradient to the query and barely learn; under "
+    gets, learn = ("gets", "learns") if none[i] >= 1 else ("get", "learn")
+    return (f"At d<sub>k</sub> = {d_k}, unscaled, {share_of_draws(none[i])} {gets} under a tenth "
+            f"of the ÷√d<sub>k</sub> median gradient to the query and barely {learn}; under "
             f"÷√d<sub>k</sub>, {share_of_draws(sqrt[i])}.")
 
 

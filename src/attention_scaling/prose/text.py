@@ -217,8 +217,8 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         "mc_s": percent(typ.median[True], below_one=True),
         "mc_u": percent(typ.median[False], below_one=True),
         "s_pct": percentile_phrase(s_pct), "u_pct": percentile_phrase(u_pct),
-        "mild": (MILD if u_pct < 100 / 3 and u.max_weight < typ.median[False]
-                 else EXTREME if u_pct > 200 / 3 and u.max_weight > typ.median[False] else ""),
+        # by the draw's place among the Monte Carlo's (exact where both weights round to 1)
+        "mild": MILD if u_pct < 100 / 3 else EXTREME if u_pct > 200 / 3 else "",
         **align_texts(r, NUMBER_WORDS.get(n_keys, str(n_keys))),
     }
 
@@ -470,9 +470,10 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
             head = (f"At d<sub>k</sub> = 1 the two coincide (√1 = 1); from d<sub>k</sub> = "
                     f"{start} on")
         elif all(none[j] >= sqrt[j] for j in range(1, k)):
-            head = (f"From d<sub>k</sub> = {start} to {core.D_K_VALUES[k - 1]} more reaches "
-                    f"the query unscaled (its logits are merely larger); from d<sub>k</sub> = "
-                    f"{core.D_K_VALUES[k]} on")
+            upto = (f"At d<sub>k</sub> = {start}" if k == 2 else
+                    f"From d<sub>k</sub> = {start} to {core.D_K_VALUES[k - 1]}")
+            head = (f"{upto} more reaches the query unscaled (its logits are merely larger); "
+                    f"from d<sub>k</sub> = {core.D_K_VALUES[k]} on")
         else:
             head = (f"Below d<sub>k</sub> = {core.D_K_VALUES[k]} the two medians cross; from "
                     f"there on")

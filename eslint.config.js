@@ -19,8 +19,8 @@ module.exports = [
     },
   },
   {
-    // scripts of their own, not function bodies: helpers.js (put before a body) and the
-    // first view's page script
+    // scripts of their own, not function bodies: helpers.js (the start of the library of
+    // programs, style.library_code) and the first view's page script
     files: ['assets/js/helpers.js', 'assets/js/first-view.js'],
     languageOptions: {
       parserOptions: {ecmaFeatures: {globalReturn: false}},

@@ -10,7 +10,8 @@ from bokeh.document import Document
 from bokeh.models import CustomJS, CustomJSHover, CustomJSTickFormatter
 
 from attention_scaling import export
-from attention_scaling.style import ASSETS, script, script_globals
+from attention_scaling.style import (ASSETS, LIBRARY, compact, library_code, script,
+                                     script_globals)
 from attention_scaling.page import Explorer
 from attention_scaling.state import ExplorerState
 
@@ -50,15 +51,34 @@ def _offline() -> Document:
     return doc
 
 
-def test_helpers_go_before_exactly_the_programs_that_declare_them():
+def test_programs_that_declare_AS_are_calls_into_the_library_that_holds_their_code():
+    """A program that declares AS is a call into the library (style.library_code), given its
+    declared names in order; the library holds helpers.js and each such program once, as a
+    function of those names (the offline copy's own only in the offline library). Any other
+    program is its file's code, compacted."""
+    served, offline = library_code(), library_code(offline=True)
     for name, code in FILES.items():
         if name == "helpers":
             continue
         if "AS" in script_globals(code):
-            assert script(name) == HELPERS + "\n" + code, name
+            names = [n for n in script_globals(code) if n != "AS"]
+            call = f'["{name}"]({", ".join(names)});'
+            assert script(name).startswith("return ") and script(name).endswith(call), name
+            assert LIBRARY in script(name) and compact(code) not in script(name), name
+            function = f'"{name}": function ({", ".join(names)}) {{\n\'use strict\';\n'
+            assert offline.count(function + compact(code) + "\n}") == 1, name
+            assert served.count(function) == (0 if name.startswith("offline-") else 1), name
         else:
-            assert script(name) == code, name
+            assert script(name) == compact(code), name
+    assert served.startswith(compact(HELPERS)) and offline.startswith(compact(HELPERS))
     assert script_globals(FILES["offline-select"])[-2:] == ["action", "cb_obj"]   # two lines
+
+
+def test_compact_drops_comments_and_indentation_but_not_a_template_literal_s_text():
+    code = ("// a comment\nconst a = 1;  // kept: not a whole line\n\n    if (a) {\n"
+            "      const css = `x {\n  // inside: text\n    y: 1;`;\n    }\n")
+    assert compact(code) == ("const a = 1;  // kept: not a whole line\nif (a) {\n"
+                             "const css = `x {\n  // inside: text\n    y: 1;`;\n}")
 
 
 def test_every_program_is_given_exactly_the_names_its_file_declares(monkeypatch):
@@ -71,8 +91,12 @@ def test_every_program_is_given_exactly_the_names_its_file_declares(monkeypatch)
     monkeypatch.setattr(export, "_RUNS", {})
     by_code = {script(name): name for name in FILES if name != "helpers"}
     used = set()
-    for doc in (_served(), _offline()):
+    for doc, offline in ((_served(), False), (_offline(), True)):
+        found = [m for m in _programs(doc) if m.name == LIBRARY]
+        assert len(found) == 1 and found[0].code == library_code(offline)
         for program in _programs(doc):
+            if program.name == LIBRARY:
+                continue
             code = program.code
             if code not in by_code:
                 assert type(program) is CustomJSTickFormatter and POSITIONS.fullmatch(code), code
@@ -86,3 +110,10 @@ def test_every_program_is_given_exactly_the_names_its_file_declares(monkeypatch)
     # every program but the page-level ones (first-view: a <script>; reconnect: on the
     # session's connection_lost, added by create_page) is in one of the two pages
     assert used == set(FILES) - {"helpers", "first-view", "reconnect"}
+
+
+def test_a_session_s_document_carries_at_most_60_kb_of_program_code():
+    """Every tab built: each program's code once (the library), and a short call per model
+    that runs one."""
+    programs = {id(p): p for p in _programs(_served())}.values()
+    assert sum(len(p.code.encode()) for p in programs) <= 60_000

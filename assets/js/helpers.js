@@ -1,6 +1,7 @@
-// The helpers the browser programs share, as the one object `AS`. style.script() puts this
-// file before the code of every program whose `/* global */` line names AS; nothing else of
-// one program is seen by another.
+// The helpers the browser programs share, as the one object `AS`. style.library_code() puts
+// this file first in the page's library of programs, before every program whose
+// `/* global */` line names AS (each a function of its args there); nothing else of one
+// program is seen by another.
 //
 // The seams with BokehJS (checked against BokehJS 3.9): every use of a BokehJS internal by
 // the programs goes through the functions below, so that an upgrade that breaks one breaks
@@ -47,8 +48,7 @@ const AS = (() => {
   const root = (model) => { const found = view(model); return found == null ? null : found.shadow_el; };
   const repaint = (model) => { const found = view(model); if (found != null) found.request_paint(); };
   const documents = () => [...Bokeh.documents];
-  // Every program (and every run of one: this file is part of each run's code) shares the
-  // one WeakMap, kept on the page under a registered symbol.
+  // Every program shares the one WeakMap, kept on the page under a registered symbol.
   const NOTES = Symbol.for('attention-scaling.notes');
   const notes = globalThis[NOTES] ?? (globalThis[NOTES] = new WeakMap());
   const note = (object, key, value) => {

@@ -50,7 +50,7 @@ from .prose import quiz
 from .argument import SWEEP_TITLE, TAB_VIEWS, TRAINING_STEPS
 from .figures import Charts, bar_data, diagonal_label_data, jacobian_data, max_label, sweep_data
 from .layout import TAB, View, ask_html
-from .style import KEY_LABELS, LABEL_ALPHA, script
+from .style import KEY_LABELS, LABEL_ALPHA, programs, script
 from .state import CONTROLS, FIG3_D_K, FIG3_SEED, TABS, ExplorerState, Setting
 from .prose.text import TITLE, fields_of, guide_html
 
@@ -688,6 +688,7 @@ def build_view(payload: dict, seeds: list[int]) -> View:
         subtitle="offline copy", caption_extra=OFFLINE_NOTE, buttons=("resample", "fig3"),
         controls=OFFLINE_CONTROLS,
         guide=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."))
+    view.root.tags = [programs(offline=True)]     # the library with the offline programs
     charts = view.charts
     charts.update(explorer.result, "sqrt", fields_of(explorer))
     view.show_seed(seeds[0])

@@ -17,7 +17,7 @@ from .prose import quiz
 from .argument import Argument
 from .figures import Charts
 from .state import CONTROLS, TABS, Setting
-from .style import page_css, position_formatter, script, theme_css
+from .style import page_css, position_formatter, programs, script, theme_css
 from .prose.lead import try_html
 from .prose.text import BUSY_HTML, FORMULAS, TITLE, header_html, idle_note_html
 
@@ -276,8 +276,10 @@ class View:
             Div(text=header_html(subtitle), stylesheets=[*css, InlineStyleSheet(
                 css=FULL_WIDTH_CSS)], disable_math=True, sizing_mode="stretch_width",
                 margin=0)]
-        #: The page: title bar over the controls (left) and the charts and text.
-        self.root = column(*header, body, sizing_mode="stretch_width", margin=0)
+        #: The page: title bar over the controls (left) and the charts and text; its tags
+        #: hold the browser programs' library (style.programs), once per document.
+        self.root = column(*header, body, sizing_mode="stretch_width", margin=0,
+                           tags=[programs()])
         #: Browser programs to run once the document is shown (doc.js_on_event
         #: "document_ready"): names and keys for the controls, "More controls" saying it is
         #: closed, the bars' text.

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import numpy as np
-from bokeh.models import (BasicTicker, CategoricalAxis, ColorBar, CustomJSTickFormatter,
+from bokeh.models import (BasicTicker, CategoricalAxis, ColorBar, CustomJS, CustomJSTickFormatter,
                           GlyphRenderer, InlineStyleSheet, Title)
 from bokeh.palettes import Inferno256
 
@@ -95,15 +95,79 @@ def script_globals(code: str) -> list[str]:
     return [n.strip() for n in found.group(1).split(",") if n.strip()] if found else []
 
 
+#: The name of the model holding the browser programs' library (:func:`programs`).
+LIBRARY = "as-programs"
+#: Where a page keeps the library once compiled (one compilation per page).
+_LIBRARY_KEY = "Symbol.for('attention-scaling.programs')"
+
+
+def _read(name: str) -> str:
+    return (ASSETS / "js" / f"{name}.js").read_text(encoding="utf-8")
+
+
+def uses_helpers(name: str) -> bool:
+    """Whether program ``name`` declares AS (assets/js/helpers.js) in its ``/* global */``
+    line, and so runs from the library (:func:`programs`)."""
+    return "AS" in script_globals(_read(name))
+
+
+def _params(name: str) -> list[str]:
+    return [n for n in script_globals(_read(name)) if n != "AS"]
+
+
+def compact(code: str) -> str:
+    """``code`` without its whole-line comments, blank lines and indentation, outside
+    template literals that span lines (whose text is kept as it is)."""
+    out, inside = [], False
+    for line in code.splitlines():
+        if inside:
+            out.append(line)
+        elif line.strip() and not line.lstrip().startswith("//"):
+            out.append(line.strip())
+        if line.count("`") % 2 and not line.lstrip().startswith("//"):
+            inside = not inside
+    return "\n".join(out)
+
+
+@functools.cache
+def _library_names(offline: bool) -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in (ASSETS / "js").glob("*.js")
+                        if p.stem != "helpers" and uses_helpers(p.stem)
+                        and (offline or not p.stem.startswith("offline-"))))
+
+
+@functools.cache
+def library_code(offline: bool = False) -> str:
+    """The code of the library: assets/js/helpers.js, then every program that declares AS
+    (the offline copy's own, offline-*.js, only with ``offline``) as a function of its args,
+    by name; run as a function body, it returns those functions. Compiled once per page,
+    whichever program runs first (:func:`script`)."""
+    functions = ",\n".join(
+        f"{json.dumps(name)}: function ({', '.join(_params(name))}) {{\n'use strict';\n"
+        f"{compact(_read(name))}\n}}" for name in _library_names(offline))
+    return f"{compact(_read('helpers'))}\nreturn {{\n{functions}\n}};"
+
+
+def programs(offline: bool = False) -> CustomJS:
+    """The model holding the library (:func:`library_code`), one per document: a page's
+    programs that declare AS find it by its name, :data:`LIBRARY`. It is never run as a
+    callback."""
+    return CustomJS(code=library_code(offline), name=LIBRARY)
+
+
 @functools.cache
 def script(name: str) -> str:
     """The JavaScript of ``assets/js/<name>.js``: the code of a CustomJS, CustomJSHover or
-    CustomJSTickFormatter, or a page's script; preceded by assets/js/helpers.js (which
-    defines ``AS``) when its ``/* global */`` line names AS."""
-    code = (ASSETS / "js" / f"{name}.js").read_text(encoding="utf-8")
-    if "AS" in script_globals(code):
-        code = (ASSETS / "js" / "helpers.js").read_text(encoding="utf-8") + "\n" + code
-    return code
+    CustomJSTickFormatter, or a page's script (:func:`compact`). A program whose ``/* global */`` line names
+    AS is a call into the library instead (:func:`library_code`, compiled from the
+    document's :func:`programs` model the first time a program of the page runs): each
+    program's code reaches the browser once per document, whatever the number of models
+    that run it."""
+    if not uses_helpers(name):
+        return compact(_read(name))
+    return (f"return (globalThis[{_LIBRARY_KEY}] ??= new Function(Bokeh.documents.map((d) => "
+            f"d.get_model_by_name('{LIBRARY}')).find((m) => m != null).code)())"
+            f"[{json.dumps(name)}]({', '.join(_params(name))});")
 
 
 def position_formatter(labels: list[str]) -> CustomJSTickFormatter:

@@ -1,5 +1,5 @@
-// Runs a browser program of assets/js in node, as BokehJS runs a CustomJS: its code (after
-// helpers.js where its `/* global */` line names AS, as style.script() does) as the body
+// Runs a browser program of assets/js in node, as the page runs it: its code (after
+// helpers.js where its `/* global */` line names AS, as in style.library_code()) as the body
 // of a strict function whose parameters are its args. The browser's globals it uses are
 // stubs given by name (window, document, Bokeh, setTimeout, ...), which shadow node's; the
 // rest (Map, URL, Blob, Promise) are node's own, of the same realm as the tests.
@@ -15,7 +15,7 @@ const declared = (code) => {
   return found ? found[1].split(',').map((n) => n.trim()).filter(Boolean) : [];
 };
 
-// The code style.script(name) gives BokehJS.
+// A program's code with what it sees of AS before it.
 const script = (name) => {
   const code = fs.readFileSync(path.join(JS, name + '.js'), 'utf8');
   if (!declared(code).includes('AS')) return code;

@@ -385,6 +385,9 @@ def test_past_the_cap_visitors_get_a_short_503_and_open_sessions_keep_working(br
             assert code == 503
             assert b"The classroom server is full" in body and b"Traceback" not in body
             assert headers["Retry-After"] == "60"
+        with pytest.raises(urllib.error.HTTPError) as refused:     # an uptime check's HEAD
+            urllib.request.urlopen(urllib.request.Request(srv.url, method="HEAD"), timeout=10)
+        assert refused.value.code == 503 and refused.value.headers["Retry-After"] == "60"
         assert stats(srv)["sessions"] == cap
         # a browser past the cap sees the page too
         extra = browser.new_context()
@@ -554,6 +557,21 @@ def test_autoload_and_metadata_are_not_served_and_build_no_session(tmp_path, pre
         assert status_of(srv.url)[0] == 200
     finally:
         srv.stop()
+
+
+def test_a_head_request_gets_the_page_s_headers_and_builds_no_session(stats_server):
+    """An uptime check that asks with HEAD: 200 and the page's headers, no body, no
+    session."""
+    srv = stats_server
+    sessions = stats(srv)["sessions"]
+    for url in (srv.url, srv.url + "?d_k=128"):
+        request = urllib.request.Request(url, method="HEAD")
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            assert resp.status == 200 and resp.read() == b""
+            assert resp.headers["Content-Type"].lower() == "text/html; charset=utf-8"
+            assert resp.headers["X-Content-Type-Options"] == "nosniff"
+            assert resp.headers["Cache-Control"] == "no-store"
+    assert stats(srv)["sessions"] == sessions
 
 
 def test_a_session_id_or_token_in_the_address_is_refused(stats_server):

@@ -189,6 +189,16 @@ class CappedDocHandler(DocHandler):
             return
         await super().prepare()
 
+    async def head(self, *args, **kwargs):
+        """An uptime check's HEAD: the status and headers a GET would get (503 once the cap is
+        held), no body, and no session built."""
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("Content-Type", "text/html; charset=UTF-8")
+        if self.classroom.full(self.application):
+            self.set_status(503)
+            self.set_header("Retry-After", "60")
+        self.finish()
+
     async def get(self, *args, **kwargs):
         if self.classroom.full(self.application):
             log.warning("Full: %d sessions open (--max-sessions %d); refused a new visitor "

@@ -136,6 +136,8 @@ def run_env(env, *args):
      "ATTENTION_SCALING_ALLOWED_ORIGINS: websocket origin must look like"),
     ("ATTENTION_SCALING_PREFIX", "a b", "ATTENTION_SCALING_PREFIX: prefix must be a URL path"),
     ("ATTENTION_SCALING_ADDRESS", "$(rm -rf /)", "ATTENTION_SCALING_ADDRESS: address must be"),
+    ("ATTENTION_SCALING_FRAME_ANCESTORS", "'self', javascript:x",
+     "ATTENTION_SCALING_FRAME_ANCESTORS: 'javascript:x' is not a frame-ancestors source"),
 ])
 def test_bad_environment_names_the_variable_and_exits_2(var, value, message):
     r = run_env({var: value}, "serve")
@@ -213,3 +215,14 @@ def test_sigterm_stops_the_server_cleanly():
         out = srv.stop()
     assert "attention-scaling: stopped" in out
     assert "Traceback" not in out
+
+
+def test_frame_ancestors_are_separated_by_spaces_or_commas_as_the_help_says():
+    from attention_scaling.server import check_frame_ancestors
+    for text in ("'self' https://lms.example.edu", "'self',https://lms.example.edu",
+                 " 'self', https://lms.example.edu "):
+        assert check_frame_ancestors(text) == "'self' https://lms.example.edu"
+    with pytest.raises(ValueError, match="not a frame-ancestors source"):
+        check_frame_ancestors("'self',<script>")
+    assert "frame ancestors each separated by commas or spaces" in " ".join(
+        run_env({}, "serve", "--help").stdout.split())

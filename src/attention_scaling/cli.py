@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     _classroom_options(serve)
     serve.epilog = ("environment variables (a flag given on the command line wins): " + "; ".join(
         f"{var} for --{name.replace('_', '-')}" for name, var in ENVIRONMENT.items())
-        + " (origins separated by commas); ATTENTION_SCALING_ALLOW_ANY_ORIGIN=1 for "
+        + " (the origins and the frame ancestors each separated by commas or spaces); "
+          "ATTENTION_SCALING_ALLOW_ANY_ORIGIN=1 for "
           "--allow-any-origin; ATTENTION_SCALING_SECRET_KEY: the key that signs session ids "
           "and tokens, at least 32 printable ASCII characters, one key for processes behind "
           "a proxy that is not sticky (default: a key made at each start); "

@@ -16,8 +16,9 @@ _FRAME_SOURCE = re.compile(
 def check_frame_ancestors(text: str) -> str:
     """The sources of a ``Content-Security-Policy: frame-ancestors`` directive, checked:
     ``*``, ``'self'``, ``'none'``, schemes (``https:``) or hosts
-    (``https://*.example.edu``), separated by spaces. ValueError for anything else."""
-    sources = text.split()
+    (``https://*.example.edu``), separated by spaces or commas (no source holds either).
+    ValueError for anything else."""
+    sources = [s for s in re.split(r"[,\s]+", text) if s]
     if not sources:
         raise ValueError("frame ancestors must name at least one source, e.g. * or 'self'")
     for source in sources:

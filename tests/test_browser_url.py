@@ -89,6 +89,9 @@ def test_embed_mode_hides_header_controls_and_text(page, server):
     assert page.locator(".noUi-handle").count() == 0
     assert "Dividing by" not in page.inner_text("body")
     assert page.evaluate("() => Bokeh.documents[0].get_model_by_name('jacobian') !== null")
+    # no empty column where the controls would be: the tabs start at the page's left edge
+    left = page.get_by_role("tab", name="One draw", exact=True).bounding_box()["x"]
+    assert left < 40, left
 
 
 def test_a_preset_changes_the_controls_in_place_and_keeps_the_embed(page, server):

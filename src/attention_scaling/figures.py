@@ -319,7 +319,7 @@ class Charts:
         self.lead = Div(text="", sizing_mode="stretch_width", name="draw-lead")
         self.caption = Div(text="", sizing_mode="stretch_width", name="caption")
         self.explanation = Div(text="", sizing_mode="stretch_width", name="explanation")
-        self.readout = Div(text="", sizing_mode="stretch_width", name="readout", min_width=320)
+        self.readout = Div(text="", sizing_mode="stretch_width", name="readout", min_width=280)
         self.readout_detail = Div(text="", sizing_mode="stretch_width", name="readout-detail")
         self._caption_html = caption_html(caption_extra)
         self.text_source = ColumnDataSource(data=dict(field=[], value=[]), name="text-source")
@@ -400,7 +400,7 @@ class Charts:
         fig = figure(
             name="jacobian", title="Jacobian ∂pᵢ/∂uⱼ",
             x_range=FactorRange(*KEY_LABELS), y_range=FactorRange(*reversed(KEY_LABELS)),
-            height=360, sizing_mode="stretch_width", min_width=300, max_width=460, tools="",
+            height=360, sizing_mode="stretch_width", min_width=280, max_width=460, tools="",
             x_axis_location="above",
         )
         cells = fig.rect(x="col", y="row", width=1, height=1, source=source,
@@ -440,7 +440,7 @@ class Charts:
         fig = figure(
             name="jacobian-diagonal", title="Diagonal pᵢ(1 − pᵢ)",
             x_range=FactorRange(*widths), y_range=FactorRange(*reversed(KEY_LABELS)),
-            height=300, sizing_mode="stretch_width", min_width=300, tools="",
+            height=300, sizing_mode="stretch_width", min_width=280, tools="",
         )
         fig.rect(x="width", y="key", width=1, height=1, source=source,
                  fill_color={"field": "value", "transform": mapper}, line_color=None)

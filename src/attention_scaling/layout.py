@@ -47,6 +47,8 @@ LAYOUT_CSS = """
   :host { grid-template-columns: minmax(0, 1fr); grid-template-rows: auto;
           grid-template-areas: "controls" "main" "notes"; }
 }
+:host(.no-controls) { grid-template-columns: minmax(0, 1fr); grid-template-rows: auto;
+                      grid-template-areas: "main"; }
 @media print {
   :host { grid-template-columns: minmax(0, 1fr); grid-template-areas: "main"; }
   :host > .app-sidebar, :host > .app-notes { display: none !important; }
@@ -270,7 +272,8 @@ class View:
             margin=(10, 12))
         body = row(*([] if "controls" in hidden else [self.sidebar]), self.main,
                    *([] if "controls" in hidden else [self.notes]),
-                   sizing_mode="stretch_width", margin=0, css_classes=["app-body"],
+                   sizing_mode="stretch_width", margin=0,
+                   css_classes=["app-body", *(["no-controls"] if "controls" in hidden else [])],
                    stylesheets=[InlineStyleSheet(css=LAYOUT_CSS + PRESENT_LAYOUT_CSS)])
         header = [] if "header" in hidden else [
             Div(text=header_html(subtitle), stylesheets=[*css, InlineStyleSheet(

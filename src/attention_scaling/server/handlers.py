@@ -155,8 +155,11 @@ def refuse_request(handler) -> bool:
     session; Bokeh would otherwise open, or wait for, the session named). True when refused."""
     if not host_allowed(handler):
         say_host_refused(handler)
-        what = ("This server does not answer for the address this page was asked for. If "
-                "you typed it, ask your teacher for the address the class uses.")
+        what = ("This server does not answer for the address this page was asked for. "
+                "Running the server? Allow this address's host (and its port, other than "
+                "80 or 443) with --allow-websocket-origin or ATTENTION_SCALING_ALLOWED_ORIGINS; "
+                "the server's log names the exact value. A student: ask your teacher for the "
+                "address the class uses.")
     elif any(name.startswith("bokeh-") for name in handler.request.arguments):
         handler.classroom.refusals.once(
             "session-id", "", "Refused a page request naming a session or token in its "

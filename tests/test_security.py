@@ -124,16 +124,42 @@ def test_every_response_carries_the_security_headers(server):
 
 
 def test_frame_ancestors_can_be_restricted_and_bad_sources_are_refused():
+    """The policy is sent; a page of a site it does not allow that asks for the explorer in
+    an iframe (the browser then shows its own "refused to connect") is named in the log, with
+    what to set, once; an allowed site is not."""
     srv = Server("--frame-ancestors", "'self' https://lms.example.edu")
+    embeds = ["https://lms.example.edu/course", srv.url + "x", "https://other.example/week1",
+              "https://other.example/week2"]
     try:
         headers = status_of(srv.url)[1]
+        for referer in embeds:
+            code = status_of(srv.url, {"Sec-Fetch-Dest": "iframe", "Referer": referer})[0]
+            assert code == 200
     finally:
-        srv.stop()
+        out = srv.stop()
     assert headers["Content-Security-Policy"] == "frame-ancestors 'self' https://lms.example.edu"
+    assert out.count("embedded the explorer in an iframe") == 1, out
+    assert ("A page at https://other.example embedded the explorer in an iframe" in out
+            and "add https://other.example to --frame-ancestors" in out)
     for bad in ["'self'; script-src *", "https://a.edu<script>", ""]:
         r = subprocess.run([CLI, "serve", "--frame-ancestors", bad], capture_output=True,
                            text=True, timeout=60)
         assert r.returncode == 2 and "frame" in r.stderr and "Traceback" not in r.stderr, bad
+
+
+@pytest.mark.parametrize("origin,allowed", [
+    ("https://lms.example.edu", True), ("http://lms.example.edu", False),
+    ("https://lms.example.edu:8443", False), ("https://sub.lms.example.edu", False),
+    ("https://a.uni.example", True), ("https://uni.example", False),
+    ("http://127.0.0.1:5006", True), ("http://127.0.0.1:5007", False),
+    ("https://other.example", False)])
+def test_frame_ancestor_sources_match_as_a_browser_matches_them(origin, allowed):
+    """CSP's source matching for frame-ancestors ('self', a host with its default port, a
+    *. label that needs a subdomain, https only from an https source), which the log's
+    "not allowed" follows."""
+    from attention_scaling.server.http import frame_source_allows
+    sources = ["'self'", "https://lms.example.edu", "https://*.uni.example"]
+    assert frame_source_allows(sources, origin, "http://127.0.0.1:5006") == allowed
 
 
 def test_the_page_carries_none_of_the_requests_cookies_or_headers(server):
@@ -293,6 +319,9 @@ def test_a_refused_origin_is_explained_without_trusting_the_stranger(tmp_path, x
         code, headers, body = status_of(srv.url, {"Host": "rebound.example"})
         assert code == 403 and b"Not served here" in body and b"<script" not in body
         assert headers["Cache-Control"] == "no-store"
+        # the teacher looking at a refused iframe learns the setting; the host is not echoed
+        assert b"--allow-websocket-origin" in body and b"ATTENTION_SCALING_ALLOWED_ORIGINS" in body
+        assert b"rebound" not in body
         code, _headers, body = status_of(srv.url, {"Host": "<b>x</b>.example"})
         assert code in (400, 403) and b"<b>x</b>" not in body
         forwarded = status_of(srv.url, {"X-Forwarded-Host": "laptop.example:5006"})[0]

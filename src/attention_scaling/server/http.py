@@ -3,10 +3,16 @@ validation, which sessions skip."""
 
 from __future__ import annotations
 
+import logging
 import re
+from urllib.parse import urlsplit
 
 from bokeh.settings import settings
 from tornado import web
+
+log = logging.getLogger("attention_scaling.server")
+#: A host name or address as a log may repeat it.
+_HOST = re.compile(r"^[A-Za-z0-9.-]{1,100}$|^\[[0-9A-Fa-f:.]{2,45}\]$")
 
 _FRAME_SOURCE = re.compile(
     r"^('self'|'none'|\*|[a-z][a-z0-9+.-]*:|([a-z][a-z0-9+.-]*://)?(\*\.)?"
@@ -30,6 +36,48 @@ def check_frame_ancestors(text: str) -> str:
     return " ".join(sources)
 
 
+_DEFAULT_PORT = {"http": 80, "https": 443}
+#: A host source: an optional scheme, an optional "*." label, the host, an optional port.
+_HOST_SOURCE = re.compile(r"^(?:([a-z][a-z0-9+.-]*)://)?(\*\.)?([^:/]+)(?::([0-9]+|\*))?")
+
+
+def _scheme_matches(want: str, scheme: str) -> bool:
+    """CSP lets an http source match https too, not the other way round."""
+    return want == scheme or (want == "http" and scheme == "https")
+
+
+def _host_source_matches(source: str, scheme: str, host: str, port) -> bool:
+    want = _HOST_SOURCE.match(source)
+    if want is None or (want[1] and not _scheme_matches(want[1], scheme)):
+        return False
+    name = want[3].lower()
+    if not (host.endswith("." + name) if want[2] else host == name):
+        return False
+    if want[4] == "*":
+        return True
+    return (int(want[4]) if want[4] else _DEFAULT_PORT.get(want[1] or scheme)) == port
+
+
+def frame_source_allows(sources: list[str], origin: str, own: str) -> bool:
+    """Whether a page of ``origin`` (scheme://host[:port]) may embed this server's page of
+    origin ``own`` under the frame-ancestors ``sources``, as a browser matches them ('self',
+    a scheme, a host with an optional scheme, ``*.`` label and port); a path is ignored."""
+    found = urlsplit(origin)
+    scheme, host = found.scheme, found.hostname or ""
+    port = found.port or _DEFAULT_PORT.get(scheme)
+    for source in sources:
+        if source == "*" or (source == "'self'" and origin == own):
+            return True
+        if source.startswith("'"):
+            continue
+        if source.endswith(":") and "/" not in source:
+            if _scheme_matches(source[:-1], scheme):
+                return True
+        elif _host_source_matches(source, scheme, host, port):
+            return True
+    return False
+
+
 def security_headers(frame_ancestors: str = "*"):
     """A Tornado output transform that gives every response ``X-Content-Type-Options``,
     ``Referrer-Policy``, a charset on HTML and, unless ``frame_ancestors`` is ``*``,
@@ -39,14 +87,48 @@ def security_headers(frame_ancestors: str = "*"):
     iframe of an LMS, about:blank), and any page may embed the explorer by default."""
     sources = check_frame_ancestors(frame_ancestors)
     policy = None if sources == "*" else f"frame-ancestors {sources}"
+    said: set[str] = set()      # the embedding sites told about, once each (the first 64)
 
     class SecurityHeaders(web.OutputTransform):
+        def __init__(self, request):
+            super().__init__(request)
+            self._request = request
+
+        def _refused_embed(self) -> None:
+            """A page that the policy does not allow asked for this one in an iframe: the
+            browser shows its own "refused to connect" there, which looks like a server that
+            is down; say once per embedding site what to set."""
+            request = self._request
+            if request.headers.get("Sec-Fetch-Dest") != "iframe":
+                return
+            try:
+                found = urlsplit(request.headers.get("Referer", ""))
+                port = found.port
+            except ValueError:
+                return
+            host = found.hostname or ""
+            if found.scheme not in ("http", "https") or not _HOST.match(host):
+                return
+            origin = f"{found.scheme}://{host}" + (f":{port}" if port else "")
+            if origin in said or len(said) >= 64:
+                return
+            own = f"{request.protocol}://{request.host}"
+            if frame_source_allows(sources.split(), origin, own):
+                return
+            said.add(origin)
+            log.error("A page at %s embedded the explorer in an iframe, which --frame-ancestors "
+                      "(%s) does not allow: the browser shows its own \"refused to connect\" "
+                      "there. To allow it, add %s to --frame-ancestors or "
+                      "ATTENTION_SCALING_FRAME_ANCESTORS.", origin, sources, origin)
+
         def transform_first_chunk(self, status_code, headers, chunk, finishing):
             headers["X-Content-Type-Options"] = "nosniff"
             headers["Referrer-Policy"] = "same-origin"
+            kind = headers.get("Content-Type", "")
             if policy:
                 headers["Content-Security-Policy"] = policy
-            kind = headers.get("Content-Type", "")
+                if status_code == 200 and kind.startswith("text/html"):
+                    self._refused_embed()
             if kind.startswith("text/html") and "charset" not in kind:
                 headers["Content-Type"] = "text/html; charset=UTF-8"
             if "Server" in headers:

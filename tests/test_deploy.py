@@ -948,6 +948,12 @@ def test_systemd_unit_runs_serve_from_the_environment_on_the_upstream_ports(tmp_
     assert env["ATTENTION_SCALING_PORT"] == "%i" and env["ATTENTION_SCALING_ADDRESS"] == "127.0.0.1"
     (exec_start,) = [line for line in text.splitlines() if line.startswith("ExecStart=")]
     assert exec_start.endswith("/attention-scaling serve")
+    # one signing key for every backend, from a file the unit's comment (and deploy.md) makes
+    (key_file,) = [line.split("=", 1)[1] for line in text.splitlines()
+                   if line.startswith("EnvironmentFile=")]
+    made = f'print("ATTENTION_SCALING_SECRET_KEY=" + secrets.token_urlsafe(32))'
+    assert f"> {key_file}" in text and made in text
+    assert f"> {key_file}" in (ROOT / "docs" / "deploy.md").read_text() and made in text
     # the instances the unit's comment enables are the upstream's ports
     enabled = re.findall(r"attention-scaling@(\d+)", text)
     upstream = re.findall(r"server 127\.0\.0\.1:(\d+)", HTTP_TEMPLATE.read_text())

@@ -193,6 +193,38 @@ def test_embedded_in_a_360px_iframe_nothing_scrolls_sideways(browser, server):
         ctx.close()
 
 
+def test_the_readme_s_iframe_works_in_a_course_page_of_another_site(browser, server):
+    """The README's iframe snippet, its host made the test server's, in a course page of
+    another site (localhost, where the explorer is 127.0.0.1): the explorer opens at the
+    snippet's d_k with no header and no text, goes live, and a key on its slider moves its
+    charts."""
+    import re as regex
+    snippet = regex.search(r'<iframe src="https://explorer\.example\.edu/[^"]*"[^>]*></iframe>',
+                           (ROOT / "README.md").read_text(encoding="utf-8"))[0]
+    d_k = int(regex.search(r"d_k=(\d+)", snippet)[1])
+    ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
+    ctx.add_init_script(INIT)                   # the test's helpers, in the iframe too
+    try:
+        page = ctx.new_page()
+        page.goto(server.url.replace("127.0.0.1", "localhost") + "liveness")   # another site
+        page.set_content(snippet.replace("https://explorer.example.edu/", server.url))
+        page.frame_locator("iframe").locator(".noUi-handle").first.wait_for(timeout=UI_WAIT_MS)
+        inner = page.frames[1]
+        inner.wait_for_function(LIVE, timeout=UI_WAIT_MS)
+        assert inner.evaluate("() => document.getElementById('header') === null")
+        assert "Dividing by" not in inner.inner_text("body")
+        weights = "() => window.__col('scaled-weights-source', 'weight')"
+        assert inner.evaluate(weights) == pytest.approx(
+            core.compute_state(d_k, 1.0, 2288).scaled.probs.tolist(), rel=1e-12)
+        before = inner.evaluate(weights)
+        page.frame_locator("iframe").locator(".noUi-handle").first.focus()
+        page.keyboard.press("ArrowRight")
+        inner.wait_for_function(f"(b) => JSON.stringify(({weights})()) !== JSON.stringify(b)",
+                                arg=before, timeout=UI_WAIT_MS)
+    finally:
+        ctx.close()
+
+
 #: No tab of the page is still to be built: every argument tab is built, or none is and the
 #: one draw is open (a page opened there builds them only when a step is asked for).
 NO_TAB_TO_BUILD = """() => { const tabs = Bokeh.documents[0].get_model_by_name('sections');

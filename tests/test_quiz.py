@@ -66,6 +66,19 @@ def test_the_spread_of_q_dot_k_is_about_root_d_k(d_k):
     assert shown == pytest.approx(math.sqrt(t), rel=0.03)
 
 
+def test_the_variance_choices_come_in_an_order_set_by_the_state():
+    """The right choice (√t) is not always in one place, and a state always asks in the same
+    order; the three sizes are always offered."""
+    places = set()
+    for d_k in core.D_K_VALUES:
+        q = quiz.variance_question(d_k)
+        t = quiz.width_move(d_k)
+        assert sorted(q.choices) == sorted(["about 1", f"about √{t}", f"about {t}"])
+        assert q == quiz.variance_question(d_k)
+        places.add(q.value)
+    assert places == {0, 1, 2}
+
+
 @pytest.mark.parametrize("d_k,temperature", [(64, 1.0), (512, 0.125), (1, 2.5), (4096, 10.0)])
 def test_the_argument_answers_are_cores_curves_at_the_moved_temperature(d_k, temperature):
     t = quiz.temperature_move(temperature)

@@ -7,6 +7,7 @@ true value comes from core, and one sentence says why."""
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 
 from .. import core
@@ -89,13 +90,23 @@ def draw_question(d_k: int, temperature: float, seed: int, n_keys: int = core.N_
 VARIANCE_CHOICES = ("about 1", "about √{t}", "about {t}")
 
 
+def shuffled(n: int, seed: int) -> list[int]:
+    """An order of ``n`` choices, the same for the same ``seed`` (the state the question is
+    asked at): where the right choice sits tells nothing."""
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    return order
+
+
 def variance_question(d_k: int) -> Question:
-    """1 Variance: the spread of q·k at the width :func:`width_move`, as one of three sizes."""
+    """1 Variance: the spread of q·k at the width :func:`width_move`, as one of three sizes,
+    in an order set by that width (:func:`shuffled`)."""
     t = width_move(d_k)
     std = core.logit_distribution(t)["std_none"]
-    sizes = (1.0, math.sqrt(t), float(t))
+    order = shuffled(3, t)
+    sizes = tuple((1.0, math.sqrt(t), float(t))[i] for i in order)
     right = min(range(3), key=lambda i: abs(math.log(std / sizes[i])))
-    choices = tuple(c.format(t=t) for c in VARIANCE_CHOICES)
+    choices = tuple(VARIANCE_CHOICES[i].format(t=t) for i in order)
     return Question(
         ask=(f"At {_DK} = {t}, how large will q·k be, raw: what standard deviation will it have "
              "over many draws?"),

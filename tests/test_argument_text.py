@@ -205,7 +205,7 @@ def test_no_text_preset_or_doc_overclaims_about_mu_p():
              *sorted((root / "docs").glob("*.md")), root / "README.md"]
     for f in files:
         assert not OVERCLAIM.search(" ".join(f.read_text(encoding="utf-8").split())), f
-    assert not any(OVERCLAIM.search(label) for label, _ in PRESETS)
+    assert not any(OVERCLAIM.search(p.label) for p in PRESETS)
     for rho in (0.5, 1.0):
         text = _rendered(saturation_html, 64, 1.0, 8, rho)[2]
         assert not OVERCLAIM.search(text) and "μP (Tensor Programs V) divides by dk" in text
@@ -216,7 +216,7 @@ def test_the_trained_keys_preset_says_what_its_curves_show():
     the ÷√d_k median max weight climbs from 64 to 4096, the ÷d_k one does not."""
     from attention_scaling.state import PRESETS
 
-    label, values = next((k, v) for k, v in PRESETS if k.startswith("Trained keys"))
+    label, values = next(p[:2] for p in PRESETS if p.label.startswith("Trained keys"))
     assert label == "Trained keys (ρ = 0.5): ÷√dₖ sharpens as heads widen"
     c = core.saturation_curves(1.0, 8, values["align"])
     j = core.D_K_VALUES.index(64)

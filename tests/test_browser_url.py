@@ -3,6 +3,7 @@
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from playwright.sync_api import expect
 
 from attention_scaling import core
 from conftest import UI_WAIT_MS, column, open_at, wait_column
@@ -127,6 +128,23 @@ def test_a_preset_changes_the_controls_in_place_and_keeps_the_embed(page, server
     assert page.locator(".bk-tab.bk-active").inner_text() == "2 Saturation"
     assert query(page)["embed"] == "1" and query(page)["theme"] == "dark"
     assert page.evaluate("() => window.__marker") == "still here"
+    assert page.console_errors == []
+
+
+def test_a_preset_that_names_a_worked_example_shows_it(page, server):
+    """"softmax([1, 5, 10])" and "112 / √64 = 14" open their tab and its "More detail", where
+    the example is worked out, in view; a preset that only sets controls opens nothing."""
+    open_at(page, server, "")
+    for label, tab, shown in (("softmax([1, 5, 10])", "saturation", "softmax([1, 5, 10]) = ["),
+                              ("112 / √64 = 14", "variance", "112")):
+        page.get_by_role("link", name=label).click()
+        page.wait_for_function(f"() => window.location.search.includes('tab={tab}')",
+                               timeout=UI_WAIT_MS)
+        toggle = page.get_by_role("button", name="More detail").locator("visible=true")
+        expect(toggle).to_have_attribute("aria-expanded", "true", timeout=UI_WAIT_MS)
+        example = page.locator(f"[name='{tab}-more'], .more").get_by_text(shown).first
+        expect(example).to_be_visible(timeout=UI_WAIT_MS)
+    assert page.get_by_role("link", name="Temperature 2").get_attribute("data-open") is None
     assert page.console_errors == []
 
 

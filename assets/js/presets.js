@@ -4,7 +4,9 @@
 // has them, so that a link opened elsewhere (a new tab, a copied address) shows this view;
 // it is brought up to date whenever a pointer, the keyboard or a context menu reaches it. A
 // plain click sets the controls `rows` (AS.apply) and the address instead of loading the
-// page again. Run when the page is shown; its listeners are the document's, installed once
+// page again, and, for a preset whose link names one (data-open), opens its tab's "More
+// detail" once the tab is built (the server builds a tab when it is first shown), where
+// what the preset names is. Run when the page is shown; its listeners are the document's, installed once
 // (a ready-made first view runs it first: the live page's rows replace the first view's).
 /* global AS, presets, rows */
 const linkOf = (event) => event.composedPath().find(
@@ -17,6 +19,15 @@ const address = (link) => {
     else params.delete(key);
   }
   return '?' + params.toString();
+};
+// The Toggle named `name` switched on, once a document holds it (for 20 s at most).
+const open = (name, tries = 200) => {
+  const found = AS.documents().map((d) => d.get_model_by_name(name)).find((m) => m != null);
+  if (found != null) {
+    if (!found.active) found.active = true;
+  } else if (tries > 0) {
+    setTimeout(() => open(name, tries - 1), 100);
+  }
 };
 const refresh = (link) => {
   const href = address(link);
@@ -41,6 +52,7 @@ if (AS.noted(document, 'presets') == null) {
     event.preventDefault();
     AS.apply(href, AS.noted(document, 'preset-rows'));
     AS.writeAddress(href);
+    if (link.dataset.open) open(link.dataset.open);
   }, true);
 }
 const root = AS.root(presets);

@@ -9,7 +9,7 @@ import math
 import random
 import urllib.parse
 from dataclasses import dataclass, fields, make_dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import param
 
@@ -341,18 +341,26 @@ def presenting(args) -> bool:
     return bool(_Query(args).flag("present"))
 
 
-#: Presets, each a link to a view: (label, the controls it sets; the others at their defaults).
+class Preset(NamedTuple):
+    """A link to a view: its label, the controls it sets (the others at their defaults) and
+    whether a click also opens its tab's "More detail", where what the label names is."""
+
+    label: str
+    overrides: dict
+    detail: bool = False
+
+
 PRESETS = (
-    ("Reference draw: 27% scaled, 80% unscaled", {}),
-    ("softmax([1, 5, 10])", {"tab": "saturation"}),
-    ("112 / √64 = 14", {"tab": "variance"}),
-    ("Temperature 0.5", {"temperature": 0.5}),
-    ("Temperature 2", {"temperature": 2.0}),
-    (f"Unscaled at {core.DK} = 64, T = 1", {"rule": "none"}),
-    (f"÷√{core.DK} at T = 1/√64 = 0.125: the same bars", {"temperature": 0.125}),
-    ("One head of 512 vs eight of 64", {"tab": "budget"}),
-    (f"Trained keys (ρ = 0.5): ÷√{core.DK} sharpens as heads widen",
-     {"tab": "saturation", "align": 0.5}),
+    Preset("Reference draw: 27% scaled, 80% unscaled", {}),
+    Preset("softmax([1, 5, 10])", {"tab": "saturation"}, detail=True),
+    Preset("112 / √64 = 14", {"tab": "variance"}, detail=True),
+    Preset("Temperature 0.5", {"temperature": 0.5}),
+    Preset("Temperature 2", {"temperature": 2.0}),
+    Preset(f"Unscaled at {core.DK} = 64, T = 1", {"rule": "none"}),
+    Preset(f"÷√{core.DK} at T = 1/√64 = 0.125: the same bars", {"temperature": 0.125}),
+    Preset("One head of 512 vs eight of 64", {"tab": "budget"}),
+    Preset(f"Trained keys (ρ = 0.5): ÷√{core.DK} sharpens as heads widen",
+           {"tab": "saturation", "align": 0.5}),
 )
 
 
@@ -362,9 +370,11 @@ def preset_query(overrides: dict) -> dict[str, str]:
     return to_query(ExplorerState(**overrides))
 
 
-def preset_links() -> list[tuple[str, str, tuple[str, ...]]]:
+def preset_links() -> list[tuple[str, str, tuple[str, ...], str]]:
     """Each preset as (label, its query string, the address keys it keeps from the page's:
-    :data:`VIEW_KEYS`, and the tab unless the preset sets one)."""
-    return [(label, urllib.parse.urlencode(preset_query(overrides)),
-             VIEW_KEYS + (() if "tab" in overrides else ("tab",)))
-            for label, overrides in PRESETS]
+    :data:`VIEW_KEYS`, and the tab unless the preset sets one, the name of the "More detail"
+    toggle a click opens or "")."""
+    return [(p.label, urllib.parse.urlencode(preset_query(p.overrides)),
+             VIEW_KEYS + (() if "tab" in p.overrides else ("tab",)),
+             f"{p.overrides['tab']}-more-toggle" if p.detail else "")
+            for p in PRESETS]

@@ -720,12 +720,13 @@ def divisor_html(rule: core.Rule) -> str:
 
 def presets_html(presets) -> str:
     """The presets as links: ``presets`` is (label, query string, the address keys a click
-    keeps) triples (state.preset_links); assets/js/presets.js reads their data-preset and
-    data-keep."""
+    keeps, the disclosure a click opens or "") rows (state.preset_links);
+    assets/js/presets.js reads their data-preset, data-keep and data-open."""
     links = "".join(
         f"<li><a href='?{html.escape(query, quote=True)}' data-preset='"
-        f"{html.escape(query, quote=True)}' data-keep='{' '.join(keep)}'>"
-        f"{html.escape(label)}</a></li>" for label, query, keep in presets)
+        f"{html.escape(query, quote=True)}' data-keep='{' '.join(keep)}'"
+        + (f" data-open='{html.escape(opens, quote=True)}'" if opens else "")
+        + f">{html.escape(label)}</a></li>" for label, query, keep, opens in presets)
     return f"<div class='presets'><h2>Presets</h2><ul>{links}</ul></div>"
 
 

@@ -94,15 +94,34 @@ def percent_shows(printed: str, weight: float, log10_rest: float) -> bool:
     return abs(shown - 100 * weight) <= half + 1e-9
 
 
+def range_shows(printed: str, low: float, high: float, median: float) -> bool:
+    """The median weight printed as one percentage both ends of its interval print as, or as
+    the two ends ("96%–97%", "99.9% to >99.9%"), the median between them."""
+    rest = (lambda w: math.log10(1 - w) if w < 1 else -math.inf)
+    ends = re.split(r"–| to ", printed)
+    if len(ends) == 1:
+        ends = ends * 2
+    elif ends[0] == ends[1]:
+        return False
+    return (low <= median <= high and percent_shows(ends[0], low, rest(low))
+            and percent_shows(ends[1], high, rest(high)))
+
+
+def _ordinal(n: int, suffix: str) -> bool:
+    return suffix == ("th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th"))
+
+
 def ordinal_ok(phrase: str, pct: float) -> bool:
+    """An honest place among the draws: the whole percentile ``pct`` rounds to, or two
+    neighbouring ones around it (where the share's sampling error spans both)."""
     if phrase == "below the 1st percentile":
         return pct < 0.5
     if phrase == "above the 99th percentile":
-        return pct > 99.5
-    m = re.fullmatch(r"(\d+)(st|nd|rd|th) percentile", phrase)
-    n = int(m.group(1))
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return m.group(2) == suffix and abs(n - pct) <= 0.5 + 1e-9
+        return pct >= 99.5
+    m = re.fullmatch(r"(\d+)(st|nd|rd|th)(?:–(\d+)(st|nd|rd|th))? percentile", phrase)
+    lo, hi = int(m[1]), int(m[3] or m[1])
+    return (_ordinal(lo, m[2]) and (m[3] is None or (_ordinal(hi, m[4]) and 0 < hi - lo <= 2))
+            and lo - 0.5 - 1e-9 <= pct <= hi + 0.5 + 1e-9)
 
 
 @cache
@@ -329,13 +348,13 @@ CLAIMS: list[tuple[str, callable]] = [
      and number_shows(m["mean"], c.rho * c.d) and number_shows(m["means"], c.rho * math.sqrt(c.d))),
     (r"Over (?P<n>[\d,]+) random draws at dk = (?P<d>\d+), T = (?P<t>\S+)(?:, with k1 aligned at "
      r"ρ = (?P<rho>\S+),)? the median max weight "
-     r"is (?P<ms>\S+) scaled and (?P<mu>\S+) unscaled: a typical draw puts (?P<mu2>\S+) of the "
+     r"is (?P<ms>.+?) scaled and (?P<mu>.+?) unscaled: a typical draw puts (?P<mu2>.+?) of the "
      r"weight on one key unscaled\.",
      lambda m, c: int(m["n"].replace(",", "")) == core.MC_DRAWS == c.typ.draws
      and (number_shows(m["rho"], c.rho) if m["rho"] else c.rho == 0)
      and int(m["d"]) == c.d and number_shows(m["t"], c.t) and m["mu"] == m["mu2"]
-     and percent_shows(m["ms"], c.typ.median[True], _median_log_rest(c, True))
-     and percent_shows(m["mu"], c.typ.median[False], _median_log_rest(c, False))),
+     and range_shows(m["ms"], *c.typ.median_range[True], c.typ.median[True])
+     and range_shows(m["mu"], *c.typ.median_range[False], c.typ.median[False])),
     (r"This draw puts (?P<s>\S+) scaled \((?P<sp>[^)]+)\) and (?P<u>\S+) unscaled "
      r"\((?P<up>[^)]+)\)\.",
      lambda m, c: percent_shows(m["s"], *c.weight(True)) and percent_shows(m["u"], *c.weight(False))
@@ -544,8 +563,11 @@ def test_the_issue_s_states_read_true(key):
     c = Context(*key)
     text = " ".join(texts(c))
     if key == (FIG3_SEED, 64, 1.0, True):
-        assert "a typical draw puts 97% of the weight on one key unscaled" in text
-        assert "This draw puts 27% scaled (24th percentile) and 80% unscaled (25th percentile)" in text
+        # 20,000 draws place the median between 96% and 97% (10^6 draws: 96.4%) and this
+        # draw's unscaled weight between the 25th and 26th percentiles (10^6 draws: 25.6)
+        assert "a typical draw puts 96%–97% of the weight on one key unscaled" in text
+        assert ("This draw puts 27% scaled (23rd–24th percentile) and 80% unscaled (25th–26th "
+                "percentile)") in text
         assert "picked because" not in text and "seed 2288" not in text
         assert "0.373 scaled and 1.98 unscaled: more reaches the query unscaled, in this draw" in text
         assert ("unscaled gradients: larger on median, but 26% of draws barely learn; "
@@ -642,12 +664,13 @@ def test_the_issue_s_underflow_states_print_true_exponents_and_ranks():
     _check_state("issue (a)", c, {})
     text = " ".join(texts(c))
     assert "100%" not in text and "= 0," not in text and " 0 unscaled" not in text
-    assert "This draw puts >99.9% scaled (88th percentile) and >99.9% unscaled (88th percentile)." in text
+    assert ("This draw puts >99.9% scaled (88th–89th percentile) and >99.9% unscaled "
+            "(88th–89th percentile).") in text
     assert "largest p(1 − p) = 4.09 × 10^-621" in text
     assert "more reaches the query scaled, in this draw." in text
     c = Context(31337, 2048, 1.0, "none", 8, 1.0)
     _check_state("issue (b)", c, {})
-    assert ">99.9% unscaled (12th percentile)" in " ".join(texts(c))
+    assert ">99.9% unscaled (12th–13th percentile)" in " ".join(texts(c))
 
 
 #: How a "Try this" step names each control it asks for (as it is written in lead.TRY).
@@ -679,3 +702,21 @@ def test_a_draw_beyond_two_in_three_says_so_where_its_weights_round_to_one():
     assert state.result.unscaled.max_weight == typ.median[False] == 1.0
     assert pct > 200 / 3 or pct < 100 / 3, pct
     assert f["mild"] == (EXTREME if pct > 200 / 3 else MILD)
+
+
+def test_a_median_and_a_place_among_the_draws_carry_only_the_digits_their_sample_supports():
+    """A percentage both ends of its 95% interval print alike is printed once, else both
+    ends; a percentile whose sampling error (two standard errors of a share of 20,000 draws,
+    and the quantiles' 0.1% steps) spans whole percentiles names them."""
+    from attention_scaling.prose.formatting import percent_range
+    from attention_scaling.prose.text import percentile_phrase
+    assert percent_range(0.3341, 0.3349) == "33%"
+    assert percent_range(0.9631, 0.9674) == "96%–97%"
+    assert percent_range(0.998, 0.9996) == "99.8% to >99.9%"
+    assert percentile_phrase(25.4, 20_000) == "25th–26th percentile"
+    assert percentile_phrase(25.4) == "25th percentile"
+    assert percentile_phrase(50.0, 10**9) == "50th percentile"
+    assert percentile_phrase(0.3, 20_000) == "below the 1st percentile"
+    assert percentile_phrase(99.7, 20_000) == "above the 99th percentile"
+    assert percentile_phrase(1.45, 20_000) == "1st–2nd percentile"
+    assert percentile_phrase(1.2, 20_000) == "1st percentile"

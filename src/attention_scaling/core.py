@@ -709,6 +709,9 @@ class Typical:
     draws: int
     log_rest: dict              # scaled (bool) -> quantiles of log(1 - max weight), increasing
     median: dict                # scaled (bool) -> median max weight
+    #: scaled (bool) -> (low, high): the median max weight's 95% interval, from the order
+    #: statistics the binomial puts 1.96 standard deviations either side of the middle
+    median_range: dict
 
     def percentile(self, scaled: bool, log10_rest: float) -> float:
         """Share of the draws (in %) whose max weight is below that of a draw whose other
@@ -757,15 +760,18 @@ def _log_rest(d_k: int, scale: float, n_keys: int, align: float) -> np.ndarray:
 @memo(maxsize=4096)         # per (d_k, T, keys, alignment), ~9 KB each
 def _typical(d_k: int, temperature: float, n_keys: int, align: float = 0.0) -> Typical:
     picks = np.round(np.linspace(0, MC_DRAWS - 1, _LEVELS + 1)).astype(int)
-    log_rest, median = {}, {}
+    log_rest, median, median_range = {}, {}, {}
+    mid, k = MC_DRAWS // 2, math.ceil(1.96 * math.sqrt(MC_DRAWS) / 2)
     for scaled in (True, False):
         values = _log_rest(d_k, 1 / ((math.sqrt(d_k) if scaled else 1.0) * temperature),
                            n_keys, align)
         log_rest[scaled] = values[picks]
         log_rest[scaled].setflags(write=False)
-        mid = MC_DRAWS // 2
         median[scaled] = 1 - (math.exp(float(values[mid - 1])) + math.exp(float(values[mid]))) / 2
-    return Typical(d_k, temperature, MC_DRAWS, log_rest, median)
+        # log(1 - w) increases as the weight w falls
+        median_range[scaled] = (1 - math.exp(float(values[mid + k])),
+                                1 - math.exp(float(values[mid - 1 - k])))
+    return Typical(d_k, temperature, MC_DRAWS, log_rest, median, median_range)
 
 
 def typical(d_k: int, temperature: float = 1.0, n_keys: int = N_KEYS,

@@ -30,6 +30,15 @@ def percent(x: float, below_one: bool = False) -> str:
     return ">99.9%" if v >= 99.95 else f"{v:.1f}%"
 
 
+def percent_range(low: float, high: float) -> str:
+    """A weight known to lie between ``low`` and ``high`` (below 1), to the digits both ends
+    share: "97%" where both print so, else both ends ("96%–97%"; "99.9% to >99.9%")."""
+    a, b = percent(low, below_one=True), percent(high, below_one=True)
+    if a == b:
+        return a
+    return f"{a} to {b}" if a[0] in "<>" or b[0] in "<>" else f"{a}–{b}"
+
+
 def fmt(x: float, digits: int = 3) -> str:
     """A number for on-screen text: ``digits`` significant digits, no exponent clutter."""
     if x == 0:

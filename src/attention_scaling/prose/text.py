@@ -12,7 +12,8 @@ from functools import lru_cache
 import numpy as np
 
 from .. import core
-from .formatting import distinct, fmt, median_weight, percent, share_of_draws, tiny
+from .formatting import (distinct, fmt, median_weight, percent, percent_range, share_of_draws,
+                         tiny)
 
 TITLE = f"Why attention divides by √{core.DK}"
 
@@ -214,9 +215,10 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         "grad_cmp": grad,
         "grad_spread": spread_clause(r.d_k, core.gradient_spread(r.d_k, t, n_keys, align)),
         "mc_n": f"{typ.draws:,}",
-        "mc_s": percent(typ.median[True], below_one=True),
-        "mc_u": percent(typ.median[False], below_one=True),
-        "s_pct": percentile_phrase(s_pct), "u_pct": percentile_phrase(u_pct),
+        "mc_s": percent_range(*typ.median_range[True]),
+        "mc_u": percent_range(*typ.median_range[False]),
+        "s_pct": percentile_phrase(s_pct, typ.draws),
+        "u_pct": percentile_phrase(u_pct, typ.draws),
         # by the draw's place among the Monte Carlo's (exact where both weights round to 1)
         "mild": MILD if u_pct < 100 / 3 else EXTREME if u_pct > 200 / 3 else "",
         **align_texts(r, NUMBER_WORDS.get(n_keys, str(n_keys))),
@@ -277,15 +279,21 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def percentile_phrase(pct: float) -> str:
-    """Where a draw falls among the Monte Carlo's draws: "24th percentile", never a 0th or
-    a 100th."""
-    n = round(pct)
-    if n < 1:
+def percentile_phrase(pct: float, draws: int | None = None) -> str:
+    """Where a draw falls among the Monte Carlo's ``draws`` draws: "24th percentile", or,
+    where two standard errors of the share (and the quantiles' 0.1% steps) span two whole
+    percentiles, both ("25th–26th percentile"); never a 0th or a 100th."""
+    def whole(x: float) -> int:
+        return math.floor(x + 0.5)
+
+    if whole(pct) < 1:
         return "below the 1st percentile"
-    if n > 99:
+    if whole(pct) > 99:
         return "above the 99th percentile"
-    return f"{ordinal(n)} percentile"
+    spread = 0.0 if draws is None else (
+        200 * math.sqrt(pct * (100 - pct) / 1e4 / draws) + 0.1)
+    lo, hi = max(whole(pct - spread), 1), min(whole(pct + spread), 99)
+    return f"{ordinal(lo)} percentile" if lo == hi else f"{ordinal(lo)}–{ordinal(hi)} percentile"
 
 
 _DK = "<i>d</i><sub><i>k</i></sub>"

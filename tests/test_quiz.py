@@ -43,13 +43,33 @@ def test_the_reference_draw_is_the_answer_at_d_k_8():
 @pytest.mark.parametrize("d_k,temperature,seed", [(1, 1.0, SEED), (64, 1.0, SEED),
                                                   (512, 2.5, 7), (4096, 0.5, 11), (96, 1.0, 3)])
 def test_the_draw_answer_is_the_softmax_of_the_draws_own_dot_products(d_k, temperature, seed):
+    """The draw's largest weight at the other width, from its own dot products; where the draw
+    moves against the median (at the defaults: 80% to 74% while the median rises towards
+    100%), the question asks for the median instead, checked on 200,000 draws of another
+    generator (q·k_j = |q| g_j, |q|² a χ² with d_k degrees)."""
     q = quiz.draw_question(d_k, temperature, seed)
     t = quiz.width_move(d_k)
-    query, keys = core.sample_qk(seed, t, core.N_KEYS)
-    z = np.asarray(keys, float) @ np.asarray(query, float) / temperature
-    p = np.exp(z - z.max())
-    assert q.value == pytest.approx(float((p / p.sum()).max()), abs=1e-12)
     assert f"d<sub>k</sub> = {t}" in q.ask
+
+    def largest(width):
+        query, keys = core.sample_qk(seed, width, core.N_KEYS)
+        z = np.asarray(keys, float) @ np.asarray(query, float) / temperature
+        p = np.exp(z - z.max())
+        return float((p / p.sum()).max())
+
+    rng = np.random.default_rng(11)
+
+    def median(width):
+        z = (np.sqrt(rng.chisquare(width, 200_000))[:, None]
+             * rng.standard_normal((200_000, core.N_KEYS)) / temperature)
+        return float(np.median(1 / np.exp(z - z.max(axis=1, keepdims=True)).sum(axis=1)))
+
+    if plain(q.ask).startswith("Over many draws"):
+        assert (largest(t) - largest(d_k)) * (median(t) - median(d_k)) < 0
+        assert q.value == pytest.approx(median(t), abs=0.005)
+    else:
+        assert q.value == pytest.approx(largest(t), abs=1e-12)
+    assert (d_k, seed) != (64, SEED) or plain(q.ask).startswith("Over many draws")
 
 
 @pytest.mark.parametrize("d_k", [1, 8, 64, 768, 4096])

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 
 from .. import core
-from .formatting import fmt, median_weight, percent
+from .formatting import fmt, median_weight, percent, percent_range
 from .text import final_losses, rule_names, weight_label
 
 _DK = "d<sub>k</sub>"
@@ -64,26 +64,36 @@ def _size(d_k: int, temperature: float, align: float = 0.0) -> str:
 
 def draw_question(d_k: int, temperature: float, seed: int, n_keys: int = core.N_KEYS,
                   align: float = 0.0) -> Question:
-    """The one draw: this draw's largest unscaled weight at the width :func:`width_move`."""
+    """The one draw: this draw's largest unscaled weight at the width :func:`width_move`; or,
+    where this draw moves against the distribution (its largest weight falls while the
+    median's rises, or the other way), the median's, which is what the lesson predicts."""
     t = width_move(d_k)
     at = "" if temperature == 1 else f", {_t(temperature)}"
     after = core.compute_state(t, temperature, seed, n_keys, align).unscaled
     now = core.compute_state(d_k, temperature, seed, n_keys, align).unscaled
-    med_d = core.typical(d_k, temperature, n_keys, align).median[False]
-    med_t = core.typical(t, temperature, n_keys, align).median[False]
-    m_d, m_t = median_weight(med_d), median_weight(med_t)
+    typical = [core.typical(w, temperature, n_keys, align) for w in (d_k, t)]
+    med_d, med_t = (typ.median[False] for typ in typical)
+    # the medians to the digits the Monte Carlo's draws support
+    m_d, m_t = (percent_range(*typ.median_range[False]) for typ in typical)
+    sizes = (f"Unscaled logits have typical size √{_DK}{'' if temperature == 1 else '/T'} ("
+             f"{_size(d_k, temperature, align)}; {_size(t, temperature, align)})")
+    head = f"{'wider' if t > d_k else 'narrower'} head, {_DK} = {t} instead of {d_k}{at}"
+    if m_d != m_t and (after.max_weight - now.max_weight) * (med_t - med_d) < 0:
+        return Question(
+            ask=(f"Over many draws with a {head}: how much weight will the largest key get, "
+                 "unscaled, in a typical draw (the median)?"),
+            answer=(f"<b>{m_t}</b> over {core.MC_DRAWS:,} draws at {_DK} = {t}, against "
+                    f"{m_d} at {d_k}. {sizes}. This draw goes the other way, from "
+                    f"{weight_label(now)} to {weight_label(after)}: one draw is not the "
+                    "distribution."),
+            value=med_t)
     medians = (f"is {m_d} at both widths" if m_d == m_t
                else f"goes from {m_d} at {_DK} = {d_k} to {m_t} at {t}")
-    if m_d != m_t and (after.max_weight - now.max_weight) * (med_t - med_d) < 0:
-        medians += ". This draw moves the other way: one draw is not the distribution"
-    over = "" if temperature == 1 else "/T"
     return Question(
-        ask=(f"This draw with a {'wider' if t > d_k else 'narrower'} head, {_DK} = {t} "
-             f"instead of {d_k}{at}: how much weight will the largest key get, unscaled?"),
+        ask=(f"This draw with a {head}: how much weight will the largest key get, unscaled?"),
         answer=(f"<b>{weight_label(after)}</b> at {_DK} = {t}, against {weight_label(now)} "
-                f"at {d_k}. Unscaled logits have typical size √{_DK}{over} ("
-                f"{_size(d_k, temperature, align)}; {_size(t, temperature, align)}); over "
-                f"{core.MC_DRAWS:,} draws the median largest weight {medians}."),
+                f"at {d_k}. {sizes}; over {core.MC_DRAWS:,} draws the median largest weight "
+                f"{medians}."),
         value=after.max_weight)
 
 

@@ -51,7 +51,7 @@ class _Attrs(HTMLParser):
 def test_export_writes_one_small_self_contained_file(exported):
     out, stdout = exported
     size = out.stat().st_size
-    assert 0 < size <= export.MAX_BYTES == 8_000_000
+    assert 0 < size <= export.MAX_BYTES == 6_000_000
     n_states = len(core.D_K_VALUES) * len(core.TEMPERATURES) * export.DEFAULT_SEEDS
     assert f"{n_states} states" in stdout and "MB" in stdout and " s" in stdout
     assert f"each under the {len(core.RULES)} scaling rules" in stdout

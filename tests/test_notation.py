@@ -10,6 +10,7 @@ import re
 from urllib.parse import urlsplit
 
 import pytest
+from playwright.sync_api import expect
 from conftest import UI_WAIT_MS, open_at
 
 pytestmark = pytest.mark.browser
@@ -127,7 +128,10 @@ def test_served_page_shows_subscripts_and_mathjax_formulas(page, server):
     assert any("bokeh-mathjax" in u for u in page.requests)   # from this server's own files
 
 
-def test_offline_copy_shows_subscripts_and_mathjax_formulas(browser, offline_export):
+def test_offline_copy_shows_subscripts_and_html_formulas_without_mathjax(browser,
+                                                                        offline_export):
+    """The offline copy's formulas are HTML (italic symbols, real subscripts: no MathJax
+    bundle in the file), the same five, each reading as the served page's words."""
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
     requests = []
     context.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://")
@@ -139,7 +143,14 @@ def test_offline_copy_shows_subscripts_and_mathjax_formulas(browser, offline_exp
         pg.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
                              "Bokeh.documents[0].get_model_by_name('scaled-weights')",
                              timeout=UI_WAIT_MS)
-        _assert_formulas_by_mathjax(pg)
+        pg.get_by_role("button", name="More detail").first.click()
+        formulas = pg.locator(".formulas .formula")
+        expect(formulas.first).to_be_visible(timeout=UI_WAIT_MS)
+        shown = formulas.all_inner_texts()         # d<sub>k</sub> reads as "dk"
+        assert len(shown) == 5 and shown[0] == "Var(q·k) = dk", shown
+        assert shown[4].endswith("s = √dk, 1 or dk"), shown
+        assert pg.locator(".formulas sub").count() >= 8
+        assert "bokeh-mathjax" not in offline_export.path.read_text(encoding="utf-8")
         _assert_real_notation(_drawn_texts(pg), presets=False)      # it has no presets
         assert not _only_from(requests, "file://")
     finally:

@@ -54,14 +54,13 @@ from .style import KEY_LABELS, LABEL_ALPHA, programs, script
 from .state import CONTROLS, FIG3_D_K, FIG3_SEED, TABS, ExplorerState, Setting
 from .prose.text import TITLE, fields_of, guide_html
 
-#: Largest file the export may write: every state of 4 seeds (~5.4 MB, every step's question
-#: at every setting included, ~0.1 MB of it), the formulas' MathJax (BokehJS's bokeh-mathjax
-#: bundle, 1.8 MB) and present mode fit in it with ~0.4 MB to spare.
-MAX_BYTES = 8_000_000
+#: Largest file the export may write: every state of 4 seeds, every step's question at every
+#: setting and present mode fit in it (5.35 MB, docs/benchmarks.md); its formulas are HTML, so
+#: it carries no MathJax (BokehJS's bokeh-mathjax bundle, 1.8 MB).
+MAX_BYTES = 6_000_000
 DEFAULT_SEEDS = 4
-#: Each seed adds ~0.5 MB of exact data and texts, gzipped, on top of ~4.5 MB: BokehJS (~1.7
-#: MB) and its MathJax (1.8 MB), the argument's charts and the training runs (~0.5 MB of
-#: them).
+#: Each seed adds ~0.5 MB of exact data and texts, gzipped, on top of ~3.3 MB: BokehJS
+#: (~1.7 MB), the argument's charts and the training runs (~0.5 MB of them).
 MAX_SEEDS = 4
 N = core.N_KEYS
 _RECORD_FLOATS = 3 * N                     # weights, ||dp_i/dq||, Jacobian diagonal
@@ -686,6 +685,7 @@ def build_view(payload: dict, seeds: list[int]) -> View:
     view = View(
         values={c.name: getattr(explorer, c.name) for c in CONTROLS},
         subtitle="offline copy", caption_extra=OFFLINE_NOTE, buttons=("resample", "fig3"),
+        tex=False,
         controls=OFFLINE_CONTROLS,
         guide=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."))
     view.root.tags = [programs(offline=True)]     # the library with the offline programs

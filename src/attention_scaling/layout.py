@@ -19,7 +19,8 @@ from .figures import Charts
 from .state import CONTROLS, TABS, Setting
 from .style import page_css, position_formatter, programs, script, theme_css
 from .prose.lead import try_html
-from .prose.text import BUSY_HTML, FORMULAS, TITLE, header_html, idle_note_html
+from .prose.text import (BUSY_HTML, FORMULAS, FORMULAS_HTML, TITLE, header_html,
+                         idle_note_html)
 
 #: For a Bokeh Div whose content should span its width (Bokeh sets ``display: inline-block``
 #: on the element that holds the HTML).
@@ -234,7 +235,10 @@ class View:
     def __init__(self, *, values: dict, subtitle: str = "", guide: str = "",
                  caption_extra: str = "", hidden=frozenset(), notice: str = "",
                  buttons=("resample", "fig3", "copy"), argument: bool = True,
-                 presets: str = "", controls=None, on_click=None) -> None:
+                 presets: str = "", controls=None, on_click=None, tex: bool = True) -> None:
+        #: The formulas typeset by BokehJS's MathJax (the served page), or in HTML (the
+        #: offline copy, which then carries no MathJax).
+        self._tex = tex
         self._on_click = on_click
         self._css = css = [InlineStyleSheet(css=page_css())]
         self._controls_css = [InlineStyleSheet(css=BUTTON_CSS)]
@@ -547,8 +551,9 @@ class View:
         readout's other rows)."""
         c = self.charts
         css = self._css
-        formulas = Div(text=FORMULAS, stylesheets=[*css, InlineStyleSheet(
-            css=FULL_WIDTH_CSS)], disable_math=False, sizing_mode="stretch_width")
+        formulas = Div(text=FORMULAS if self._tex else FORMULAS_HTML, stylesheets=[
+            *css, InlineStyleSheet(css=FULL_WIDTH_CSS)], disable_math=not self._tex,
+            sizing_mode="stretch_width")
         #: Each tab's buttons to take it away: PNG, SVG and CSV (assets/js/download.js).
         self.downloads = {"draw": self._download_row(
             "draw", [c.scaled_fig, c.unscaled_fig, c.spread.fig], [

@@ -87,6 +87,17 @@ FORMULAS = "<div class='formulas'>" + "".join(
          r"\ \text{or}\ d_k", f"∂p / ∂q = J K / (s T), with s = √{core.DK}, 1 or {core.DK}"),
     )) + "</div>"
 
+#: The same formulas in HTML, for the offline copy: no MathJax bundle (1.8 MB) in the file.
+FORMULAS_HTML = "<div class='formulas'>" + "".join(
+    f"<span class='formula'>{formula}</span>" for formula in (
+        "Var(<i>q</i>·<i>k</i>) = <i>d</i><sub><i>k</i></sub>",
+        "Var(<i>q</i>·<i>k</i>/√<i>d</i><sub><i>k</i></sub>) = 1",
+        "<i>p</i> = softmax(<i>z</i>/<i>T</i>)",
+        "∂<i>p</i><sub><i>i</i></sub>/∂<i>u</i><sub><i>j</i></sub> = <i>p</i><sub><i>i</i></sub>"
+        "(δ<sub><i>ij</i></sub> − <i>p</i><sub><i>j</i></sub>), <i>u</i> = <i>z</i>/<i>T</i>",
+        "∂<i>p</i>/∂<i>q</i> = <i>J K</i>/(<i>s T</i>), <i>s</i> = √<i>d</i><sub><i>k</i></sub>, "
+        "1 or <i>d</i><sub><i>k</i></sub>")) + "</div>"
+
 #: The axis of the gradient to the query, in words where the prose writes ‖∂p/∂q‖_F: a chart
 #: draws its text itself, and Unicode has no subscript F (a TeX axis label would be drawn
 #: once, in the light theme's colour).

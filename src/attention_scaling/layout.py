@@ -236,9 +236,7 @@ class View:
                  caption_extra: str = "", hidden=frozenset(), notice: str = "",
                  buttons=("resample", "fig3", "copy"), argument: bool = True,
                  presets: str = "", controls=None, on_click=None, tex: bool = True) -> None:
-        #: The formulas typeset by BokehJS's MathJax (the served page), or in HTML (the
-        #: offline copy, which then carries no MathJax).
-        self._tex = tex
+        self._tex = tex     # the formulas by MathJax, or in HTML (the offline copy: no MathJax)
         self._on_click = on_click
         self._css = css = [InlineStyleSheet(css=page_css())]
         self._controls_css = [InlineStyleSheet(css=BUTTON_CSS)]

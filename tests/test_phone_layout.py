@@ -148,9 +148,9 @@ def test_the_d_k_slider_and_a_bar_chart_share_the_screen_while_the_slider_moves(
         dragged = frame.evaluate(BOXES)
         assert dragged["scroll"] == first["scroll"]
         assert _in_view_together(dragged) == [], dragged
-        # further down the page, at the unscaled chart, the slider is still in view
+        # further down the page, at the Jacobian's heat map, the slider is still in view
         frame.evaluate("() => window.__AS.view(Bokeh.documents[0].get_model_by_name("
-                       "'unscaled-weights')).el.scrollIntoView({block: 'end'})")
+                       "'jacobian')).el.scrollIntoView({block: 'end'})")
         wait_still(frame)
         lower = frame.evaluate(BOXES)
         assert lower["scroll"] > first["scroll"] + 200, lower
@@ -160,6 +160,37 @@ def test_the_d_k_slider_and_a_bar_chart_share_the_screen_while_the_slider_moves(
         assert frame.evaluate(BOXES)["slider"] == slider
     finally:
         ctx.close()
+
+
+#: The top and bottom (viewport coordinates) of the controls' column and of each bar chart.
+PAIR = """() => {
+  const doc = Bokeh.documents[0], box = (el) => el.getBoundingClientRect();
+  const el = (n) => window.__AS.view(doc.get_model_by_name(n)).el;
+  const controls = box(window.__within(el('d_k'), '.app-sidebar'));
+  return {controls: [controls.top, controls.bottom], height: innerHeight,
+          charts: ['scaled-weights', 'unscaled-weights'].map((n) => [box(el(n)).top,
+                                                                     box(el(n)).bottom])};
+}"""
+
+
+def test_the_reference_pair_fits_one_phone_screen_under_the_controls(browser, server):
+    """At 375 x 812, the scaled chart scrolled up to the sticky controls: the unscaled one is
+    on the same screen, whole, so that 27% is compared with 80% without scrolling; at 1280
+    the charts keep their own height."""
+    with _opened(browser, server, 375, 812) as page:
+        page.evaluate("() => { const d = Bokeh.documents[0], v = (n) => window.__AS.view("
+                      "d.get_model_by_name(n)).el; const top = v('scaled-weights')"
+                      ".getBoundingClientRect().top, bar = window.__within(v('d_k'), "
+                      "'.app-sidebar').getBoundingClientRect().bottom; "
+                      "window.scrollBy(0, top - bar); }")
+        wait_still(page)
+        found = page.evaluate(PAIR)
+        (scaled_top, _), (_, unscaled_bottom) = found["charts"]
+        assert found["controls"][1] <= scaled_top + 1, found
+        assert unscaled_bottom <= found["height"], found
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('scaled-weights')"
+                               ".height === 330", timeout=UI_WAIT_MS)
 
 
 def test_more_controls_opens_by_keyboard_and_says_so(browser, server):

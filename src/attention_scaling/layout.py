@@ -289,9 +289,15 @@ class View:
         #: "document_ready"): names and keys for the controls, "More controls" saying it is
         #: closed, the bars' text.
         self.ready = [theme, unfold, self._a11y(argument, "controls" in hidden), *c.ready,
-                      busy, *([self._idle()] if argument else [])]
+                      busy, self._phone_pair(), *([self._idle()] if argument else [])]
         if argument:
             self.ready.append(self._present(body, "controls" in hidden))
+
+    def _phone_pair(self) -> CustomJS:
+        """The scaled and the unscaled bars drawn lower on a phone, both on one screen
+        (assets/js/phone-pair.js)."""
+        return CustomJS(args=dict(figures=[self.charts.scaled_fig, self.charts.unscaled_fig],
+                                  tabs=self.tabs), code=script("phone-pair"))
 
     def _busy_note(self) -> CustomJS:
         """Make :attr:`busy`, said while the worker pool computes a setting

@@ -66,6 +66,9 @@ BIN = Path(sys.executable).parent
 #: and the Bokeh client's of the sessions section (Bokeh reads these when it is imported).
 SESSION_KEY = "benchmark-session-key-" + "0" * 16
 os.environ.update(BOKEH_SECRET_KEY=SESSION_KEY, BOKEH_SIGN_SESSIONS="true")
+#: How long a page may take to answer before a run gives up on it: a report, never a pass or
+#: fail, so it waits out a busy machine (or a floor server building 30 strangers' sessions).
+NAVIGATION_MS = 120_000
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -449,7 +452,7 @@ def _launch(p):
 
 
 def _open(page, url):
-    page.goto(url)
+    page.goto(url, timeout=NAVIGATION_MS)
     page.wait_for_function(
         "() => window.Bokeh && Bokeh.documents.length > 0 && "
         "Bokeh.documents[0].get_model_by_name('scaled-weights-source') && "
@@ -561,7 +564,7 @@ def bench_load(servers: dict, n: int) -> dict:
             for kind in (list(servers) if i % 2 else list(servers)[::-1]):
                 ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
                 page = ctx.new_page()
-                page.goto(servers[kind].url, wait_until="commit")
+                page.goto(servers[kind].url, wait_until="commit", timeout=NAVIGATION_MS)
                 page.wait_for_function(DRAWN_JS, polling="raf", timeout=60_000)
                 t = page.evaluate("() => performance.now()")   # ms since navigation start
                 if i:
@@ -606,7 +609,7 @@ def bench_line(servers: dict, n: int) -> dict:
                 time.sleep(0.2)                      # the strangers' requests are in
                 ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
                 page = ctx.new_page()
-                page.goto(servers[kind].url, wait_until="commit")
+                page.goto(servers[kind].url, wait_until="commit", timeout=NAVIGATION_MS)
                 page.wait_for_function(DRAWN_JS, polling="raf", timeout=120_000)
                 t = page.evaluate("() => performance.now()")
                 if i:
@@ -714,7 +717,7 @@ def bench_views(srv: Served, n: int) -> dict:
                         query += f"&temperature={t}&keys={keys}&align={align}"
                     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
                     page = ctx.new_page()
-                    page.goto(srv.url + query, wait_until="commit")
+                    page.goto(srv.url + query, wait_until="commit", timeout=NAVIGATION_MS)
                     page.wait_for_function(HAS_DATA_JS, arg=source, polling="raf",
                                            timeout=120_000)
                     ms = page.evaluate("() => performance.now()")
@@ -762,7 +765,7 @@ def bench_bystander(srv: Served, n: int) -> dict:
         bystander = browser.new_page(viewport={"width": 1400, "height": 1000})
         _open(bystander, srv.url)
         walker = browser.new_page(viewport={"width": 1400, "height": 1000})
-        walker.goto(srv.url + "?tab=saturation")
+        walker.goto(srv.url + "?tab=saturation", timeout=NAVIGATION_MS)
         walker.wait_for_function(HAS_DATA_JS, arg="saturation-curves-source", timeout=120_000)
         bars = dict(slider="d_k", source="scaled-weights-source", column="weight",
                     positions=positions[:n], wait=20_000, gap=200)

@@ -720,3 +720,33 @@ def test_a_median_and_a_place_among_the_draws_carry_only_the_digits_their_sample
     assert percentile_phrase(99.7, 20_000) == "above the 99th percentile"
     assert percentile_phrase(1.45, 20_000) == "1st–2nd percentile"
     assert percentile_phrase(1.2, 20_000) == "1st percentile"
+
+
+def test_the_words_of_the_first_screens_are_defined_in_the_glossary():
+    """Each term the first screens use without saying what it is (the gradient's axis, the
+    readout's effective keys, the heat map's title, the leads' "barely learn") is defined in
+    plain words in the glossary under the one draw's "More detail", which holds every entry
+    once."""
+    from bokeh.document import Document
+
+    from attention_scaling.figures import READOUT_ROWS
+    from attention_scaling.page import Explorer
+    from attention_scaling.prose.lead import gradient_lead
+    from attention_scaling.prose.text import GLOSSARY, GRAD_Q_AXIS
+    terms = [plain(term) for term, _ in GLOSSARY]
+    assert len(set(terms)) == len(terms)
+    explorer = Explorer(ExplorerState())
+    doc = Document()
+    doc.add_root(explorer.page().get_root(doc))
+    shown = [GRAD_Q_AXIS, plain(READOUT_ROWS[1][0]),
+             doc.get_model_by_name("jacobian").title.text,
+             plain(gradient_lead(64, core.saturation_curves(1.0, 8, 0.0)))]
+    for term in ("Frobenius norm ‖∂p/∂q‖", "effective keys eH", "Jacobian ∂pi/∂uj",
+                 "barely learn"):
+        assert term in terms, term
+    assert "Frobenius norm ‖∂p/∂q‖" in shown[0] and shown[1].startswith("effective keys eH")
+    assert shown[2].startswith("Jacobian ∂pᵢ/∂uⱼ") and "barely learn" in shown[3]
+    more = doc.get_model_by_name("draw-more")
+    assert doc.get_model_by_name("glossary") in more.children
+    text = plain(doc.get_model_by_name("glossary").text)
+    assert all(term in text for term in terms)

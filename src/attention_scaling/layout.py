@@ -19,8 +19,8 @@ from .figures import Charts
 from .state import CONTROLS, TABS, Setting
 from .style import page_css, position_formatter, programs, script, theme_css
 from .prose.lead import try_html
-from .prose.text import (BUSY_HTML, FORMULAS, FORMULAS_HTML, TITLE, header_html,
-                         idle_note_html)
+from .prose.text import (BUSY_HTML, FORMULAS, FORMULAS_HTML, GLOSSARY_HTML, TITLE,
+                         header_html, idle_note_html)
 
 #: For a Bokeh Div whose content should span its width (Bokeh sets ``display: inline-block``
 #: on the element that holds the HTML).
@@ -579,8 +579,13 @@ class View:
             *self._text(guide),
             wrapping_row(c.jacobian_fig, c.diagonal_fig), c.heatmaps_text,
             *self._text(self._more("draw", c.caption, formulas, c.explanation,
-                                   c.readout_detail)),
+                                   c.readout_detail, self._glossary())),
             sizing_mode="stretch_width", stylesheets=[InlineStyleSheet(css=FIT_CSS)])
+
+    def _glossary(self) -> Div:
+        """The words of the first screens in plain words (prose.text.GLOSSARY)."""
+        return Div(text=GLOSSARY_HTML, name="glossary", stylesheets=self._css,
+                   disable_math=True, sizing_mode="stretch_width", margin=(5, 10))
 
     def _more(self, key: str, *children):
         """A "More detail" disclosure holding ``children``: a toggle over a column, closed

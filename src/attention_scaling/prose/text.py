@@ -98,6 +98,30 @@ FORMULAS_HTML = "<div class='formulas'>" + "".join(
         "∂<i>p</i>/∂<i>q</i> = <i>J K</i>/(<i>s T</i>), <i>s</i> = √<i>d</i><sub><i>k</i></sub>, "
         "1 or <i>d</i><sub><i>k</i></sub>")) + "</div>"
 
+#: The words the first screens use, in plain words: (term as HTML, its meaning as HTML),
+#: gathered under the one draw's "More detail" (:data:`GLOSSARY_HTML`).
+GLOSSARY = (
+    ("d<sub>k</sub>", "the head's width: how many numbers each query and each key has."),
+    ("logit", "a key's score for the query, <i>q</i>·<i>k</i> (divided by the rule's "
+     "divisor and by T), before the softmax turns the scores into weights."),
+    ("T, temperature", "what the logits are divided by before the softmax: below 1 it "
+     "sharpens the weights, above 1 it flattens them."),
+    ("max weight", "the share of the attention that the key with the most gets."),
+    ("effective keys e<sup>H</sup>", "how many keys the weights are spread over: e to the "
+     "power of their entropy H; 1 when one key takes everything, n when n keys share "
+     "equally."),
+    ("Jacobian ∂p<sub>i</sub>/∂u<sub>j</sub>", "how far weight i moves when the score of "
+     "key j moves a little (the heat map); its diagonal is p<sub>i</sub>(1 − p<sub>i</sub>)."),
+    ("Frobenius norm ‖∂p/∂q‖", "how strongly the weights answer a change of the query: the "
+     "square root of the sum of the squares of ∂p/∂q's entries. The loss's gradient reaches "
+     "the query, and <i>W</i><sub><i>Q</i></sub>, through it."),
+    ("barely learn", "said of a draw whose gradient to the query is under a tenth of the "
+     "÷√d<sub>k</sub> median: at a learning rate that suits ÷√d<sub>k</sub>, its step is "
+     "under a tenth of a typical one."),
+)
+GLOSSARY_HTML = ("<div class='glossary'><h2>Words used here</h2><dl>" + "".join(
+    f"<dt>{term}</dt><dd>{meaning}</dd>" for term, meaning in GLOSSARY) + "</dl></div>")
+
 #: The axis of the gradient to the query, in words where the prose writes ‖∂p/∂q‖_F: a chart
 #: draws its text itself, and Unicode has no subscript F (a TeX axis label would be drawn
 #: once, in the light theme's colour).

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import share_shows
 
 from attention_scaling import core
 from attention_scaling.prose.lead import training_lead
@@ -421,24 +422,10 @@ def test_a_false_sweep_sentence_is_caught():
 
 # ---- the gradient tab's counts: each sentence a claim that holds for core's curves ---------
 
-def _share_shows(printed: str, x: float) -> bool:
-    """A share of draws in words (prose.formatting.share_of_draws) that is honest about ``x``."""
-    if printed == "no draw":
-        return x == 0
-    if printed == "every draw":
-        return x == 1
-    if printed == "under 1% of draws":
-        return 0 < x < 0.005
-    if printed == "over 99% of draws":
-        return 0.995 < x < 1
-    m = re.fullmatch(r"(\d+)% of draws", printed)
-    return m is not None and 0 < x < 1 and abs(int(m[1]) - 100 * x) <= 0.5 + 1e-9
-
-
 def _own_share_shows(printed: str, x: float) -> bool:
     if printed == "none of them under a tenth of its own median":
         return x == 0
-    return printed.endswith(" under a tenth of its own median") and _share_shows(
+    return printed.endswith(" under a tenth of its own median") and share_shows(
         printed.removesuffix(" under a tenth of its own median"), x)
 
 
@@ -463,7 +450,7 @@ def _share_claims(i: int, curves: dict):
         (r"The upper chart counts the draws whose gradient is under a tenth of the ÷√dk median, "
          r"rows that barely learn at a learning rate that suits ÷√dk: here (?P<a>.+) unscaled, "
          r"(?P<b>.+) ÷√dk and (?P<c>.+) ÷dk\.",
-         lambda m: all(_share_shows(m[k], share[r]) for k, r in zip("abc", core.RULES))),
+         lambda m: all(share_shows(m[k], share[r]) for k, r in zip("abc", core.RULES))),
         (r"At dk = 1 the three rules divide by the same 1, so their counts are the same\.",
          lambda m: d_k == 1 and share["none"] == share["sqrt"] == share["linear"]),
         # small: ÷d_k's median below ÷√d_k's beyond two standard errors; alike: few of its
@@ -549,6 +536,6 @@ def test_the_gradient_lead_states_core_s_shares_in_agreeing_words(d_k, t, n, rho
                      r"the ÷√dk median gradient to the query and barely (?P<learn>learns?); "
                      r"under ÷√dk, (?P<sqrt>.+)\.", text)
     assert m is not None and int(m[1]) == d_k, text
-    assert _share_shows(m["share"], none) and _share_shows(m["sqrt"], sqrt)
+    assert share_shows(m["share"], none) and share_shows(m["sqrt"], sqrt)
     singular = m["share"] == "every draw"
     assert (m["gets"] == "gets") == singular and (m["learn"] == "learns") == singular, text

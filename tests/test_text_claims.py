@@ -16,6 +16,7 @@ from functools import cache
 
 import numpy as np
 import pytest
+from conftest import share_shows
 
 from attention_scaling import core, export
 from attention_scaling.figures import jacobian_data, readout_detail_html, readout_html
@@ -268,17 +269,6 @@ def _spread_at(d_k, c):
     return core.gradient_spread(d_k, c.t, c.n, c.rho)
 
 
-def _share_shows(words: str, x: float) -> bool:
-    """``words`` ("no draw", "every draw", "under 1% of draws", "26% of draws") is the
-    share ``x``."""
-    exact = {"no draw": x == 0, "every draw": x == 1, "under 1% of draws": 0 < x < 0.005,
-             "over 99% of draws": 0.995 < x < 1}
-    if words in exact:
-        return exact[words]
-    m = re.fullmatch(r"(\d+)% of draws", words)
-    return bool(m) and 0.005 <= x <= 0.995 and abs(int(m[1]) - 100 * x) <= 0.5 + 1e-9
-
-
 def _spread_words(words: str, c) -> bool:
     """The lead's clause on the spread: at d_k = 1 every rule's gradient is the same draw by
     draw; else which median is larger, and the shares of the draws under a tenth of the
@@ -300,11 +290,11 @@ def _spread_words(words: str, c) -> bool:
     if m["share"] is None:
         ok = none == 0
     else:
-        ok = (_share_shows(m["share"], none) and m["conj"] == ("but" if larger else "and")
+        ok = (share_shows(m["share"], none) and m["conj"] == ("but" if larger else "and")
               and (m["verb"] == "barely learns") == (none == 1))
-    sq = m["sq"] == "none" if sqrt == 0 else (_share_shows(m["sq"], sqrt) if m["sq"] ==
+    sq = m["sq"] == "none" if sqrt == 0 else (share_shows(m["sq"], sqrt) if m["sq"] ==
                                               "every draw" else
-                                              _share_shows(m["sq"] + " of draws", sqrt))
+                                              share_shows(m["sq"] + " of draws", sqrt))
     return ok and sq
 
 

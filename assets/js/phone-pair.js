@@ -15,6 +15,8 @@ const fit = () => {
   }
 };
 fit();
+// one listener per page, fitting the newest document's pair (a ready-made first view runs
+// this first; the live page's figures replace its own)
 if (AS.noted(document, 'phone-pair') == null) {
   AS.note(document, 'phone-pair', true);
   window.addEventListener('resize', () => AS.noted(document, 'phone-pair-fit')());

@@ -6,8 +6,9 @@
 // plain click sets the controls `rows` (AS.apply) and the address instead of loading the
 // page again, and, for a preset whose link names one (data-open), opens its tab's "More
 // detail" once the tab is built (the server builds a tab when it is first shown), where
-// what the preset names is. Run when the page is shown; its listeners are the document's, installed once
-// (a ready-made first view runs it first: the live page's rows replace the first view's).
+// what the preset names is. Run when the page is shown; its listeners are the document's,
+// installed once (a ready-made first view runs it first: the live page's rows replace the
+// first view's).
 /* global AS, presets, rows */
 const linkOf = (event) => event.composedPath().find(
   (el) => el instanceof HTMLAnchorElement && el.dataset.preset !== undefined) ?? null;

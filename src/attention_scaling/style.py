@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import numpy as np
-from bokeh.models import (BasicTicker, CategoricalAxis, ColorBar, CustomJS, CustomJSTickFormatter,
-                          GlyphRenderer, InlineStyleSheet, Title)
+from bokeh.models import (BasicTicker, CategoricalAxis, ColorBar, CustomJS,
+                          CustomJSTickFormatter, GlyphRenderer, InlineStyleSheet, Title)
 from bokeh.palettes import Inferno256
 
 from . import core
@@ -101,6 +101,7 @@ LIBRARY = "as-programs"
 _LIBRARY_KEY = "Symbol.for('attention-scaling.programs')"
 
 
+@functools.cache
 def _read(name: str) -> str:
     return (ASSETS / "js" / f"{name}.js").read_text(encoding="utf-8")
 

@@ -233,7 +233,8 @@ def test_a_burst_is_served_first_come_first_served(tmp_path):
     sent in the order their requests were sent, and each session's steps follow one another.
     How the documents follow the pages is a matter of time (a session's websocket does not
     wait in the line): the loadtest reports it ("later arrival ready before an earlier one");
-    the line's own order is asserted causally above."""
+    the line's own order is asserted causally above. Over 20 s on a loaded machine: eight
+    sessions, each built in turn by a server that opens one at a time."""
     srv = Server("--stats", "--open-at-once", "1")
     try:
         b = burst(srv.url, 8, tmp_path)

@@ -252,6 +252,9 @@ def move_slider(page) -> None:
 
 @pytest.mark.browser
 def test_the_page_works_through_nginx_with_its_websocket(deployment, browser):
+    """The page, its cookie and a change over the websocket, through nginx. Over 20 s on a
+    loaded machine: its time in the report holds the module's deployment, three backends and
+    nginx started, then a page opened through it."""
     context, page, _ = open_tab(browser, deployment.url)
     try:
         assert "√dₖ" in page.title()

@@ -39,19 +39,29 @@ const assign = (src, obj) => {
   }
 };
 
-// The controls' setting as an index of each kind (export._index computes the same).
+// The offline data's one accessor, by the payload's schema (export.schema): the flat index
+// of `at` (an index per axis) along the axes of `kind`, and a record's field by name.
+const index = (P, kind, at) =>
+  P.schema.axes[kind].reduce((i, axis) => i * P.schema.sizes[axis] + at[axis], 0);
+const field = (P, table, rec, name) => {
+  const [offset, length] = P.schema[table][name];
+  const start = rec * P.schema.width[table] + offset;
+  return (table === 'floats' ? P.F : P.I).subarray(start, start + length);
+};
+// The controls' setting, as an index per axis and as the index of each kind of setting.
+const controls = () => ({seed: seed.value, d_k: dk.value, temperature: temp.value});
 const settingIndex = (P) => {
-  const nt = P.temperatures.length, nd = P.d_k.length;
-  const si = seed.value, di = dk.value, ti = temp.value;
-  return {width: di, temperature: ti, grid: di * nt + ti, setting: (si * nd + di) * nt + ti};
+  const at = controls(), out = {};
+  for (const kind of ['width', 'temperature', 'grid', 'setting']) out[kind] = index(P, kind, at);
+  return out;
 };
 
 // A step's question at the setting shown (export._questions: stored by the index its
 // question_index names), its answer put away in Reveal's tags until Reveal, as
 // layout.View.show_question does on the served page.
 const ask = (P, key) => {
-  const index = settingIndex(P)[P.argument.question_index[key]];
-  const [text, choices, ...sentences] = P.argument.questions[key][index].map((k) => P.paragraphs[k]);
+  const at = settingIndex(P)[P.argument.question_index[key]];
+  const [text, choices, ...sentences] = P.argument.questions[key][at].map((k) => P.paragraphs[k]);
   const answer = sentences.join(' ');
   const parts = asks[key];
   if (parts.text.text === text && parts.reveal.tags[0] === answer) return;
@@ -62,39 +72,37 @@ const ask = (P, key) => {
 };
 
 const oneDraw = (P) => {
-  const F = P.F, I = P.I, n = P.keys.length;
-  const nd = P.d_k.length, nt = P.temperatures.length, nr = P.rules.length;
-  const si = seed.value, di = dk.value, ti = temp.value, v = rule.active;
-  const at = (d, w) => ((si * nd + d) * nt + ti) * nr + w;
+  const n = P.keys.length, nd = P.d_k.length;
+  const di = dk.value, v = rule.active;
+  const at = (d, w) => index(P, 'record', {...controls(), d_k: d, rule: w});
   const record = (w) => {
-    const rec = at(di, w);
-    const f = F.subarray(rec * P.record_floats, (rec + 1) * P.record_floats);
-    const i = I.subarray(rec * P.record_ints, (rec + 1) * P.record_ints);
+    const rec = at(di, w), get = (table, name) => field(P, table, rec, name);
+    const weight = get('floats', 'weight'), diagonal = get('floats', 'pq');
     const jac = new Array(n * n);
     for (let a = 0; a < n; a++) {
-      for (let b = 0; b < n; b++) jac[a * n + b] = a === b ? f[2 * n + a] : -(f[a] * f[b]);
+      for (let b = 0; b < n; b++) jac[a * n + b] = a === b ? diagonal[a] : -(weight[a] * weight[b]);
     }
-    const off = P.logit_offset + ((si * nd + di) * nr + w) * n;
-    const [alpha, line] = P.styles[i[0]];
-    const [top, align, text] = P.labels[i[1]];
-    const weight = Array.from(f.subarray(0, n));
-    const varying = {};
-    P.fields.forEach((name, k) => { varying[name] = P.strings[i[3 + n + k]]; });
+    const row = index(P, 'logits', {...controls(), rule: w});
+    const [alpha, line] = P.styles[get('ints', 'style')[0]];
+    const [top, align, text] = P.labels[get('ints', 'label')[0]];
+    const varying = {}, texts = get('ints', 'fields');
+    P.fields.forEach((name, k) => { varying[name] = P.strings[texts[k]]; });
     const fields = {};      // in the served page's order
     for (const name of P.field_order) {
       fields[name] = name in varying ? varying[name] : P.constant_fields[name];
     }
-    const cell_text = Array.from({length: n}, (_, k) => P.strings[i[3 + k]]);
+    const cell_text = Array.from(get('ints', 'cell_text'), (k) => P.strings[k]);
     return {
-      bars: {logit: Array.from(F.subarray(off, off + n)), weight: weight,
+      bars: {logit: Array.from(P.F.subarray(P.logit_offset + row * n, P.logit_offset + (row + 1) * n)),
+             weight: Array.from(weight),
              pq: Array.from({length: n}, (_, k) => jac[k * n + k]),
-             gq: Array.from(f.subarray(n, 2 * n)),
+             gq: Array.from(get('floats', 'gq')),
              alpha: alpha.slice(), line: line.slice(),
              label: Array.from({length: n}, (_, k) => k === top ? text : ''),
              align: Array.from({length: n}, (_, k) => k === top ? align : 'center'),
              label_alpha: Array.from({length: n}, (_, k) => k === top ? P.label_alpha : 0)},
       jacobian: {value: jac},
-      labels: {text: cell_text, ink: P.inks[i[2]].slice()},
+      labels: {text: cell_text, ink: P.inks[get('ints', 'ink')[0]].slice()},
       fields: fields,
     };
   };
@@ -103,8 +111,8 @@ const oneDraw = (P) => {
   // the p(1 - p) sweep, key by key across the widths: every width's Jacobian diagonal
   const sweep = new Array(n * nd);
   for (let d = 0; d < nd; d++) {
-    const base = at(d, v) * P.record_floats + 2 * n;
-    for (let k = 0; k < n; k++) sweep[k * nd + d] = F[base + k];
+    const diagonal = field(P, 'floats', at(d, v), 'pq');
+    for (let k = 0; k < n; k++) sweep[k * nd + d] = diagonal[k];
   }
   assign(src.scaled_bars, s.bars);
   assign(src.unscaled_bars, u.bars);
@@ -121,36 +129,35 @@ const oneDraw = (P) => {
   }
   const names = Object.keys(act.fields);
   text_source.data = new Map([['field', names], ['value', names.map((k) => act.fields[k])]]);
-  seed_div.text = "<span class='seed'>seed <code>" + P.seeds[si] + "</code></span>";
+  seed_div.text = "<span class='seed'>seed <code>" + P.seeds[seed.value] + "</code></span>";
   ask(P, 'draw');
 };
 
 // The blocks of the argument (and of the one draw's spread chart): the columns of a source at
 // one setting, and a text's paragraphs.
-const block = (P, name, index) => {
+const block = (P, name, at) => {
   const b = P.argument.blocks[name], out = {};
-  let o = b.offset + index * b.width;
+  let o = b.offset + at * b.width;
   b.columns.forEach((c, k) => { out[c] = Array.from(P.F.subarray(o, o + b.lengths[k]));
                                 o += b.lengths[k]; });
   return out;
 };
-const paragraphs = (P, key, index) =>
-  P.argument.texts[key][index].map((k) => P.paragraphs[k]).join('');
+const paragraphs = (P, key, at) =>
+  P.argument.texts[key][at].map((k) => P.paragraphs[k]).join('');
 
 const argument = (P) => {
   const A = P.argument, key = P.argument.tabs[tabs.active];
-  const si = seed.value, di = dk.value, ti = temp.value, v = rule.active;
   if (key in A.question_index) ask(P, key);
   if (!(key in A.sources)) return;          // the training run
-  const setting = [si, di, ti, v].join();
+  const v = rule.active, setting = [seed.value, dk.value, temp.value, v].join();
   if (P.shown[key] === setting) return;
-  const index = settingIndex(P);
+  const indexes = settingIndex(P);
   const widths = A.widths[P.rules[v]];
   lines.forEach((line, k) => {
     if (line.glyph.line_width !== widths[k]) line.glyph.line_width = widths[k];
   });
   for (const [name, by] of A.sources[key]) {
-    const data = block(P, name, index[by]);
+    const data = block(P, name, indexes[by]);
     if (name.includes(':')) {             // a figure's axis range
       const [fig, r] = name.split(':'), range = argument_figs[fig][r];
       if (range.start !== data.start[0]) range.start = data.start[0];
@@ -160,8 +167,8 @@ const argument = (P) => {
     }
   }
   if (key in A.text_index) {         // the one draw's texts are its records' fields
-    texts[key].text = paragraphs(P, key, index[A.text_index[key]]);
-    leads[key].text = P.paragraphs[A.leads[key][index[A.text_index[key]]]];
+    texts[key].text = paragraphs(P, key, indexes[A.text_index[key]]);
+    leads[key].text = P.paragraphs[A.leads[key][indexes[A.text_index[key]]]];
   }
   P.shown[key] = setting;
 };

@@ -7,13 +7,14 @@ packed, and carried by the shared :class:`layout.View`, which one JavaScript pro
 (assets/js/offline-select.js) points at the chosen setting. No server, no network: every
 script and style is inside the file.
 
-Packing: ``floats``, one float64 array of the exact values (per record the 8 weights, the 8
-gradients to the query and the Jacobian's diagonal, whose other entries -p_i p_j the browser
-rebuilds bit for bit, as it rebuilds the p(1 - p) sweep from the diagonals of the 25 widths;
-then the logits per seed, width and rule; then the argument's data sources, one block per
-source and setting); ``ints``, per record indices into small tables of the distinct styles,
-labels and texts (a text field with one value over the whole grid is stored once, in
-``constant_fields``); everything else as JSON. The three are gzipped (the float64s byte plane
+Packing, as the payload's ``schema`` (:func:`schema`) names it: ``floats``, one float64 array
+of the exact values (per record the 8 weights, the 8 gradients to the query and the
+Jacobian's diagonal, whose other entries -p_i p_j the browser rebuilds bit for bit, as it
+rebuilds the p(1 - p) sweep from the diagonals of the 25 widths; then the logits per seed,
+width and rule; then the argument's data sources, one block per source and setting);
+``ints``, per record indices into small tables of the distinct styles, labels and texts (a
+text field with one value over the whole grid is stored once, in ``constant_fields``);
+everything else as JSON. The three are gzipped (the float64s byte plane
 by byte plane) and base64-encoded; the browser inflates them with ``DecompressionStream``.
 
 Speed: core's computations of the records, the training runs and the sweeps run on a pool of
@@ -63,9 +64,46 @@ DEFAULT_SEEDS = 4
 #: (~1.7 MB), the argument's charts and the training runs (~0.5 MB of them).
 MAX_SEEDS = 4
 N = core.N_KEYS
-_RECORD_FLOATS = 3 * N                     # weights, ||dp_i/dq||, Jacobian diagonal
-_INT_HEAD = 3                              # style, label, ink
-_DIAG_TEXTS = N
+#: The axes each flat index of the offline data runs over, slowest first: a record's, a row of
+#: logits' and each kind of setting index the argument's tabs are held by.
+_AXES = {"record": ("seed", "d_k", "temperature", "rule"), "logits": ("seed", "d_k", "rule"),
+         "width": ("d_k",), "temperature": ("temperature",), "grid": ("d_k", "temperature"),
+         "setting": ("seed", "d_k", "temperature")}
+
+
+def _fields(*named: tuple[str, int]) -> dict[str, list[int]]:
+    """Fields laid one after another: name -> [offset, length]."""
+    out, offset = {}, 0
+    for name, length in named:
+        out[name], offset = [offset, length], offset + length
+    return out
+
+
+def schema(seeds: int, text_fields: int) -> dict:
+    """The offline data's layout, carried in the payload and read by name in the browser
+    (assets/js/offline-select.js, ``index`` and ``field``), so that nothing counts positions:
+    ``axes`` (:data:`_AXES`) with their ``sizes`` for ``seeds`` seeds; a record's fields in
+    ``floats`` (its weights, gradients to the query and Jacobian diagonal) and in ``ints``
+    (its style, label and ink, the Jacobian's texts and ``text_fields`` text fields) as
+    [offset, length], and each record's ``width`` in both."""
+    floats = _fields(("weight", N), ("gq", N), ("pq", N))
+    ints = _fields(("style", 1), ("label", 1), ("ink", 1), ("cell_text", N),
+                   ("fields", text_fields))
+    return dict(axes=_AXES, sizes=dict(seed=seeds, d_k=len(core.D_K_VALUES),
+                                       temperature=len(core.TEMPERATURES),
+                                       rule=len(core.RULES)),
+                floats=floats, ints=ints,
+                width={name: sum(length for _o, length in table.values())
+                       for name, table in (("floats", floats), ("ints", ints))})
+
+
+def flat(layout: dict, kind: str, **at: int) -> int:
+    """The flat index of ``at`` (an index per axis) along the axes of ``kind`` in
+    ``layout`` (:func:`schema`)."""
+    index = 0
+    for axis in layout["axes"][kind]:
+        index = index * layout["sizes"][axis] + at[axis]
+    return index
 
 #: The controls the offline copy holds every setting of (eight keys, as in Fig. 3).
 OFFLINE_CONTROLS = ("d_k", "rule", "temperature", "seed")
@@ -302,12 +340,11 @@ def _settings(kind: str, seeds: list[int]):
 
 def _index(kind: str, s: Setting, seeds: list[int]) -> int:
     """A setting's index of ``kind``: ``width``, ``temperature``, ``grid`` (width and
-    temperature) or ``setting`` (seed, width and temperature); assets/js/offline-select.js
-    computes the same."""
-    di, ti = core.D_K_VALUES.index(s.d_k), core.TEMPERATURES.index(s.temperature)
-    return {"width": di, "temperature": ti, "grid": di * len(core.TEMPERATURES) + ti,
-            "setting": (seeds.index(s.seed) * len(core.D_K_VALUES) + di)
-            * len(core.TEMPERATURES) + ti}[kind]
+    temperature) or ``setting`` (seed, width and temperature), by the payload's
+    :func:`schema` (the browser reads it by the same)."""
+    return flat(schema(len(seeds), 0), kind, seed=seeds.index(s.seed),
+                d_k=core.D_K_VALUES.index(s.d_k),
+                temperature=core.TEMPERATURES.index(s.temperature))
 
 
 def _argument(seeds: list[int], table: _Table, progress: _Progress,
@@ -505,7 +542,7 @@ def _state_records(seeds: list[int], d_k: int) -> tuple[list[list[tuple]], list]
     """The records of each of ``seeds`` at width ``d_k`` (a job of the export's pool: the
     seeds of one width together, so that what the texts take from many draws, the same for
     every seed, is computed once in one process), per seed every temperature and rule in
-    order: per record its floats (:data:`_RECORD_FLOATS`), logits, and the values
+    order: per record its floats (by name, :func:`schema`), logits, and the values
     :func:`build_payload` stores in its tables (style, label, ink, the Jacobian's texts, the
     text fields); and core's cached results computed for them (the states among them), for
     :class:`_Primer`."""
@@ -526,7 +563,7 @@ def _seed_records(seed: int, d_k: int) -> list[tuple]:
             bars, cells = _record(v, state, rule, di)
             text, align = max_label(v)
             explorer.rule = rule
-            out.append(([*bars["weight"], *bars["gq"], *bars["pq"]], bars["logit"],
+            out.append(({name: bars[name] for name in ("weight", "gq", "pq")}, bars["logit"],
                         [bars["alpha"], bars["line"]], [int(v.argmax), align, text],
                         cells["ink"], cells["text"], fields_of(explorer)))
     return out
@@ -618,6 +655,24 @@ def _start(pool, progress: _Progress, seeds: list[int]):
     return computed, jobs
 
 
+def _put(fields: dict, row: np.ndarray, values: dict) -> None:
+    """Write ``values`` (by field name) into a record's ``row`` where ``fields`` (a table of
+    :func:`schema`) places them."""
+    for name, (offset, length) in fields.items():
+        row[offset:offset + length] = values[name]
+
+
+def _constant_fields(ints: np.ndarray, full: dict, names: list[str],
+                     strings: _Table) -> tuple[np.ndarray, dict]:
+    """The records' ints without the text fields that have one value over the whole grid
+    (``full``: their :func:`schema` with every field of ``names``), and those fields'
+    values by name: each is stored once, not per record."""
+    first = full["ints"]["fields"][0]
+    same = [k for k in range(len(names)) if (ints[:, first + k] == ints[0, first + k]).all()]
+    constants = {names[k]: strings.items[ints[0, first + k]] for k in same}
+    return np.delete(ints, [first + k for k in same], axis=1), constants
+
+
 def build_payload(seeds: list[int], progress=None) -> dict:
     """Every state of the controls for ``seeds``, packed (see the module docstring). Core's
     computations run on a pool of worker processes (the records, then the training runs and
@@ -625,15 +680,13 @@ def build_payload(seeds: list[int], progress=None) -> dict:
     records' jobs computed; the progress goes to the stream ``progress`` (see
     :class:`_Progress`)."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
-    nd, nt = len(d_ks), len(temps)
-    nr = len(core.RULES)
-    n_rec = len(seeds) * nd * nt * nr
+    nd, nr = len(d_ks), len(core.RULES)
     fields_order = list(fields_of(ExplorerState()))
-    n_head = _INT_HEAD + _DIAG_TEXTS
-    n_ints = n_head + len(fields_order)
-    rec_floats = np.empty((n_rec, _RECORD_FLOATS))
-    logits = np.empty((len(seeds), nd, nr, N))
-    ints = np.empty((n_rec, n_ints), dtype=np.uint16)
+    full = schema(len(seeds), len(fields_order))
+    n_rec = int(np.prod([full["sizes"][axis] for axis in _AXES["record"]]))
+    rec_floats = np.empty((n_rec, full["width"]["floats"]))
+    logits = np.empty((*(full["sizes"][axis] for axis in _AXES["logits"]), N))
+    ints = np.empty((n_rec, full["width"]["ints"]), dtype=np.uint16)
     styles, labels, inks, strings = _Table(), _Table(), _Table(), _Table()
     progress = _Progress(progress, _steps(seeds, seeds[0] not in _RUNS))
     with _pool() as pool:
@@ -645,18 +698,15 @@ def build_payload(seeds: list[int], progress=None) -> dict:
             for k, (floats, logit, style, label, ink, cell_texts, fields) in enumerate(
                     by_width[di][si]):
                 ti, var = divmod(k, nr)
-                rec = ((si * nd + di) * nt + ti) * nr + var
-                rec_floats[rec] = floats
+                rec = flat(full, "record", seed=si, d_k=di, temperature=ti, rule=var)
                 logits[si, di, var] = logit
-                ints[rec] = [styles.add(style), labels.add(label), inks.add(ink),
-                             *(strings.add(t) for t in cell_texts),
-                             *(strings.add(fields[f]) for f in fields_order)]
-    # a text field with one value over the whole grid is stored once, not per record
-    same = [k for k in range(len(fields_order))
-            if (ints[:, n_head + k] == ints[0, n_head + k]).all()]
-    constants = {fields_order[k]: strings.items[ints[0, n_head + k]] for k in same}
-    keep = [c for c in range(n_ints) if c - n_head not in same]
-    ints = ints[:, keep]
+                _put(full["floats"], rec_floats[rec], floats)
+                _put(full["ints"], ints[rec], dict(
+                    style=[styles.add(style)], label=[labels.add(label)], ink=[inks.add(ink)],
+                    cell_text=[strings.add(t) for t in cell_texts],
+                    fields=[strings.add(fields[f]) for f in fields_order]))
+    ints, constants = _constant_fields(ints, full, fields_order, strings)
+    layout = schema(len(seeds), len(fields_order) - len(constants))
     start = rec_floats.size + logits.size
     argument_floats, argument["blocks"] = blocks.pack(start)
     floats = np.concatenate([rec_floats.ravel(), logits.ravel(), argument_floats])
@@ -665,7 +715,7 @@ def build_payload(seeds: list[int], progress=None) -> dict:
         fields=[f for f in fields_order if f not in constants], constant_fields=constants,
         field_order=fields_order, styles=styles.items, labels=labels.items, inks=inks.items,
         strings=strings.items, styling=_styling(),
-        record_floats=_RECORD_FLOATS, record_ints=len(keep), logit_offset=rec_floats.size,
+        schema=layout, logit_offset=rec_floats.size,
         rules=list(core.RULES), states=n_rec // nr, records=n_rec, label_alpha=LABEL_ALPHA,
         argument=argument, paragraphs=paragraphs.items, align=OFFLINE_ALIGN,
         training_temperature=TRAINING_TEMPERATURE,

@@ -494,10 +494,10 @@ def test_every_sentence_of_the_gradient_counts_is_a_claim_that_holds(t, n, rho):
     claim, and that claim holds on core's curves: ÷d_k's gradients are called smaller only
     where its median is below ÷√d_k's beyond two standard errors, and alike only where at
     most 5% of its draws fall under a tenth of its own median."""
-    from attention_scaling.prose.text import _share_text
+    from attention_scaling.prose.text import share_text
     curves = core.saturation_curves(t, n, rho)
     for i in range(len(core.D_K_VALUES)):
-        text = plain(_share_text(i, curves))
+        text = plain(share_text(i, curves))
         assert _check_share_sentences(text, i, curves) == [], (core.D_K_VALUES[i], text)
 
 
@@ -507,15 +507,15 @@ def test_a_false_gradient_count_sentence_is_caught():
     no sentence sets ÷d_k apart."""
     curves = core.saturation_curves(0.1, 2, 0.0)
     i = core.D_K_VALUES.index(4)
-    from attention_scaling.prose.text import _share_text
-    text = plain(_share_text(i, curves))
+    from attention_scaling.prose.text import share_text
+    text = plain(share_text(i, curves))
     assert "Here ÷dk's median is 27 times ÷√dk's" in text
     head = text.split(". ")[0] + "."
     wrong = (head + " ÷dk's gradients are smaller (27 times at the median) but alike (29% of "
              "draws under a tenth of its own median): a learning rate dk times ÷√dk's gives "
              "them the same step per unit of gradient (the Training tab).")
     assert _check_share_sentences(wrong, i, curves) == [wrong.split(". ", 1)[1]]
-    at_one = plain(_share_text(0, curves))
+    at_one = plain(share_text(0, curves))
     assert "÷dk's" not in at_one.split(". ", 1)[1] and "the same 1" in at_one
 
 

@@ -196,6 +196,20 @@ def test_no_module_imports_another_s_private_name():
     assert found == []
 
 
+def test_tests_and_benchmarks_import_no_private_name_of_the_package():
+    """The tests, testkit/ and the benchmarks use the package through its public names too:
+    no ``from attention_scaling.prose.text import _helper``."""
+    root = PACKAGE.parents[1]
+    found = [f"{path.relative_to(root)}:{node.lineno} {a.name}"
+             for folder in ("tests", "testkit", "benchmarks")
+             for path in sorted((root / folder).glob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.ImportFrom)
+             and (node.module or "").startswith("attention_scaling")
+             for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []
+
+
 @pytest.mark.parametrize("module", sorted(LAYERS))
 def test_importing_a_module_loads_only_the_layers_below_it(module):
     """In a fresh process: the package's modules that importing it loads (at import time;

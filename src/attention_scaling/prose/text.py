@@ -503,7 +503,7 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
     text = (f"<p>‖∂<i>p</i>/∂<i>q</i>‖<sub>F</sub>, the gradient that reaches the query and "
             f"through it <i>W</i><sub><i>Q</i></sub>: over {draws:,} draws at "
             f"{_setting(d_k, temperature, n_keys, align)}, its median is {_rules(med, _grad)} "
-            f"(this draw: {_rules(this, _grad)}).</p>" + _share_text(i, curves))
+            f"(this draw: {_rules(this, _grad)}).</p>" + share_text(i, curves))
     k = core.unscaled_below_from(curves)
     start = core.D_K_VALUES[1]
     if k is not None:
@@ -533,7 +533,7 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
 ALIKE_SHARE = 0.05
 
 
-def _share_text(i: int, curves: dict) -> str:
+def share_text(i: int, curves: dict) -> str:
     """The upper chart of the gradient tab at width index ``i``: the shares of the draws under
     a tenth of the ÷√d_k median (core.saturation_curves), and how ÷d_k's compare
     (:func:`_linear_spread`)."""

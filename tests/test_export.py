@@ -18,7 +18,7 @@ from attention_scaling import argument, core, export, figures
 from attention_scaling.prose import text as prose
 from attention_scaling.state import FIG3_D_K, FIG3_SEED, ExplorerState, Setting
 from attention_scaling.style import MARK
-from attention_scaling.prose.lead import DRAW_LEAD, training_lead
+from attention_scaling.prose.lead import DRAW_LEAD, TRAINING_LEAD, training_lead
 from attention_scaling.prose.text import fields_of, weight_label
 
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
@@ -611,14 +611,24 @@ def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(o
     assert page.evaluate(status).endswith(
         " This offline copy holds the learning-rate sweep at d<sub>k</sub> = 16, 64, 256 and "
         "1024 only; the served explorer sweeps at any setting.</span>")
-    shown = col(page, "training-source", "loss_median_none")
     for seed, t in ((seeds[0], 0.5), (seeds[1], 1.0)):       # settings it holds no run of
         show(page, seed, 64, t, "sqrt")
+        assert col(page, "training-source", "loss_median_none") != []
         page.get_by_role("button", name="Train").click()
         page.wait_for_function(f"() => ({status})().startsWith(\"<span class='status' role='status'>No run\")",
                                timeout=UI_WAIT_MS)
         assert page.evaluate(status) == export.OFFLINE_NO_RUN.format(seed=seeds[0])
-        assert col(page, "training-source", "loss_median_none") == shown   # the last run stays
+        # the charts and texts show no run either: the tab as before its first run
+        assert col(page, "training-source", "loss_median_none") == []
+        assert col(page, "training-lr-sweep-source", "lr_sqrt") == []
+        assert page.evaluate(SWEEP_TITLE) == argument.SWEEP_TITLE
+        assert page.evaluate("() => window.__model('training-lead').text") == (
+            f"<p class='lead'>{TRAINING_LEAD}</p>")
+        wait_text(page, "training-text", prose.plain(prose.TRAINING_INTRO))
+        show(page, seeds[0], 64, 1.0, "sqrt")                 # where it holds one, again
+        page.get_by_role("button", name="Train").click()
+        wait_text(page, "training-text", prose.plain(prose.training_html(runs, 64, 1.0, 8)
+                                                     + prose.training_sweep_html(swept, 64)))
     assert page.console_errors == []
 
 

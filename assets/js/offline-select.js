@@ -176,17 +176,22 @@ const argument = (P) => {
 const training = (P) => {
   const A = P.argument;
   const rec = A.training[[seed.value, dk.value, temp.value].join()];
-  if (rec === undefined) {
+  const empty = (columns) => Object.fromEntries(columns.map((c) => [c, []]));
+  if (rec === undefined) {      // no run here: the tab as before a run, and the status says why
+    assign(sources['training-source'], empty(A.training_columns));
+    assign(sources['training-lr-sweep-source'], empty(A.sweep_columns));
+    training_figs['training-lr-sweep'].title.text = A.sweep_title;
+    texts.training.text = A.idle_text.map((k) => P.paragraphs[k]).join('');
+    leads.training.text = P.paragraphs[A.idle_lead];
     training_status.text = A.no_run;
     return;
   }
   sources['training-source'].tags = A.training_tags[rec];   // what the downloads are named after
   assign(sources['training-source'], block(P, 'training-source', rec));
   // the learning-rate sweep: held at a few widths; elsewhere empty, its title says where it is
-  const sweep = A.training_sweep[dk.value], empty = {};
-  A.sweep_columns.forEach((c) => { empty[c] = []; });
-  assign(sources['training-lr-sweep-source'],
-         sweep === undefined ? empty : block(P, 'training-lr-sweep-source', sweep));
+  const sweep = A.training_sweep[dk.value];
+  assign(sources['training-lr-sweep-source'], sweep === undefined ? empty(A.sweep_columns)
+    : block(P, 'training-lr-sweep-source', sweep));
   training_figs['training-lr-sweep'].title.text = sweep === undefined ? A.no_sweep : A.sweep_title;
   const ranges = A.training_ranges[rec];
   for (const name in ranges) {

@@ -473,6 +473,11 @@ def _training(view: View, seed: int, runs: dict, swept: dict, blocks: _Blocks,
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
     ranges, status, tags, ti = [], [], [], temps.index(TRAINING_TEMPERATURE)
     training = view.argument.tabs["training"]
+    # what the tab shows before a run (View.build_argument): shown again where Train finds
+    # no run, so that the charts, texts and question all describe the setting
+    idle = dict(idle_text=_paragraphs(view.section_texts["training"].text, table),
+                idle_lead=table.add(view.leads["training"].text),
+                training_columns=list(training.source.data))
     training.sweep_rows = max(len(s.result()[r].rates) for s in swept.values()
                               for r in core.RULES)     # one block shape at every width
     sweep_index = {}
@@ -496,7 +501,7 @@ def _training(view: View, seed: int, runs: dict, swept: dict, blocks: _Blocks,
                 training_ranges=ranges, training_status=status, training_tags=tags,
                 no_run=OFFLINE_NO_RUN.format(seed=seed), training_sweep=sweep_index,
                 sweep_columns=list(training.sweep_source.data), sweep_title=SWEEP_TITLE,
-                no_sweep=OFFLINE_NO_SWEEP_TITLE)
+                no_sweep=OFFLINE_NO_SWEEP_TITLE, **idle)
 
 
 def _jacobian(weights: list[float], diagonal: list[float]) -> np.ndarray:

@@ -261,3 +261,30 @@ def test_the_served_document_holds_each_answer_only_once_reveal_asks_for_it():
     doc.callbacks.trigger_event(ButtonClick(doc.get_model_by_name("present-answers")))
     assert {key: holding(a) for key, a in new.items()} == {
         key: ["present-answers.tags"] for key in new}
+
+
+@pytest.mark.parametrize("temperature", [0.1, 0.4, 1.0, 10.0])
+def test_no_answer_sets_a_value_against_itself(temperature):
+    """Where the value asked for and the value now print alike (">99.9%" twice at saturated
+    states), the answer says that the change is below what a percent shows (or, for a share
+    of draws that is equal, that it is the same) instead of "X against X"; elsewhere it
+    names both, and they differ."""
+    for d_k in core.D_K_VALUES[::4]:
+        asked = [(quiz.saturation_question(d_k, temperature, core.N_KEYS, 0.0), False),
+                 (quiz.gradient_question(d_k, temperature, core.N_KEYS, 0.0), True),
+                 (quiz.budget_question(BUDGET_WIDTH, BUDGET_HEADS, temperature, core.N_KEYS,
+                                       0.0), False)]
+        for q, counted in asked:
+            head = plain(q.answer).split(". ")[0]
+            shown = _value(q.answer)
+            m = re.search(r", against (\S+) at T = ", head)
+            if m:
+                assert m[1] != plain(shown), head
+                continue
+            assert f"as at T = {temperature:g}: " in head, head
+            same = "the same" in head
+            assert same or head.endswith("the change is below what a percent shows"), head
+            # "the same" only for an equal share of draws, never for a weight
+            assert not same or (counted and q.value == core.saturation_curves(
+                temperature, core.N_KEYS, 0.0)["frozen_share_none"][
+                    core.D_K_VALUES.index(d_k)]), (d_k, head)

@@ -610,10 +610,12 @@ OFFLINE_CLAIMS = [
          payload["argument"]["training"]) == {
          f"0,{di},{core.TEMPERATURES.index(1.0)}" for di in range(len(core.D_K_VALUES))}),
     (r"The number of keys, the alignment and training at other settings are in the served "
-     r"explorer\.",
+     r"explorer: this file stores every setting it shows, and each of those controls would "
+     r"multiply its size\.",
      lambda m, layout: not {"keys", "align"} & {x.name for x in layout.references()}
      and {"sections", "saturation-curves", "training-loss", "train", "head-budget"}
-     <= {x.name for x in layout.references()}),
+     <= {x.name for x in layout.references()}
+     and all(len(c.values) > 1 for c in CONTROLS if c.name in ("keys", "align"))),
 ]
 
 

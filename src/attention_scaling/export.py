@@ -127,7 +127,8 @@ OFFLINE_NOTE = ("This offline copy holds every setting of its controls, precompu
                 f"Its training runs are precomputed for every {core.DK} at T = 1 with the first "
                 "seed. "
                 "The number of keys, the alignment and training at other settings are in the "
-                "served explorer.")
+                "served explorer: this file stores every setting it shows, and each of those "
+                "controls would multiply its size.")
 
 #: The line beside the Train button offline: before a run, and at a setting it has none of.
 OFFLINE_TRAINING = ("<span class='status' role='status'>Offline, Train shows a run "

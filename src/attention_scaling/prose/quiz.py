@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 
 from .. import core
-from .formatting import fmt, median_weight, percent, percent_range
+from .formatting import distinct, fmt, percent, percent_range
 from .text import final_losses, rule_names, weight_label
 
 _DK = "d<sub>k</sub>"
@@ -126,6 +126,20 @@ def variance_question(d_k: int) -> Question:
         value=right, choices=choices)
 
 
+def _against(values: tuple[float, float], shown: tuple[str, str], temperature: float,
+             draws: str, counted: bool = False) -> str:
+    """The revealed value (``values[0]``, printed ``shown[0]``, over ``draws``) beside the
+    value at ``temperature`` (``values[1]``, ``shown[1]``); where both print the same
+    (">99.9%" twice), that they differ by less than a percent shows, or, for a share of
+    draws (``counted``) that is equal, that it is the same, instead of the same number twice.
+    A weight is never called the same: float64 may round two saturated weights to one 1.0."""
+    if shown[0] != shown[1]:
+        return f"<b>{shown[0]}</b> {draws}, against {shown[1]} at {_t(temperature)}"
+    how = ("the same" if counted and values[0] == values[1] else
+           "the change is below what a percent shows")
+    return f"<b>{shown[0]}</b> {draws}, as at {_t(temperature)}: {how}"
+
+
 def _curve_move(column: str, d_k: int, temperature: float, n_keys: int,
                 align: float) -> tuple[float, float, float]:
     """The temperature :func:`temperature_move`, and the saturation curves' ``column`` at
@@ -143,8 +157,8 @@ def saturation_question(d_k: int, temperature: float, n_keys: int, align: float)
     return Question(
         ask=(f"At {_t(t)} instead of {temperature:g}, {_DK} = {d_k}: what will the unscaled "
              "median max weight be over many draws?"),
-        answer=(f"<b>{median_weight(after)}</b> over {core.CURVE_DRAWS:,} draws, against "
-                f"{median_weight(now)} at {_t(temperature)}. Dividing by T = {t:g} gives "
+        answer=(_against((after, now), distinct(after, now), temperature,
+                         f"over {core.CURVE_DRAWS:,} draws") + f". Dividing by T = {t:g} gives "
                 f"unscaled logits of typical size {_size(d_k, t, align)}, against "
                 f"{_size(d_k, temperature, align)} at {_t(temperature)}: "
                 + ("temperature and width are the same knob." if align == 0 else
@@ -160,8 +174,8 @@ def gradient_question(d_k: int, temperature: float, n_keys: int, align: float) -
     return Question(
         ask=(f"At {_t(t)} instead of {temperature:g}, {_DK} = {d_k}: what share of unscaled "
              f"draws will get under a tenth of ÷√{_DK}'s median gradient to the query?"),
-        answer=(f"<b>{percent(after)}</b> of {core.CURVE_DRAWS:,} draws, against "
-                f"{percent(now)} at {_t(temperature)}. A draw gets almost no gradient "
+        answer=(_against((after, now), (percent(after), percent(now)), temperature,
+                         f"of {core.CURVE_DRAWS:,} draws", counted=True) + ". A draw gets almost no gradient "
                 "where its softmax is nearly one-hot and p(1 − p) vanishes; at "
                 f"{_t(t)} the unscaled logits' typical size is {_size(d_k, t, align)}."),
         value=after)
@@ -212,8 +226,8 @@ def budget_question(width: int, heads: int, temperature: float, n_keys: int,
     return Question(
         ask=(f"At {_t(t)} instead of {temperature:g}: what will the unscaled median max "
              f"weight of one of {heads} heads of {d} be?"),
-        answer=(f"<b>{median_weight(after)}</b> over {core.CURVE_DRAWS:,} draws, against "
-                f"{median_weight(now)} at {_t(temperature)}. A head of {d} at {_t(t)} has "
+        answer=(_against((after, now), distinct(after, now), temperature,
+                         f"over {core.CURVE_DRAWS:,} draws") + f". A head of {d} at {_t(t)} has "
                 f"unscaled logits of typical size {_size(d, t, align)}; a single head of "
                 f"{width}, {_size(width, t, align)}."),
         value=after)

@@ -10,9 +10,10 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 from conftest import (INIT, PLOTS, UI_WAIT_MS, assert_plots_drawn, column, draw_svg, open_app,
-                      eventually, wait_changed, wait_column)
+                      eventually, wait_changed, wait_column, wait_still)
 from PIL import Image
 
+from attention_scaling.core import D_K_VALUES
 from attention_scaling.state import TABS
 
 pytestmark = pytest.mark.browser
@@ -24,7 +25,7 @@ def test_page_loads_with_named_plots_and_no_errors(page, server):
     assert_plots_drawn(page)
     body = page.inner_text("body")
     assert "Traceback" not in body and "NaN" not in body
-    page.wait_for_timeout(500)
+    wait_still(page)                  # the page has done what its first view asked of it
     assert page.console_errors == []
     assert page.failed_requests == []
 
@@ -79,9 +80,11 @@ def test_toggling_scaling_changes_the_heatmap(page, server):
 
 def test_no_request_leaves_the_serving_host(page, server):
     open_app(page, server)
+    before = column(page, "jacobian-source", "value")
     page.locator(".noUi-handle").first.focus()
     page.keyboard.press("ArrowLeft")
-    page.wait_for_timeout(1500)
+    wait_changed(page, "jacobian-source", "value", before)    # the change has come back
+    wait_still(page)
     host = urlparse(server.url).netloc
     foreign = [u for u in page.requests
                if not u.startswith(("data:", "blob:")) and urlparse(u).netloc != host]
@@ -89,20 +92,36 @@ def test_no_request_leaves_the_serving_host(page, server):
     assert foreign == []
 
 
+#: The width one step right of 256 on the slider.
+NEXT_AFTER_256 = D_K_VALUES[D_K_VALUES.index(256) + 1]
+
+#: Records, frame by frame, each width the marker shows (window.__widths).
+RECORD_WIDTHS = """() => { window.__widths = [];
+  const look = () => { const v = (window.__col('jacobian-diagonal-marker', 'width') || [])[0];
+    if (v !== undefined && window.__widths[window.__widths.length - 1] !== v) window.__widths.push(v);
+    requestAnimationFrame(look); };
+  look(); }"""
+
+
 def test_fast_keyboard_input_ends_on_the_last_value_with_a_matching_label(page, server):
     open_app(page, server)
+    page.evaluate(RECORD_WIDTHS)
     page.locator(".noUi-handle").first.focus()
     for _ in range(5):                       # 64 -> 80 -> 96 -> 128 -> 192 -> 256, quickly
         page.keyboard.press("ArrowRight")
     page.wait_for_function("() => JSON.stringify(window.__col('jacobian-diagonal-marker', 'width'))"
                            " === JSON.stringify(['256'])", timeout=UI_WAIT_MS)
-    page.wait_for_timeout(1000)              # nothing older may arrive afterwards
-    assert column(page, "jacobian-diagonal-marker", "width") == ["256"]
     title = page.locator(".bk-slider-title").first.inner_text()
     assert title.replace("\xa0", " ").strip().endswith("256"), title
     from attention_scaling import core
     st = core.compute_state(256, 1.0, 2288)
-    assert column(page, "unscaled-weights-source", "weight") == pytest.approx(st.unscaled.probs.tolist(), abs=1e-12)
+    wait_column(page, "unscaled-weights-source", "weight", st.unscaled.probs.tolist(), rel=1e-12)
+    # nothing older arrives after 256: one more step (a change the server answers after
+    # every earlier one), and between the two the widths shown were 256 and that step only
+    page.keyboard.press("ArrowRight")
+    wait_column(page, "jacobian-diagonal-marker", "width", [str(NEXT_AFTER_256)])
+    shown = page.evaluate("() => window.__widths")
+    assert shown[shown.index("256"):] == ["256", str(NEXT_AFTER_256)], shown
 
 
 def test_updates_replace_data_in_place_no_new_models(page, server):
@@ -119,7 +138,11 @@ def test_updates_replace_data_in_place_no_new_models(page, server):
     page.keyboard.press("ArrowRight")
     page.get_by_role("button", name="unscaled", exact=True).click()
     wait_changed(page, "jacobian-source", "value", old)
-    page.wait_for_timeout(500)
+    from attention_scaling import core
+    wait_column(page, "jacobian-diagonal-marker", "width", ["80"])       # both changes in
+    wait_column(page, "jacobian-source", "value",
+                core.compute_state(80, 1.0, 2288).unscaled.jacobian.ravel().tolist(), rel=1e-12)
+    wait_still(page)
     assert page.evaluate(ids, names) == before
     assert page.evaluate("() => Bokeh.documents[0].all_models.size") == n_models
 

@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from attention_scaling import core
-from conftest import UI_WAIT_MS, column, open_at, wait_column
+from conftest import UI_WAIT_MS, column, open_at, wait_column, wait_still
 
 pytestmark = pytest.mark.browser
 
@@ -83,7 +83,7 @@ def test_embed_mode_hides_header_controls_and_text(page, server):
         page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
                                "Bokeh.documents[0].get_model_by_name('scaled-weights') !== null",
                                timeout=UI_WAIT_MS)
-        page.wait_for_timeout(1500)
+        wait_still(page)
     finally:
         server.url = server_url
     assert page.locator("#header").count() == 0

@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import INIT, UI_WAIT_MS, Server, assert_plots_drawn, column, run_in_thread
+from conftest import INIT, UI_WAIT_MS, Server, assert_plots_drawn, column, run_in_thread, wait_still
 
 from attention_scaling import core
 from attention_scaling import server as served
@@ -321,7 +321,7 @@ def test_a_waiting_page_shows_its_title_connecting_and_the_first_view_then_goes_
     assert_plots_drawn(page)
     assert column(page, "scaled-weights-source", "weight") == pytest.approx(
         expected.scaled.probs.tolist(), rel=1e-12)
-    page.wait_for_timeout(300)
+    wait_still(page)
     assert page.console_errors == [] and page.failed_requests == []
     assert [r for r in responses if r[0] >= 400] == []
     scripts = page.evaluate("() => Array.from(document.scripts, s => s.src).filter(Boolean)")

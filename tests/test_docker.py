@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port, run_in_thread, wait_column
-from conftest import assert_plots_drawn, column, open_app, wait_changed
+from conftest import assert_plots_drawn, column, open_app, wait_changed, wait_still
 
 pytestmark = pytest.mark.docker
 
@@ -477,7 +477,7 @@ def test_browser_smoke_against_the_container(hardened, page):
     before = column(page, "jacobian-source", "value")
     page.get_by_role("button", name="unscaled", exact=True).click()
     wait_changed(page, "jacobian-source", "value", before)
-    page.wait_for_timeout(300)
+    wait_still(page)
     assert page.console_errors == []
     assert page.failed_requests == []
     assert f"from http://127.0.0.1:{hardened.port}:" not in hardened.logs()  # not refused

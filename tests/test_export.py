@@ -226,7 +226,7 @@ def show(page, seed, d_k, temperature, rule, settle=True):
         " && window.__model('seed').text.includes('<code>' + s + '</code>')",
         arg=[str(d_k), str(seed)], timeout=UI_WAIT_MS)
     if settle:
-        page.wait_for_timeout(100)
+        wait_still(page)
 
 
 def col(page, name, column):
@@ -303,7 +303,7 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         for (color, title), on in zip(outline, outlined):
             assert (color == MARK) == on and (color is None) != on, case
             assert title.endswith("◀ model uses this") == on, case
-    page.wait_for_timeout(300)
+    wait_still(page)
     assert page.console_errors == []
     assert [u for u in page.requests if not u.startswith("file://")] == []
 

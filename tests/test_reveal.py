@@ -18,7 +18,7 @@ from attention_scaling.prose import quiz
 from attention_scaling.state import ExplorerState
 from attention_scaling.prose.formatting import fmt, percent
 from attention_scaling.prose.text import plain
-from conftest import INIT, UI_WAIT_MS, open_at
+from conftest import INIT, UI_WAIT_MS, open_at, wait_still
 
 pytestmark = pytest.mark.browser
 
@@ -89,7 +89,7 @@ def _bare(text: str) -> str:
 def _reveal(page, key):
     page.wait_for_function(f"() => ({MODEL_TEXT})('{key}-ask-text')?.startsWith('Predict.')",
                            timeout=UI_WAIT_MS)
-    page.wait_for_timeout(300)
+    wait_still(page)
     before = page.evaluate(PAGE_TEXT)
     page.locator(".bk-btn", has_text="Reveal").locator("visible=true").first.click()
     page.wait_for_function(f"() => ({MODEL_TEXT})('{key}-answer')?.includes('Answer:')",

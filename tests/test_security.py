@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from conftest import (CLI, UI_WAIT_MS, Server, free_port, page_token, run_in_thread,
-                      status_of, token_payload, wait_until_live)
+                      status_of, token_payload, wait_still, wait_until_live)
 
 from testkit.bokeh_client import Connection
 
@@ -480,7 +480,7 @@ def test_the_page_loads_every_resource_without_an_error(page, request, prefix, q
         page.goto(srv.url + query)
         page.wait_for_function(f"() => window.Bokeh && Bokeh.documents.length > 0 "
                                f"&& {WEIGHTS_JS}.length > 0", timeout=30_000)
-        page.wait_for_timeout(500)
+        wait_still(page)
     finally:
         if prefix:
             srv.stop()

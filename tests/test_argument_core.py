@@ -640,3 +640,20 @@ def test_one_width_s_spread_is_the_curves_own_bit_for_bit(d_k, t, n, rho):
     assert spread.keys() == full.keys()
     for k, v in full.items():
         assert np.array_equal(np.asarray(spread[k]), np.asarray(v)), k
+
+
+def test_a_run_read_mid_step_gives_every_metric_over_the_same_steps():
+    """What the event loop sees while the training thread is inside a step: the last seed's
+    run has appended its loss, not yet its gradients. Every metric's curve covers the steps
+    each run has recorded in full; reading the loss's length instead makes numpy raise
+    ("inhomogeneous shape") and the server answer the Train click with an error."""
+    seeded = core.start_seeds(16, "none", 7, steps=60, n_keys=8)
+    seeded.advance(5)
+    for run in seeded.runs[:-1]:
+        run.advance(1)
+    seeded.runs[-1].loss.append(0.5)                 # inside its sixth step
+    for metric in ("loss", "grad_wq", "grad_wk", "log10_grad_wq", "log10_grad_wk"):
+        curve = seeded.curve(metric)
+        assert len(curve["median"]) == 5, metric
+        assert curve["median"].tolist() == np.median(
+            [getattr(run, metric)[:5] for run in seeded.runs], axis=0).tolist()

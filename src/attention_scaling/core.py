@@ -1456,6 +1456,13 @@ class TrainingRun:
         return max(len(self.loss) - 1, 0)
 
     @property
+    def recorded(self) -> int:
+        """The steps whose every metric is recorded: a step appends its loss first and its
+        log10 gradient to W_K last, so a reader while another thread advances the run sees
+        at least this many of each."""
+        return len(self.log10_grad_wk)
+
+    @property
     def done(self) -> bool:
         return self.steps_done >= self.steps
 
@@ -1564,9 +1571,10 @@ class SeededTraining:
 
     def curve(self, metric: str) -> dict:
         """``metric`` ("loss", "grad_wq", "grad_wk", "log10_grad_wq" or "log10_grad_wk") per step
-        over the steps every run has
-        recorded: {"median", "min", "max"} over the seeds, each an array."""
-        n = min(len(run.loss) for run in self.runs)
+        over the steps every run has recorded (:attr:`TrainingRun.recorded`, also while
+        another thread advances them): {"median", "min", "max"} over the seeds, each an
+        array."""
+        n = min(run.recorded for run in self.runs)
         values = np.array([getattr(run, metric)[:n] for run in self.runs], float).reshape(
             len(self.runs), n)
         return {"median": np.median(values, axis=0), "min": values.min(axis=0),

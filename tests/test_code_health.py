@@ -91,7 +91,8 @@ def test_the_size_check_sees_a_long_function(tmp_path, monkeypatch):
 #: <- cli, and server (a
 #: package) beside page and export; seams (the libraries' internals) and training (the served
 #: runs' scheduler) and blas (BLAS's threads), which import none of the package, under page,
-#: server, work and export; nothing imports cli. The package's __init__ imports page on first use of
+#: server, work and export; documents (a served document's changes as one message) and runner
+#: (a session's training runs) under page; nothing imports cli. The package's __init__ imports page on first use of
 #: `attention_scaling.Explorer` only.
 _BOKEH = {"core", "prose", "state", "style", "figures", "argument", "layout"}
 LAYERS = {
@@ -107,10 +108,13 @@ LAYERS = {
     "work": {"blas", "core", "prose", "state", "style", "argument"},
     "layout": _BOKEH - {"layout"},
     "training": set(),
-    "page": _BOKEH | {"blas", "seams", "training", "work"},
+    "documents": set(),
+    "runner": {"core", "prose", "state", "style", "argument", "training", "documents"},
+    "page": _BOKEH | {"blas", "seams", "training", "work", "documents", "runner"},
     "export": _BOKEH | {"blas", "work"},
-    "server": _BOKEH | {"blas", "page", "seams", "training", "work"},
-    "cli": _BOKEH | {"blas", "page", "export", "server", "seams", "training", "work"},
+    "server": _BOKEH | {"blas", "page", "seams", "training", "work", "documents", "runner"},
+    "cli": _BOKEH | {"blas", "page", "export", "server", "seams", "training", "work",
+                     "documents", "runner"},
 }
 #: Libraries a module must not load (core: nothing but NumPy and the standard library).
 NOT_LOADED = {

@@ -215,13 +215,13 @@ def test_train_while_the_sweep_is_under_way_at_that_setting_changes_nothing():
         try:
             tab = explorer.view.argument.tabs["training"]
             await until(lambda: "Sweeping learning rates" in tab.status.text, timeout=120)
-            runs, sweep = explorer._training[0], explorer._sweep
+            runs, sweep = explorer.training.runs, explorer.training.sweep
             for _ in range(3):
                 doc.add_next_tick_callback(explorer.start_training)
                 await asyncio.sleep(0.3)
-            same = explorer._training[0] is runs and explorer._sweep is sweep
+            same = explorer.training.runs is runs and explorer.training.sweep is sweep
             await until(lambda: "Learning-rate sweep: " in tab.status.text, timeout=180)
-            return same, explorer._training[0] is runs, sweep.done
+            return same, explorer.training.runs is runs, sweep.done
         finally:
             server.stop()
 
@@ -241,13 +241,13 @@ def test_a_run_is_shown_in_new_rows_only_one_update_a_slice(monkeypatch):
         show = tab.show
 
         def counted(*args, **kwargs):
-            shows.append(explorer._job)
+            shows.append(explorer.training.job)
             return show(*args, **kwargs)
 
         tab.show = counted
         try:
-            await until(lambda: explorer._job is not None)
-            job = explorer._job
+            await until(lambda: explorer.training.job is not None)
+            job = explorer.training.job
             await until(lambda: "Learning-rate sweep: " in tab.status.text, timeout=180)
             return None, shows, job, dict(tab.source.data)
         finally:

@@ -7,7 +7,8 @@ import os
 import panel as pn
 
 from attention_scaling import server as served
-from attention_scaling.page import Explorer, create_page, held
+from attention_scaling.documents import held
+from attention_scaling.page import Explorer, create_page
 
 
 def test_sliders_are_bokeh_models_synced_both_ways():

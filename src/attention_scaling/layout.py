@@ -227,7 +227,7 @@ class View:
     ``argument=False`` leaves out the tabs of the argument (the offline copy); ``presets``
     is HTML shown under the guide; ``controls`` names the controls to show (all by default).
     ``on_click(button, action)`` has ``action()`` run in Python when ``button`` is clicked
-    (page.on_click), on a page with Python behind it: there each step's answer stays in Python
+    (documents.on_click), on a page with Python behind it: there each step's answer stays in Python
     until its Reveal, or the handout, asks for it (:meth:`reveal`); without it (the offline
     copy) the answers wait in the page, in their Reveal buttons' tags.
     """

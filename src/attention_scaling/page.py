@@ -9,22 +9,21 @@ import logging
 import sys
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
 
 import panel as pn
 import param
-from bokeh.models import Button, CustomJS, RadioButtonGroup, Spinner, Tabs
+from bokeh.models import CustomJS, RadioButtonGroup, Spinner, Tabs
 from tornado.ioloop import IOLoop
 
-from . import core, seams, training, work
+from . import core, seams, work
+from .documents import held, on_click, served
 from .prose import quiz
-from .argument import TRAINING_STEPS
 from .layout import View
+from .runner import TrainingRunner
 from .state import (CONTROLS, MAX_SEED, ExplorerState, Setting, parse_query, preset_links,
                     presenting, to_query)
 from .style import ASSETS, script
-from .prose.text import (TITLE, fields_of, guide_html, notice_html, presets_html,
-                         training_refused_html)
+from .prose.text import TITLE, fields_of, guide_html, notice_html, presets_html
 
 log = logging.getLogger(__name__)
 
@@ -54,33 +53,6 @@ def build_thread() -> ThreadPoolExecutor:
 #: paint on the page's main thread, once per slider step.
 FAVICON = "data:image/png;base64," + base64.b64encode(
     (ASSETS / "favicon.png").read_bytes()).decode("ascii")
-
-
-@contextmanager
-def held(doc, placing: bool = False):
-    """The events of a change leave as one message. In a served session Panel's
-    ``pn.io.unlocked`` writes them to the websocket as one PATCH-DOC when the block ends
-    (Bokeh's ``Document.hold`` would send a message per changed model, each one serialised
-    against every model of the document); elsewhere Bokeh's ``Document.hold``.
-    ``placing``: the block puts models into the document (a tab's figures), and the document
-    finds its models once, when it ends (Bokeh's ``doc.models.freeze``), instead of walking
-    the whole document again at each property set that adds one, which building a tab does
-    hundreds of times. Not for other changes: the walk at the end of a freeze comes whether
-    or not a model was added, and a slider's change adds none."""
-    if doc is None:
-        yield
-        return
-    frozen = doc.models.freeze() if placing else nullcontext()
-    if doc.session_context is not None:
-        with pn.io.unlocked(), frozen:
-            yield
-        return
-    doc.hold("combine")
-    try:
-        with frozen:
-            yield
-    finally:
-        doc.unhold()
 
 
 def _setter(state):
@@ -132,16 +104,6 @@ def _codec(parameter):
     return (lambda value: value), count
 
 
-def on_click(button: Button, action) -> None:
-    """Run ``action()`` (held: one message) when ``button`` is clicked."""
-
-    def clicked(_event) -> None:
-        with held(button.document):
-            action()
-
-    button.on_event("button_click", clicked)
-
-
 def _position(value, count: int) -> int | None:
     """``value`` as a slider position in [0, count), or None: the browser may send any
     number (a forged message: 2.5, -1, 1e308, NaN), and a whole float such as 3.0 is 3."""
@@ -191,12 +153,7 @@ class Explorer(pn.viewable.Viewer):
         # the argument's tabs: built when one is first shown, then drawn when shown (a
         # change redraws only the visible one)
         self._shown: dict = {}     # per tab: the setting it was drawn at
-        self._training = None
-        self._sweep = None          # the learning-rate sweep at the runs' setting, or None
-        self._job = None            # a served run's training.Job (its runs, then its sweep)
-        self._shown_next = None     # its slice's show, waiting on the document, or None
-        self._account = training.Account()     # this session's training time
-        self._stops_with = None     # the document whose end stops a served run
+        self.training = TrainingRunner(self.view)   # the Training tab's runs and sweep
         self._page_pending = False
         self._asks_pending: set = set()    # the tabs whose question waits for the next turn
         self._pending: dict | None = None  # controls waiting for the worker pool (newest)
@@ -378,25 +335,18 @@ class Explorer(pn.viewable.Viewer):
         if "training" in keys:
             on_click(view.train_button, self.start_training)
 
+    def start_training(self) -> None:
+        """Train at the controls' setting (:meth:`runner.TrainingRunner.start`)."""
+        self.training.start(self.argument_setting())
+
     def _draw(self, key: str) -> None:
         setting = self.argument_setting()
         self.view.draw_tab(key, setting)
         self._shown[key] = setting      # the setting's rule's lines are highlighted
-        runs = self._runs_at(setting) if key == "training" else None
-        if runs is not None and all(run.done for run in runs.values()):
-            self._show_training()       # a control the runs do not depend on: they still answer
+        if key == "training" and self.training.done_at(setting):
+            self.training.show()        # a control the runs do not depend on: they still answer
         else:
             self._ask_later(key)
-
-    def _runs_at(self, s: Setting) -> dict | None:
-        """The training runs on show, done or under way, where they are trained at ``s`` (its
-        width, temperature, keys and seed: the rule and the alignment do not change them)."""
-        if self._training is None:
-            return None
-        runs, at = self._training
-        same = at == (s.d_k, s.temperature, s.keys) and all(
-            run.seed == s.seed for run in runs.values())
-        return runs if same else None
 
     def _ask_later(self, key: str) -> None:
         """Show tab ``key``'s question for the controls as they are once what they changed
@@ -439,14 +389,13 @@ class Explorer(pn.viewable.Viewer):
         elif key == "training":
             s = self._shown[key]
             question = quiz.training_question(s.d_k, s.temperature,
-                                              running=self._runs_at(s) is not None)
+                                              running=self.training.runs_at(s) is not None)
         else:
             question = self.view.argument.tabs[key].question(self._shown[key])
         self.view.show_question(key, question)
 
     def _served(self) -> bool:
-        doc = self.view.root.document
-        return doc is not None and doc.session_context is not None
+        return served(self.view.root.document)
 
     def controls(self) -> dict:
         """Every control's value (state.CONTROLS) as the state holds it."""
@@ -533,120 +482,6 @@ class Explorer(pn.viewable.Viewer):
         """The questions that waited for the pool's job, on the next turn."""
         if self._asks_pending and self._computing is None:
             self.view.root.document.add_next_tick_callback(self._ask_pending)
-
-    def start_training(self) -> None:
-        """Train one head under each rule at the current d_k, T and keys, from the state's
-        seed and the next (core.TRAIN_SEEDS seeds), each rule at its own learning rate
-        (core.rule_learning_rate). Served, the steps run in slices on the process's training
-        thread (:func:`training.scheduler`: the session that has used the least training time
-        first) while the page's curves grow, each slice shown on the server's loop, until the
-        runs end or :meth:`stop_training`; then, the same way, the learning-rate sweep at
-        their setting (core.LearningRateSweep), its points shown as they arrive. A sweep kept
-        from before shows at once. Train while the runs or their sweep are under way at this
-        setting changes nothing; while the sweep of another setting is under way, it ends it.
-        Past the runs under way allowed from the client's address, the status line says so.
-        Elsewhere (a notebook, a document with no session) the runs all at once, and the
-        sweep only if one is kept."""
-        s = self.argument_setting()
-        if self._job is not None:
-            if self._runs_at(s) is not None or self._sweep is None or self._sweep.done:
-                return      # under way (the button is disabled while the runs are)
-            self._end_slice()            # another setting's sweep under way: this one instead
-        d_k, t, n = s.d_k, s.temperature, s.keys
-        runs = {rule: core.start_seeds(d_k, rule, s.seed, temperature=t,
-                                       steps=TRAINING_STEPS, n_keys=n)
-                for rule in core.RULES}
-        doc = self.view.root.document
-        if doc is None or doc.session_context is None:
-            self._training = (runs, (d_k, t, n))
-            self._sweep = core.cached_sweep(d_k, t, s.seed, n, steps=TRAINING_STEPS)
-            for run in runs.values():
-                run.advance(TRAINING_STEPS + 1)
-            self._show_training()
-            return
-        request = doc.session_context.request
-        address = getattr(request, "remote_ip", None) or ""
-        loop = IOLoop.current()
-        job = training.scheduler().submit(
-            self._account, address, training.run_steps(runs),
-            lambda job, done: loop.add_callback(self._slice_done, job, done))
-        if job is None:
-            self.view.training_status.text = training_refused_html(
-                training.scheduler().runs_per_address)
-            self.view.train_button.disabled = False
-            return
-        self._job = job
-        self._training = (runs, (d_k, t, n))
-        self._sweep = core.cached_sweep(d_k, t, s.seed, n, steps=TRAINING_STEPS)
-        self.view.train_button.disabled = True
-        if doc is not self._stops_with:
-            self._stops_with = doc
-            doc.on_event("connection_lost", lambda event: self.stop_training())
-            doc.on_session_destroyed(lambda session_context: self.stop_training(doc=False))
-        self._show_training()
-        self.view.show_question("training", quiz.training_question(d_k, t, running=True))
-
-    def _slice_done(self, job, done: bool) -> None:
-        """On the server's loop, after a slice of ``job``: its show, on the document's next
-        turn (Bokeh lets a served document change only in its callbacks)."""
-        if job is not self._job:
-            return
-        self._shown_next = self.view.root.document.add_next_tick_callback(
-            lambda: self._show_slice(job, done))
-
-    def _show_slice(self, job, done: bool) -> None:
-        """Show the slice; then the job's next slice, the sweep once the runs are done, or
-        the end (a unit that failed, logged by the scheduler, ends it too)."""
-        if job is not self._job:
-            return
-        self._shown_next = None
-        runs = self._training[0]
-        if all(run.done for run in runs.values()) and self._sweep is None:
-            first = next(iter(runs.values()))
-            self._sweep = core.start_sweep(first.d_k, first.temperature, first.seed,
-                                           first.n_keys, steps=TRAINING_STEPS, runs=runs)
-        with held(self.view.root.document):
-            self._show_training()
-        if job.stopped:
-            self.stop_training()
-        elif not done:
-            job.resume()
-        elif not self._sweep.done:
-            job.resume(training.sweep_steps(self._sweep))
-        else:
-            self.stop_training()
-
-    def stop_training(self, doc: bool = True) -> None:
-        """End a served run where it is: no step after the one under way, no slice left to
-        show, and the Train button usable again on the server's next turn (Bokeh lets a
-        served document change only in its callbacks); ``doc=False``: the session is gone,
-        its document is left as it is."""
-        if self._job is None:
-            return
-        self._end_slice(doc)
-        document = self.view.root.document
-        if doc and document is not None:
-            document.add_next_tick_callback(self._enable_train)
-
-    def _end_slice(self, doc: bool = True) -> None:
-        """No step after the one under way and no slice left to show (``doc``: its show
-        callback taken off the document)."""
-        job, shown = self._job, self._shown_next
-        self._job = self._shown_next = None
-        job.stop()
-        document = self.view.root.document
-        if (doc and document is not None and shown is not None
-                and shown in document.session_callbacks):
-            document.remove_next_tick_callback(shown)
-
-    def _enable_train(self) -> None:
-        if self._job is None:
-            self.view.train_button.disabled = False
-
-    def _show_training(self) -> None:
-        runs, (d_k, t, n) = self._training
-        if self.view.show_training(runs, d_k, t, n, self._sweep):
-            self.view.train_button.disabled = False
 
     def __panel__(self):
         return pn.pane.Bokeh(self.view.root, sizing_mode="stretch_width")

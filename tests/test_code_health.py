@@ -200,6 +200,41 @@ def test_no_module_imports_another_s_private_name():
     assert found == []
 
 
+def _tab_keys_asked(tree: ast.AST, keys: set) -> list[int]:
+    """The lines of ``tree`` that compare with a tab's key or look one up by it (a literal
+    ``"training"`` in ``key == "training"``, ``tabs["training"]``, ``key in ("draw", ...)``)."""
+    def literal(node) -> bool:
+        return isinstance(node, ast.Constant) and node.value in keys
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            operands += [e for o in operands if isinstance(o, (ast.Tuple, ast.List, ast.Set))
+                         for e in o.elts]
+            if any(literal(o) for o in operands):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and literal(node.slice):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and any(literal(a) for a in node.args):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_but_state_asks_for_a_tab_by_its_key():
+    """A tab is a row of state.TABS and its class in argument.TAB_VIEWS: elsewhere a tab is
+    found by what it is (state.ONE_DRAW, the first; TabView.trains), never by comparing with
+    its key or looking it up by a literal one."""
+    from attention_scaling.state import TABS
+    keys = {t.key for t in TABS}
+    found = [f"{path.name}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
+             if path.name != "state.py"
+             for line in _tab_keys_asked(ast.parse(path.read_text(encoding="utf-8")), keys)]
+    assert found == []
+    probe = ast.parse('tabs["training"]; key == "draw"; k in ("x", "budget"); f("gradient")')
+    assert _tab_keys_asked(probe, keys) == [1, 1, 1, 1]
+
+
 def test_tests_and_benchmarks_import_no_private_name_of_the_package():
     """The tests, testkit/ and the benchmarks use the package through its public names too:
     no ``from attention_scaling.prose.text import _helper``."""

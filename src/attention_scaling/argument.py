@@ -249,12 +249,17 @@ class TabView:
     its lead sentence and of its "More detail"). The offline copy stores its text by ``offline`` (``width``, ``temperature`` or
     ``setting``: one per seed, width and temperature) and, by the index each names, the
     models of ``stores``: (source name or ``<figure>:y_range``, index), and its question by
-    the index ``asked`` names (what the question depends on)."""
+    the index ``asked`` names (what the question depends on). ``trains``: it is drawn by
+    training runs (its Train button, :meth:`TrainingTab.show`) rather than from the controls,
+    and its question costs nothing; ``present_extra``: the names of its models that present
+    mode shows beside its charts."""
 
     key = ""
     offline = "setting"
     asked = "setting"
     stores: tuple = ()
+    trains = False
+    present_extra: tuple[str, ...] = ()
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
@@ -418,6 +423,8 @@ class TrainingTab(TabView):
     not drawn from the controls."""
 
     key, offline = "training", None     # asked by setting: the offline runs have one seed
+    trains = True
+    present_extra = ("train", "training-status")
 
     def __init__(self, shared: Shared, css=(), button_css=()) -> None:
         super().__init__(shared)
@@ -507,6 +514,11 @@ class TrainingTab(TabView):
 
     def draw(self, s: Setting | None) -> tuple[str, str]:
         return TRAINING_LEAD, self.intro
+
+    def question(self, s: Setting, running: bool = False) -> quiz.Question:
+        """Which rule ends lowest at ``s``, before its runs' answer (``running``: they are
+        under way)."""
+        return quiz.training_question(s.d_k, s.temperature, running=running)
 
     def show(self, runs: dict, d_k: int, temperature: float, n_keys: int,
              sweep=None) -> tuple[str, str] | None:
@@ -700,6 +712,12 @@ TAB_VIEWS: dict[str, type[TabView]] = {
     cls.key: cls for cls in (VarianceTab, SaturationTab, GradientTab, TrainingTab, BudgetTab)}
 
 
+def trains(key: str) -> bool:
+    """Whether the tab ``key`` (a row of state.TABS) is drawn by training runs."""
+    cls = TAB_VIEWS.get(key)
+    return cls is not None and cls.trains
+
+
 class Argument:
     """The argument's tabs ``tab_keys`` (all of :data:`TAB_VIEWS` by default), built once, and
     what they share (``shared``: another Argument's, for tabs that join it, :meth:`adopt`).
@@ -711,8 +729,7 @@ class Argument:
         self.tabs: dict[str, TabView] = {}
         for key in TAB_VIEWS if tab_keys is None else tab_keys:
             cls = TAB_VIEWS[key]
-            self.tabs[key] = (cls(shared, css, button_css) if cls is TrainingTab
-                              else cls(shared))
+            self.tabs[key] = (cls(shared, css, button_css) if cls.trains else cls(shared))
         self.rule_lines = shared.rule_lines
         self.figures = {name: fig for tab in self.tabs.values()
                         for name, fig in tab.figures.items()}

@@ -52,7 +52,7 @@ from .argument import SWEEP_TITLE, TAB_VIEWS, TRAINING_STEPS
 from .figures import Charts, bar_data, diagonal_label_data, jacobian_data, max_label, sweep_data
 from .layout import TAB, View, ask_html
 from .style import KEY_LABELS, LABEL_ALPHA, programs, script
-from .state import CONTROLS, FIG3_D_K, FIG3_SEED, TABS, ExplorerState, Setting
+from .state import CONTROLS, FIG3_D_K, FIG3_SEED, ONE_DRAW, TABS, ExplorerState, Setting
 from .prose.text import TITLE, fields_of, guide_html
 
 #: Largest file the export may write: every state of 4 seeds, every step's question at every
@@ -251,7 +251,7 @@ class _Progress:
 
 def _questions_index() -> dict[str, str]:
     """Each step's question's index (the one draw's: ``setting``), for the steps with one."""
-    index = {"draw": "setting", **{key: cls.asked for key, cls in TAB_VIEWS.items()}}
+    index = {ONE_DRAW: "setting", **{key: cls.asked for key, cls in TAB_VIEWS.items()}}
     return {key: index[key] for key in index if TAB[key].ask}
 
 
@@ -381,7 +381,7 @@ def _argument(seeds: list[int], table: _Table, progress: _Progress,
         widths[rule] = [line.glyph.line_width for line in lines]
     return blocks, dict(
         texts=text, leads=leads, widths=widths,
-        sources={"draw": [list(store) for store in SPREAD_STORES],
+        sources={ONE_DRAW: [list(store) for store in SPREAD_STORES],
                  **{key: [list(store) for store in tab.stores] for key, tab in drawn.items()}},
         text_index={key: tab.offline for key, tab in drawn.items()},
         **_training(view, seeds[0], runs, swept, blocks, table, text, leads, progress),
@@ -403,8 +403,9 @@ def _questions(view: View, seeds: list[int], runs: dict, draw_questions: list,
 
     tabs = view.argument.tabs
     asked_draws = iter(draw_questions)
-    ask = {"draw": lambda s: next(asked_draws),
-           "training": lambda s: (
+    training = view.training_tab()
+    ask = {ONE_DRAW: lambda s: next(asked_draws),
+           training.key: lambda s: (
                quiz.training_question(s.d_k, s.temperature, runs[s.d_k])
                if (s.temperature, s.seed) == (TRAINING_TEMPERATURE, seeds[0])
                else dataclasses.replace(quiz.training_question(s.d_k, s.temperature),
@@ -473,11 +474,12 @@ def _training(view: View, seed: int, runs: dict, swept: dict, blocks: _Blocks,
     blocks, texts (into ``text``), and as JSON their index, ranges and status."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
     ranges, status, tags, ti = [], [], [], temps.index(TRAINING_TEMPERATURE)
-    training = view.argument.tabs["training"]
+    training = view.training_tab()
+    key = training.key
     # what the tab shows before a run (View.build_argument): shown again where Train finds
     # no run, so that the charts, texts and question all describe the setting
-    idle = dict(idle_text=_paragraphs(view.section_texts["training"].text, table),
-                idle_lead=table.add(view.leads["training"].text),
+    idle = dict(idle_text=_paragraphs(view.section_texts[key].text, table),
+                idle_lead=table.add(view.leads[key].text),
                 training_columns=list(training.source.data))
     training.sweep_rows = max(len(s.result()[r].rates) for s in swept.values()
                               for r in core.RULES)     # one block shape at every width
@@ -488,8 +490,8 @@ def _training(view: View, seed: int, runs: dict, swept: dict, blocks: _Blocks,
         if d_k in swept:
             sweep_index[di] = len(sweep_index)
             blocks.add(training.sweep_source)
-        text["training"].append(_paragraphs(view.section_texts["training"].text, table))
-        leads["training"].append(table.add(view.leads["training"].text))
+        text[key].append(_paragraphs(view.section_texts[key].text, table))
+        leads[key].append(table.add(view.leads[key].text))
         status.append(training.status.text if d_k in swept else
                       training.status.text.replace("</span>", OFFLINE_NO_SWEEP + "</span>"))
         tags.append(list(training.source.tags))      # what the downloads are named after
@@ -776,7 +778,7 @@ def build_view(payload: dict, seeds: list[int]) -> View:
         tabs=view.tabs, panels=panels, train=view.train_button, asks=view.asks,
         training_status=view.training_status,
         **_stored_models(view),
-        texts=view.section_texts, leads=view.leads, training_figs=dict(a.tabs["training"].figures),
+        texts=view.section_texts, leads=view.leads, training_figs=dict(view.training_tab().figures),
         lines=[line for r in core.RULES for line in a.rule_lines[r]],
         shown=[d_ks.index(FIG3_D_K), temps.index(1.0), 0, core.RULES.index("sqrt")])
     select = CustomJS(args=dict(args, action="change"), code=script("offline-select"))
@@ -804,9 +806,9 @@ def _first_view(view: View, first: Setting) -> None:
             view.draw_tab(key, first)
             view.show_question(key, tab.question(first))
     view.training_status.text = OFFLINE_TRAINING.format(seed=first.seed)
-    view.show_question("draw", quiz.draw_question(first.d_k, first.temperature, first.seed,
+    view.show_question(ONE_DRAW, quiz.draw_question(first.d_k, first.temperature, first.seed,
                                                   first.keys, first.align))
-    view.show_question("training", quiz.training_question(
+    view.show_question(view.training_tab().key, quiz.training_question(
         first.d_k, TRAINING_TEMPERATURE, training_runs(first.seed)[first.d_k]))
 
 
@@ -816,7 +818,7 @@ def _stored_models(view: View) -> dict:
     ``argument_figs``, the figures whose axis ranges are stored."""
     a, spread = view.argument, view.charts.spread
     stores = [name for tab in a.tabs.values() for name, _by in tab.stores]
-    training = a.tabs["training"]
+    training = view.training_tab()
     return dict(
         sources={name: a.model(name) for name in stores if ":" not in name} | {
             "training-source": training.source, "training-lr-sweep-source": training.sweep_source,

@@ -14,9 +14,9 @@ from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGr
 
 from . import core
 from .prose import quiz
-from .argument import Argument
+from .argument import TAB_VIEWS, Argument
 from .figures import Charts
-from .state import CONTROLS, TABS, Setting
+from .state import CONTROLS, ONE_DRAW, TABS, Setting
 from .style import page_css, position_formatter, programs, script, theme_css
 from .prose.lead import try_html
 from .prose.text import (BUSY_HTML, FORMULAS, FORMULAS_HTML, GLOSSARY_HTML, TITLE,
@@ -347,7 +347,7 @@ class View:
         args = dict(tabs=self.tabs, keys=list(TAB), root=self.root, body=body,
                     actions=actions, steps={t.key: dict(
                         charts=list(t.charts), controls=list(t.present),
-                        extra=["train", "training-status"] if t.key == "training" else [])
+                        extra=list(TAB_VIEWS[t.key].present_extra) if t.key in TAB_VIEWS else [])
                         for t in TABS})
         for action, button in (("enter", self.buttons["present"]), ("leave", leave),
                                ("print", handout)):
@@ -559,8 +559,8 @@ class View:
             *css, InlineStyleSheet(css=FULL_WIDTH_CSS)], disable_math=not self._tex,
             sizing_mode="stretch_width")
         #: Each tab's buttons to take it away: PNG, SVG and CSV (assets/js/download.js).
-        self.downloads = {"draw": self._download_row(
-            "draw", [c.scaled_fig, c.unscaled_fig, c.spread.fig], [
+        self.downloads = {ONE_DRAW: self._download_row(
+            ONE_DRAW, [c.scaled_fig, c.unscaled_fig, c.spread.fig], [
                 (c.scaled_source, [["key", "key"]]),
                 *((src, [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
                   for src, side in ((c.scaled_source, "scaled"), (c.unscaled_source,
@@ -573,12 +573,12 @@ class View:
         return column(
             *self._text(c.lead),
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
-            *self._text(*self._ask("draw")),
+            *self._text(*self._ask(ONE_DRAW)),
             wrapping_row(c.spread.fig, c.readout),
-            self.downloads["draw"],
+            self.downloads[ONE_DRAW],
             *self._text(guide),
             wrapping_row(c.jacobian_fig, c.diagonal_fig), c.heatmaps_text,
-            *self._text(self._more("draw", c.caption, formulas, c.explanation,
+            *self._text(self._more(ONE_DRAW, c.caption, formulas, c.explanation,
                                    c.readout_detail, self._glossary())),
             sizing_mode="stretch_width", stylesheets=[InlineStyleSheet(css=FIT_CSS)])
 
@@ -608,12 +608,12 @@ class View:
         self.argument: Argument | None = None
         #: Each built argument tab's lead sentence and its "More detail" text, by key.
         self.leads, self.section_texts = {}, {}
-        self.tabs = Tabs(tabs=[TabPanel(title=tab.title, child=one_draw if tab.key == "draw"
+        self.tabs = Tabs(tabs=[TabPanel(title=tab.title, child=one_draw if tab.key == ONE_DRAW
                                         else Div(text="<p class='status'>Drawing…</p>",
                                                  stylesheets=self._css, disable_math=True))
                                for tab in TABS], sizing_mode="stretch_width", name="sections",
                          stylesheets=[InlineStyleSheet(css=TABS_CSS + HANDOUT_TABS_CSS)],
-                         active=list(TAB).index(values.get("tab", "draw")) if argument else 0)
+                         active=list(TAB).index(values.get("tab", ONE_DRAW)) if argument else 0)
         if argument:
             self.widgets["tab"] = self.tabs
 
@@ -687,7 +687,7 @@ class View:
         tags)."""
         buttons = {}
         for kind in ("png", "svg", "csv"):
-            name = f"download-{kind}" if tab == "draw" else f"download-{kind}-{tab}"
+            name = f"download-{kind}" if tab == ONE_DRAW else f"download-{kind}-{tab}"
             buttons[kind] = button = Button(label=f"Download {kind.upper()}", name=name,
                                             margin=(5, 10), width=140,
                                             stylesheets=self._controls_css)
@@ -739,10 +739,9 @@ class View:
         self.leads.update(leads)
         self.section_texts.update(texts)
         children = {key: self._argument_tab(key, tab) for key, tab in built.tabs.items()}
-        training = built.tabs.get("training")
-        if training is not None:
+        for training in (tab for tab in built.tabs.values() if tab.trains):
             self.train_button, self.training_status = training.button, training.status
-            self._show_texts("training", training.draw(None))
+            self._show_texts(training.key, training.draw(None))
         if wire is not None:
             wire(self, keys)
         self._a11y_argument([k for k in self.asks if k in children],
@@ -768,7 +767,7 @@ class View:
         body = [wrapping_row(*part) if isinstance(part, list) else part for part in tab.body()]
         self.downloads[key] = self._download_row(
             key, list(tab.figures.values()), tab.tables,
-            run=tab.source if key == "training" else None)
+            run=tab.source if tab.trains else None)
         steps = try_html(key, self.widgets)
         guide = Div(text=steps, name=f"{key}-try", disable_math=True, margin=(5, 10),
                     stylesheets=[*self._css, InlineStyleSheet(css=NO_PRINT_CSS)],
@@ -871,11 +870,16 @@ class View:
         (core.LearningRateSweep or None) on their tab: the charts, the status beside the
         Train button and, once every run is done, what they showed. True when they are
         done."""
-        texts = self.argument.tabs["training"].show(runs, d_k, temperature, n_keys, sweep)
+        training = self.training_tab()
+        texts = training.show(runs, d_k, temperature, n_keys, sweep)
         if texts is not None:
-            self._show_texts("training", texts)
-            self.show_question("training", quiz.training_question(d_k, temperature, runs))
+            self._show_texts(training.key, texts)
+            self.show_question(training.key, quiz.training_question(d_k, temperature, runs))
         return texts is not None
+
+    def training_tab(self):
+        """The built argument tab that training runs draw (argument.TabView.trains)."""
+        return next(tab for tab in self.argument.tabs.values() if tab.trains)
 
     def _show_texts(self, key: str, texts: tuple[str, str]) -> None:
         """An argument tab's lead sentence and "More detail" text."""

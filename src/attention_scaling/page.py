@@ -18,10 +18,11 @@ from tornado.ioloop import IOLoop
 from . import core, seams, work
 from .documents import held, on_click, served
 from .prose import quiz
+from .argument import trains
 from .layout import View
 from .runner import TrainingRunner
-from .state import (CONTROLS, MAX_SEED, ExplorerState, Setting, parse_query, preset_links,
-                    presenting, to_query)
+from .state import (CONTROLS, MAX_SEED, ONE_DRAW, ExplorerState, Setting, parse_query,
+                    preset_links, presenting, to_query)
 from .style import ASSETS, script
 from .prose.text import TITLE, fields_of, guide_html, notice_html, presets_html
 
@@ -181,7 +182,7 @@ class Explorer(pn.viewable.Viewer):
         one draw's texts; changes that come first share that second message. (Splitting the
         one draw's change, the bars first, costs the browser a second frame per change and
         answers a drag later.)"""
-        if self.state.tab == "draw":
+        if self.state.tab == ONE_DRAW:
             self._refresh_page()
             return
         self._refresh_argument()
@@ -203,7 +204,7 @@ class Explorer(pn.viewable.Viewer):
         r = self.state.result
         self.charts.update(r, self.state.rule, self._fields())
         self.view.show_seed(r.seed)
-        self._ask_later("draw")
+        self._ask_later(ONE_DRAW)
         self._refresh_argument()
 
     def _refresh_address(self, *_events) -> None:
@@ -218,7 +219,7 @@ class Explorer(pn.viewable.Viewer):
         """Bring the visible tab of the argument up to date with the controls (the others
         when they are shown)."""
         key = self.state.tab
-        if key == "draw":
+        if key == ONE_DRAW:
             return
         if self._served():
             if self._pending is not None:
@@ -327,12 +328,12 @@ class Explorer(pn.viewable.Viewer):
             if self._built is not None:    # the open tab is the one draw or waits for the pool
                 self.view.build_argument(self._wire_argument, self._built)
                 self._built = None
-                if self.state.tab == "draw":
-                    self._draw_unshown("draw")
+                if self.state.tab == ONE_DRAW:
+                    self._draw_unshown(ONE_DRAW)
         self.build_rest()
 
     def _wire_argument(self, view, keys: list) -> None:
-        if "training" in keys:
+        if any(trains(key) for key in keys):
             on_click(view.train_button, self.start_training)
 
     def start_training(self) -> None:
@@ -343,7 +344,7 @@ class Explorer(pn.viewable.Viewer):
         setting = self.argument_setting()
         self.view.draw_tab(key, setting)
         self._shown[key] = setting      # the setting's rule's lines are highlighted
-        if key == "training" and self.training.done_at(setting):
+        if trains(key) and self.training.done_at(setting):
             self.training.show()        # a control the runs do not depend on: they still answer
         else:
             self._ask_later(key)
@@ -355,7 +356,7 @@ class Explorer(pn.viewable.Viewer):
         shows, which may cost a first computation there). Training's costs nothing and
         is shown at once, before any run's answer to it."""
         doc = self.view.root.document
-        if key == "training" or doc is None or doc.session_context is None:
+        if trains(key) or not served(doc):
             self._ask(key)
             return
         if not self._asks_pending:
@@ -372,26 +373,24 @@ class Explorer(pn.viewable.Viewer):
         controls = self.controls()
         with held(self.view.root.document):
             for key in sorted(keys):
-                if key == "training" or not self._served() or work.ready(
+                if trains(key) or not self._served() or work.ready(
                         {**controls, "tab": key}):
                     self._ask(key)
-                elif key in ("draw", self.state.tab):
+                elif key in (ONE_DRAW, self.state.tab):
                     self._asks_pending.add(key)     # asked once the pool has computed it
                     self._wait_for(controls)
                 else:
                     self._shown.pop(key, None)      # a hidden tab: drawn again when shown
 
     def _ask(self, key: str) -> None:
-        if key == "draw":
+        if key == ONE_DRAW:
             r = self.state.result
             question = quiz.draw_question(r.d_k, r.temperature, r.seed, len(r.raw_logits),
                                           r.align)
-        elif key == "training":
-            s = self._shown[key]
-            question = quiz.training_question(s.d_k, s.temperature,
-                                              running=self.training.runs_at(s) is not None)
         else:
-            question = self.view.argument.tabs[key].question(self._shown[key])
+            tab, s = self.view.argument.tabs[key], self._shown[key]
+            question = (tab.question(s, running=self.training.runs_at(s) is not None)
+                        if tab.trains else tab.question(s))
         self.view.show_question(key, question)
 
     def _served(self) -> bool:

@@ -10,7 +10,6 @@ from tornado.ioloop import IOLoop
 from . import core, training
 from .argument import TRAINING_STEPS
 from .documents import held, served
-from .prose import quiz
 from .prose.text import training_refused_html
 from .state import Setting
 
@@ -90,7 +89,8 @@ class TrainingRunner:
             doc.on_event("connection_lost", lambda event: self.stop())
             doc.on_session_destroyed(lambda session_context: self.stop(doc=False))
         self.show()
-        self.view.show_question("training", quiz.training_question(d_k, t, running=True))
+        tab = self.view.training_tab()
+        self.view.show_question(tab.key, tab.question(s, running=True))
 
     def _take(self, runs: dict, at: tuple, seed: int) -> None:
         d_k, t, n = at

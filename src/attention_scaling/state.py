@@ -94,6 +94,9 @@ TABS = (
         ("seed", "the medians are over 2,000 draws, not one"))),
 )
 
+#: The one draw's tab: the first (the argument's tabs follow it, drawn by argument.TAB_VIEWS).
+ONE_DRAW = TABS[0].key
+
 CONTROLS = (
     Control("d_k", "choice", "d_k", f"Head width {core.DK}", FIG3_D_K,
             "Dimension of the query and key vectors (log-spaced, 1 to 4096).",

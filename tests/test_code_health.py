@@ -87,14 +87,15 @@ def test_the_size_check_sees_a_long_function(tmp_path, monkeypatch):
 
 #: What each module of src/attention_scaling may import of the package: core <- prose (a
 #: package: the numbers as printed, the texts, leads and questions); core <- state (the
-#: controls, no prose); and above them style <- figures, argument <- layout <- page / export
+#: controls, no prose); and above them style <- figures, argument <- components <- layout <-
+#: page / export
 #: <- cli, and server (a
 #: package) beside page and export; seams (the libraries' internals) and training (the served
 #: runs' scheduler) and blas (BLAS's threads), which import none of the package, under page,
 #: server, work and export; documents (a served document's changes as one message) and runner
 #: (a session's training runs) under page; nothing imports cli. The package's __init__ imports page on first use of
 #: `attention_scaling.Explorer` only.
-_BOKEH = {"core", "prose", "state", "style", "figures", "argument", "layout"}
+_BOKEH = {"core", "prose", "state", "style", "figures", "argument", "components", "layout"}
 LAYERS = {
     "__init__": {"page"},
     "core": set(),
@@ -106,6 +107,7 @@ LAYERS = {
     "figures": {"core", "prose", "style"},
     "argument": {"core", "prose", "state", "style"},
     "work": {"blas", "core", "prose", "state", "style", "argument"},
+    "components": {"core", "prose", "state", "style", "argument"},
     "layout": _BOKEH - {"layout"},
     "training": set(),
     "documents": set(),
@@ -120,7 +122,7 @@ LAYERS = {
 NOT_LOADED = {
     "prose": {"panel", "bokeh", "param"},
     "state": {"panel", "bokeh"},
-    **{m: {"panel"} for m in ("style", "figures", "argument", "layout", "work")},
+    **{m: {"panel"} for m in ("style", "figures", "argument", "components", "layout", "work")},
 }
 
 

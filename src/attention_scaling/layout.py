@@ -14,7 +14,8 @@ from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGr
 
 from . import core
 from .prose import quiz
-from .argument import TAB_VIEWS, Argument
+from .argument import Argument
+from .components import PresentMode
 from .figures import Charts
 from .state import CONTROLS, ONE_DRAW, TABS, Setting
 from .style import page_css, position_formatter, programs, script, theme_css
@@ -248,9 +249,7 @@ class View:
         bar_rows, rows, argument_rows = self._controls(values, argument, controls)
         self.seed_div = Div(text="", stylesheets=css, disable_math=True, name="seed",
                             margin=(4, 10))
-        self.buttons = self._buttons(buttons)
-        if argument:
-            self.buttons["present"] = self._present_button()
+        self.buttons = self._buttons(buttons, argument)
         unfold = self._sidebar(bar_rows, rows, argument_rows)
         theme = self._notes(presets)
         self._guide = guide
@@ -291,7 +290,14 @@ class View:
         self.ready = [theme, unfold, self._a11y(argument, "controls" in hidden), *c.ready,
                       busy, self._phone_pair(), *([self._idle()] if argument else [])]
         if argument:
-            self.ready.append(self._present(body, "controls" in hidden))
+            self.ready.append(self._place_present(body, "controls" in hidden))
+
+    def _place_present(self, body, no_controls: bool) -> CustomJS:
+        """Present mode's actions under the controls (at the top of the charts without
+        them); the program that opens it from the address."""
+        return self.present.place(
+            tabs=self.tabs, root=self.root, body=body, answers=self._answers_button(),
+            host=self.main if no_controls else self.sidebar, at_top=no_controls)
 
     def _phone_pair(self) -> CustomJS:
         """The scaled and the unscaled bars drawn lower on a phone, both on one screen
@@ -311,52 +317,19 @@ class View:
         self.busy.js_on_change("tags", busy)
         return busy
 
-    def _buttons(self, keys) -> dict:
-        """The sidebar's buttons ``keys`` (of resample, fig3, copy), by key."""
+    def _buttons(self, keys, argument: bool) -> dict:
+        """The sidebar's buttons ``keys`` (of resample, fig3, copy), by key, and on a page with
+        the argument's tabs, ``present``: :attr:`present`'s."""
+        #: Present mode (components.PresentMode), on a page with the argument's tabs.
+        self.present = PresentMode(self._controls_css) if argument else None
         labels = {"resample": ("Resample q and k", "primary"),
                   "fig3": ("Reset to the reference draw", "default"),
                   "copy": ("Copy link to this view", "default")}
-        return {key: Button(label=labels[key][0], button_type=labels[key][1], name=key,
-                            sizing_mode="stretch_width", margin=(5, 10),
-                            stylesheets=self._controls_css)
-                for key in keys}
-
-    def _present_button(self) -> Button:
-        """The "Present" button, beside "Copy link to this view": present mode
-        (:meth:`_present`)."""
-        return Button(label="Present", name="present", sizing_mode="stretch_width",
-                      margin=(5, 10), stylesheets=self._controls_css)
-
-    def _present(self, body, no_controls: bool) -> CustomJS:
-        """Present mode (assets/js/present.js; URL key present=1): one step of the argument
-        per screen, each tab of state.TABS with its lead, its main charts (``charts``) filling
-        the screen, its question if it has one and only the controls of ``present``; keys
-        move between steps; its buttons leave it ("present-leave") and print the handout
-        ("present-print"), one page per step. They stand under the controls (at the top of
-        the charts without them). Returns the program that opens it from the address."""
-        leave = Button(label="Leave present mode (Esc)", name="present-leave",
-                       sizing_mode="stretch_width", margin=(5, 10),
-                       stylesheets=self._controls_css)
-        handout = Button(label="Print handout", name="present-print",
-                         sizing_mode="stretch_width", margin=(5, 10),
-                         stylesheets=self._controls_css)
-        actions = column(leave, handout, self._answers_button(), name="present-actions",
-                         visible=False, sizing_mode="stretch_width", margin=(10, 0, 0, 0))
-        (self.main.children.insert(0, actions) if no_controls
-         else self.sidebar.children.append(actions))
-        args = dict(tabs=self.tabs, keys=list(TAB), root=self.root, body=body,
-                    actions=actions, steps={t.key: dict(
-                        charts=list(t.charts), controls=list(t.present),
-                        extra=list(TAB_VIEWS[t.key].present_extra) if t.key in TAB_VIEWS else [])
-                        for t in TABS})
-        for action, button in (("enter", self.buttons["present"]), ("leave", leave),
-                               ("print", handout)):
-            button.js_on_event("button_click", CustomJS(args=dict(args, action=action),
-                                                        code=script("present")))
-        step = CustomJS(args=dict(args, action="step"), code=script("present"))
-        self.tabs.js_on_change("active", step)
-        self.tabs.js_on_change("tabs", step)
-        return CustomJS(args=dict(args, action="ready"), code=script("present"))
+        return {**{key: Button(label=labels[key][0], button_type=labels[key][1], name=key,
+                               sizing_mode="stretch_width", margin=(5, 10),
+                               stylesheets=self._controls_css)
+                   for key in keys},
+                **({"present": self.present.button} if argument else {})}
 
     @staticmethod
     def _reveal_program() -> CustomJS:

@@ -3,12 +3,29 @@
 
 from __future__ import annotations
 
-from bokeh.layouts import column
-from bokeh.models import Button, CustomJS
+from bokeh.layouts import column, row
+from bokeh.models import Button, CustomJS, Div, InlineStyleSheet, RadioButtonGroup, Slider
 
 from .argument import TAB_VIEWS
+from .prose import quiz
 from .state import TABS
-from .style import script
+from .style import position_formatter, script
+
+#: A question's block (QuestionPanel.block): a card; in present mode, where the page sets
+#: ``--as-ask-order: -1``, the first thing of its step.
+ASK_CSS = (":host { order: var(--as-ask-order, 0); border: 1px solid var(--as-theme-line, #BBBBBD); "
+           "border-radius: 6px; background: var(--as-theme-card, #F5F7FA); padding: 4px 0; }")
+#: A question's guess of a percentage: the labels of its slider's positions.
+PERCENTS = tuple(f"{p}%" for p in range(101))
+#: For the rows of charts: wrap onto the next line where the screen is too narrow for both.
+WRAP_CSS = ":host { flex-wrap: wrap !important; }"
+#: Each tab's kind of question (its row's ``ask``: ``percent``, ``choice``, "" for none).
+ASKS = {t.key: t.ask for t in TABS}
+
+
+def ask_html(question: quiz.Question) -> str:
+    """A question as its step shows it (the served page and the offline copy)."""
+    return f"<p class='ask-text'><b>Predict.</b> {question.ask}</p>"
 
 
 class PresentMode:
@@ -54,3 +71,115 @@ class PresentMode:
         tabs.js_on_change("active", step)
         tabs.js_on_change("tabs", step)
         return CustomJS(args=dict(args, action="ready"), code=script("present"))
+
+
+class QuestionPanel:
+    """The steps' predict-then-reveal questions, one program for all (assets/js/reveal.js):
+    each step's block (:meth:`block`), the question shown in it (:meth:`show`) and its answer
+    put away until Reveal. ``on_click(button, action)`` (documents.on_click), on a page with
+    Python behind it: there each answer stays in Python until its Reveal, or the handout,
+    asks for it (:meth:`reveal`, :meth:`reveal_all`); without it (the offline copy) the answers
+    wait in the page, in their Reveal buttons' tags. ``asks``: each step's models by tab key;
+    ``questions``: each step's question shown (quiz.Question)."""
+
+    def __init__(self, css, button_css, on_click=None) -> None:
+        self._css, self._button_css, self._on_click = css, button_css, on_click
+        self.asks: dict = {}
+        self.questions: dict = {}
+        self._program = CustomJS(args=dict(asks={}, answers=None), code=script("reveal"))
+
+    def block(self, key: str) -> list:
+        """Tab ``key``'s block, if its row of state.TABS has a question: the question, a
+        guess (a slider of percentages or buttons, the row's ``ask``), Reveal, and the
+        answer, empty until Reveal; the answer waits in Reveal's tags, out of the page's
+        text, put there by :meth:`show` or, with Python behind the page, only on Reveal."""
+        kind = ASKS[key]
+        if not kind:
+            return []
+        css, buttons = self._css, self._button_css
+        text = Div(text="", name=f"{key}-ask-text", stylesheets=css, disable_math=True,
+                   sizing_mode="stretch_width", margin=(5, 10, 0, 10))
+        if kind == "percent":
+            guess = Slider(title="Your guess", start=0, end=100, step=1, value=50,
+                           name=f"{key}-guess", sizing_mode="stretch_width", margin=(5, 10),
+                           format=position_formatter(list(PERCENTS)), stylesheets=buttons)
+        else:
+            guess = RadioButtonGroup(labels=["", "", ""], active=None, name=f"{key}-guess",
+                                     margin=(5, 10), sizing_mode="stretch_width",
+                                     stylesheets=buttons)
+        reveal = Button(label="Reveal", button_type="primary", name=f"{key}-reveal", width=120,
+                        margin=(5, 10), stylesheets=buttons)
+        answer = Div(text="", name=f"{key}-answer", stylesheets=css, disable_math=True,
+                     sizing_mode="stretch_width", margin=(0, 10))
+        self.asks[key] = dict(text=text, guess=guess, reveal=reveal, answer=answer)
+        self._program.args = {**self._program.args, "asks": {
+            **self._program.args["asks"], key: {**self.asks[key], "kind": kind}}}
+        reveal.js_on_event("button_click", self._program)
+        reveal.js_on_change("tags", self._program)
+        if self._on_click is not None:
+            self._on_click(reveal, lambda: self.reveal(key))
+        return [column(text, row(guess, reveal, sizing_mode="stretch_width",
+                                 stylesheets=[InlineStyleSheet(css=WRAP_CSS)]),
+                       answer, name=f"{key}-ask", css_classes=["ask"], margin=(8, 10),
+                       sizing_mode="stretch_width",
+                       stylesheets=[*css, InlineStyleSheet(css=ASK_CSS)])]
+
+    def answers_button(self) -> Button:
+        """The handout's request for every step's answer (assets/js/present.js clicks it once
+        the steps are gathered): hidden; with Python behind the page, one click has
+        :meth:`reveal_all` send them all in one message; then, or at once where they wait in
+        the page, assets/js/reveal.js shows each without a guess."""
+        answers = Button(label="Every answer", name="present-answers", visible=False)
+        self._program.args = {**self._program.args, "answers": answers}
+        answers.js_on_event("button_click", self._program)
+        answers.js_on_change("tags", self._program)
+        if self._on_click is not None:
+            self._on_click(answers, self.reveal_all)
+        return answers
+
+    def show(self, key: str, question: quiz.Question | None) -> None:
+        """Tab ``key``'s question (quiz.Question, or None: it has none), its answer put away
+        until Reveal (kept here with Python behind the page, :meth:`reveal`; else in Reveal's
+        tags): the answer shown and the guess are left as they are while the question stays
+        the same."""
+        parts = self.asks.get(key)
+        if parts is None or question is None or self.questions.get(key) == question:
+            return
+        self.questions[key] = question
+        parts["text"].text = ask_html(question)
+        if question.choices and list(question.choices) != parts["guess"].labels:
+            parts["guess"].labels = list(question.choices)
+        parts["reveal"].tags = [] if self._on_click is not None else [question.answer]
+        if parts["answer"].text:
+            parts["answer"].text = ""
+
+    def reveal(self, key: str) -> None:
+        """Tab ``key``'s answer to the question shown, into its Reveal button's tags: on a
+        page with Python behind it, the one way an answer reaches the browser (on Reveal);
+        assets/js/reveal.js then shows it."""
+        question, parts = self.questions.get(key), self.asks.get(key)
+        if question is not None and parts is not None:
+            parts["reveal"].tags = [question.answer]
+
+    def reveal_all(self) -> None:
+        """Every step's answer to the question shown, for the handout, into the tags of its
+        request's button (:meth:`answers_button`): [the request's number (each request is
+        answered by a change), [[key, answer], ...]]."""
+        answers = self._program.args["answers"]
+        number = answers.tags[0] + 1 if answers.tags else 1
+        answers.tags = [number, [[key, question.answer] for key, question in self.questions.items()
+                                 if key in self.asks]]
+
+    @staticmethod
+    def guesses(asks: dict) -> tuple[list, list]:
+        """The questions' guesses (``asks``: :meth:`block`'s models by tab) for
+        assets/js/a11y.js: the sliders with their labels, the groups of buttons with their
+        name."""
+        sliders, groups = [], []
+        for parts in asks.values():
+            guess = parts["guess"]
+            if isinstance(guess, Slider):
+                sliders.append([guess, list(PERCENTS)])
+            else:
+                groups.append([guess, "Your guess"])
+        return sliders, groups

@@ -50,7 +50,8 @@ from . import blas, core, work
 from .prose import quiz
 from .argument import SWEEP_TITLE, TAB_VIEWS, TRAINING_STEPS
 from .figures import Charts, bar_data, diagonal_label_data, jacobian_data, max_label, sweep_data
-from .layout import TAB, View, ask_html
+from .components import ask_html
+from .layout import TAB, View
 from .style import KEY_LABELS, LABEL_ALPHA, programs, script
 from .state import CONTROLS, FIG3_D_K, FIG3_SEED, ONE_DRAW, TABS, ExplorerState, Setting
 from .prose.text import TITLE, fields_of, guide_html
@@ -393,7 +394,7 @@ def _questions(view: View, seeds: list[int], runs: dict, draw_questions: list,
                table: _Table, progress: _Progress) -> dict:
     """Every step's question (quiz) at every setting the offline copy holds it at, by the
     index its tab's ``asked`` names (the one draw's: ``setting``), as indices into ``table``
-    of its text as the step shows it (layout.ask_html), its choices (one line each) and its
+    of its text as the step shows it (components.ask_html), its choices (one line each) and its
     answer's sentences (many settings share some); the training's answered by the run where
     the copy holds one (T = 1, ``runs``)."""
     def stored(q: quiz.Question) -> list[int]:

@@ -15,7 +15,7 @@ from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGr
 from . import core
 from .prose import quiz
 from .argument import Argument
-from .components import PresentMode
+from .components import WRAP_CSS, PresentMode, QuestionPanel
 from .figures import Charts
 from .state import CONTROLS, ONE_DRAW, TABS, Setting
 from .style import page_css, position_formatter, programs, script, theme_css
@@ -97,14 +97,6 @@ MORE_CSS = (":host(:not(.open)) { max-height: 0; overflow: hidden; visibility: h
             "overflow: visible !important; visibility: visible !important; } }")
 #: Parts a printed page leaves out (with the controls): the download buttons.
 NO_PRINT_CSS = " @media print { :host { display: none !important; } }"
-#: A question's block (layout.View._ask): a card; in present mode, where the page sets
-#: ``--as-ask-order: -1``, the first thing of its step.
-ASK_CSS = (":host { order: var(--as-ask-order, 0); border: 1px solid var(--as-theme-line, #BBBBBD); "
-           "border-radius: 6px; background: var(--as-theme-card, #F5F7FA); padding: 4px 0; }")
-#: A question's guess of a percentage: the labels of its slider's positions.
-PERCENTS = tuple(f"{p}%" for p in range(101))
-#: For the rows of charts: wrap onto the next line where the screen is too narrow for both.
-WRAP_CSS = ":host { flex-wrap: wrap !important; }"
 #: A column as wide as its place and never wider, whatever its texts hold: a column that
 #: follows its widest content resizes every chart in it when a number grows.
 FIT_CSS = ":host { min-width: 0; max-width: 100%; }"
@@ -188,11 +180,6 @@ HANDOUT_TABS_CSS = (" :host(.handout) { display: block !important; } "
                                for i, tab in enumerate(TABS)))
 
 
-def ask_html(question: quiz.Question) -> str:
-    """A question as its step shows it (the served page and the offline copy)."""
-    return f"<p class='ask-text'><b>Predict.</b> {question.ask}</p>"
-
-
 def wrapping_row(*children):
     """A row of charts that wraps onto the next line where the screen is too narrow."""
     return row(*children, sizing_mode="stretch_width",
@@ -253,9 +240,10 @@ class View:
         unfold = self._sidebar(bar_rows, rows, argument_rows)
         theme = self._notes(presets)
         self._guide = guide
-        #: Each tab's question's models (:meth:`_ask`) and question shown (quiz.Question), by key.
-        self.asks, self.questions = {}, {}
-        self._reveal_js = self._reveal_program()
+        #: The steps' predict-then-reveal questions (components.QuestionPanel); each tab's
+        #: question's models and question shown (quiz.Question), by key.
+        self.ask = QuestionPanel(css, self._controls_css, on_click)
+        self.asks, self.questions = self.ask.asks, self.ask.questions
         self._download_names()
         one_draw = self._one_draw()
         self._tabs(values, one_draw, argument)
@@ -296,7 +284,7 @@ class View:
         """Present mode's actions under the controls (at the top of the charts without
         them); the program that opens it from the address."""
         return self.present.place(
-            tabs=self.tabs, root=self.root, body=body, answers=self._answers_button(),
+            tabs=self.tabs, root=self.root, body=body, answers=self.ask.answers_button(),
             host=self.main if no_controls else self.sidebar, at_top=no_controls)
 
     def _phone_pair(self) -> CustomJS:
@@ -330,26 +318,6 @@ class View:
                                stylesheets=self._controls_css)
                    for key in keys},
                 **({"present": self.present.button} if argument else {})}
-
-    @staticmethod
-    def _reveal_program() -> CustomJS:
-        """Reveal (assets/js/reveal.js): one program for every step's button (``asks``, grown
-        by :meth:`_ask`) and for the handout's request for every answer (``answers``:
-        :meth:`_answers_button`)."""
-        return CustomJS(args=dict(asks={}, answers=None), code=script("reveal"))
-
-    def _answers_button(self) -> Button:
-        """The handout's request for every step's answer (assets/js/present.js clicks it once
-        the steps are gathered): hidden; with Python behind the page, one click has
-        :meth:`reveal_all` send them all in one message; then, or at once where they wait in
-        the page, assets/js/reveal.js shows each without a guess."""
-        answers = Button(label="Every answer", name="present-answers", visible=False)
-        self._reveal_js.args = {**self._reveal_js.args, "answers": answers}
-        answers.js_on_event("button_click", self._reveal_js)
-        answers.js_on_change("tags", self._reveal_js)
-        if self._on_click is not None:
-            self._on_click(answers, self.reveal_all)
-        return answers
 
     def _sidebar(self, bar_rows: list, rows: list, argument_rows: list) -> CustomJS:
         """The controls (``self.sidebar``), and the notes under them (guide, presets): beside
@@ -546,7 +514,7 @@ class View:
         return column(
             *self._text(c.lead),
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
-            *self._text(*self._ask(ONE_DRAW)),
+            *self._text(*self.ask.block(ONE_DRAW)),
             wrapping_row(c.spread.fig, c.readout),
             self.downloads[ONE_DRAW],
             *self._text(guide),
@@ -600,7 +568,7 @@ class View:
             *([w, c.label] for c in CONTROLS
               if c.kind == "option" and (w := self.widgets.get(c.name)) is not None),
             [self.theme_buttons, "Theme"]]
-        guess_sliders, guess_groups = self._guesses(self.asks)
+        guess_sliders, guess_groups = QuestionPanel.guesses(self.asks)
         sliders += guess_sliders
         groups += guess_groups
         c = self.charts
@@ -627,7 +595,7 @@ class View:
         """The a11y program's charts and guesses grown by the argument's (``figures``, the
         questions of tabs ``keys``)."""
         args = self._a11y_js.args
-        sliders, groups = self._guesses({k: self.asks[k] for k in keys})
+        sliders, groups = QuestionPanel.guesses({k: self.asks[k] for k in keys})
         self._a11y_js.args = {**args, "sliders": [*args["sliders"], *sliders],
                               "groups": [*args["groups"], *groups],
                               "charts": [*args["charts"], *figures]}
@@ -635,20 +603,6 @@ class View:
             widget.js_on_change("value", self._a11y_js)
         for widget, _ in groups:
             widget.js_on_change("active", self._a11y_js)
-
-    @staticmethod
-    def _guesses(asks: dict) -> tuple[list, list]:
-        """The questions' guesses (``asks``: :meth:`_ask`'s models by tab) for
-        assets/js/a11y.js: the sliders with their labels, the groups of buttons with their
-        name."""
-        sliders, groups = [], []
-        for parts in asks.values():
-            guess = parts["guess"]
-            if isinstance(guess, Slider):
-                sliders.append([guess, list(PERCENTS)])
-            else:
-                groups.append([guess, "Your guess"])
-        return sliders, groups
 
     def _download_row(self, tab: str, figures: list, tables: list, keyed=None, run=None):
         """A row of three buttons that take the tab ``tab`` away (assets/js/download.js):
@@ -745,7 +699,7 @@ class View:
         guide = Div(text=steps, name=f"{key}-try", disable_math=True, margin=(5, 10),
                     stylesheets=[*self._css, InlineStyleSheet(css=NO_PRINT_CSS)],
                     sizing_mode="stretch_width") if steps else None
-        return column(*self._text(self.leads[key]), *body[:1], *self._text(*self._ask(key)),
+        return column(*self._text(self.leads[key]), *body[:1], *self._text(*self.ask.block(key)),
                       *body[1:], *self._text(guide, self._more(key, self.section_texts[key])),
                       self.downloads[key], sizing_mode="stretch_width")
 
@@ -755,60 +709,13 @@ class View:
         setting's rule highlighted (its question: :meth:`show_question`)."""
         self._show_texts(key, self.argument.draw(key, setting))
 
-    def _ask(self, key: str) -> list:
-        """Tab ``key``'s predict-then-reveal block, if its row of state.TABS has a question:
-        the question, a guess (a slider of percentages or buttons, the row's ``ask``),
-        Reveal, and the answer, empty until Reveal (assets/js/reveal.js); the answer waits in
-        Reveal's tags, out of the page's text, put there by :meth:`show_question` or, with
-        Python behind the page, only on Reveal (:meth:`reveal`)."""
-        kind = TAB[key].ask
-        if not kind:
-            return []
-        css = self._css
-        text = Div(text="", name=f"{key}-ask-text", stylesheets=css, disable_math=True,
-                   sizing_mode="stretch_width", margin=(5, 10, 0, 10))
-        if kind == "percent":
-            guess = Slider(title="Your guess", start=0, end=100, step=1, value=50,
-                           name=f"{key}-guess", sizing_mode="stretch_width", margin=(5, 10),
-                           format=position_formatter(list(PERCENTS)),
-                           stylesheets=self._controls_css)
-        else:
-            guess = RadioButtonGroup(labels=["", "", ""], active=None, name=f"{key}-guess",
-                                     margin=(5, 10), sizing_mode="stretch_width",
-                                     stylesheets=self._controls_css)
-        reveal = Button(label="Reveal", button_type="primary", name=f"{key}-reveal", width=120,
-                        margin=(5, 10), stylesheets=self._controls_css)
-        answer = Div(text="", name=f"{key}-answer", stylesheets=css, disable_math=True,
-                     sizing_mode="stretch_width", margin=(0, 10))
-        self.asks[key] = dict(text=text, guess=guess, reveal=reveal, answer=answer)
-        self._reveal_js.args = {**self._reveal_js.args,
-                                "asks": {**self._reveal_js.args["asks"],
-                                         key: {**self.asks[key], "kind": kind}}}
-        reveal.js_on_event("button_click", self._reveal_js)
-        reveal.js_on_change("tags", self._reveal_js)
-        if self._on_click is not None:
-            self._on_click(reveal, lambda: self.reveal(key))
-        return [column(text, row(guess, reveal, sizing_mode="stretch_width",
-                                 stylesheets=[InlineStyleSheet(css=WRAP_CSS)]),
-                       answer, name=f"{key}-ask", css_classes=["ask"], margin=(8, 10),
-                       sizing_mode="stretch_width",
-                       stylesheets=[*css, InlineStyleSheet(css=ASK_CSS)])]
-
     def show_question(self, key: str, question: quiz.Question | None) -> None:
-        """Tab ``key``'s question (quiz.Question, or None: it has none), its answer put away
-        until Reveal (kept here with Python behind the page, :meth:`reveal`; else in Reveal's
-        tags): the answer shown and the guess are left as they are while the question stays
-        the same."""
-        parts = self.asks.get(key)
-        if parts is None or question is None or self.questions.get(key) == question:
-            return
-        self.questions[key] = question
-        parts["text"].text = ask_html(question)
-        if question.choices and list(question.choices) != parts["guess"].labels:
-            parts["guess"].labels = list(question.choices)
-        parts["reveal"].tags = [] if self._on_click is not None else [question.answer]
-        if parts["answer"].text:
-            parts["answer"].text = ""
+        """Tab ``key``'s question (:meth:`components.QuestionPanel.show`)."""
+        self.ask.show(key, question)
+
+    def reveal(self, key: str) -> None:
+        """Tab ``key``'s answer (:meth:`components.QuestionPanel.reveal`)."""
+        self.ask.reveal(key)
 
     def show_busy(self, waiting: bool) -> None:
         """Say that a setting is being computed, or no longer say it."""
@@ -819,23 +726,6 @@ class View:
     def busy_shown(self) -> bool:
         """Whether the page says that a setting is being computed."""
         return BUSY_ON in self.busy.tags
-
-    def reveal(self, key: str) -> None:
-        """Tab ``key``'s answer to the question shown, into its Reveal button's tags: on a
-        page with Python behind it, the one way an answer reaches the browser (on Reveal,
-        :meth:`_ask`); assets/js/reveal.js then shows it."""
-        question, parts = self.questions.get(key), self.asks.get(key)
-        if question is not None and parts is not None:
-            parts["reveal"].tags = [question.answer]
-
-    def reveal_all(self) -> None:
-        """Every step's answer to the question shown, for the handout, into the tags of its
-        request's button (:meth:`_answers_button`): [the request's number (each request is
-        answered by a change), [[key, answer], ...]]."""
-        answers = self._reveal_js.args["answers"]
-        number = answers.tags[0] + 1 if answers.tags else 1
-        answers.tags = [number, [[key, question.answer] for key, question in self.questions.items()
-                                 if key in self.asks]]
 
     def show_training(self, runs: dict, d_k: int, temperature: float, n_keys: int,
                       sweep=None) -> bool:

@@ -8,7 +8,8 @@ from bokeh.models import Button, CustomJS, Div, InlineStyleSheet, RadioButtonGro
 
 from .argument import TAB_VIEWS
 from .prose import quiz
-from .state import TABS
+from .prose.text import TITLE
+from .state import CONTROLS, ONE_DRAW, TABS
 from .style import position_formatter, script
 
 #: A question's block (QuestionPanel.block): a card; in present mode, where the page sets
@@ -19,8 +20,10 @@ ASK_CSS = (":host { order: var(--as-ask-order, 0); border: 1px solid var(--as-th
 PERCENTS = tuple(f"{p}%" for p in range(101))
 #: For the rows of charts: wrap onto the next line where the screen is too narrow for both.
 WRAP_CSS = ":host { flex-wrap: wrap !important; }"
-#: Each tab's kind of question (its row's ``ask``: ``percent``, ``choice``, "" for none).
-ASKS = {t.key: t.ask for t in TABS}
+#: Parts a printed page leaves out (with the controls): the download buttons.
+NO_PRINT_CSS = " @media print { :host { display: none !important; } }"
+#: The tabs, by key (rows of state.TABS).
+TAB = {t.key: t for t in TABS}
 
 
 def ask_html(question: quiz.Question) -> str:
@@ -93,7 +96,7 @@ class QuestionPanel:
         guess (a slider of percentages or buttons, the row's ``ask``), Reveal, and the
         answer, empty until Reveal; the answer waits in Reveal's tags, out of the page's
         text, put there by :meth:`show` or, with Python behind the page, only on Reveal."""
-        kind = ASKS[key]
+        kind = TAB[key].ask
         if not kind:
             return []
         css, buttons = self._css, self._button_css
@@ -183,3 +186,46 @@ class QuestionPanel:
             else:
                 groups.append([guess, "Your guess"])
         return sliders, groups
+
+
+class Downloads:
+    """Each tab's row of three buttons that take it away (assets/js/download.js), named after
+    the controls of its row of state.TABS as ``widgets`` (name -> widget) show them (the
+    choice and option controls shown; the others at their defaults) and the text fields of
+    ``text_source``."""
+
+    def __init__(self, widgets: dict, text_source, button_css) -> None:
+        self._text_source, self._button_css = text_source, button_css
+        #: name -> [widget, the value shown at each position]
+        self._named = {ctl.name: [w, [ctl.show(v) for v in ctl.values] if ctl.kind == "choice"
+                                  else list(ctl.values)]
+                       for ctl in CONTROLS if (w := widgets.get(ctl.name)) is not None
+                       and ctl.kind in ("choice", "option")}
+        self._defaults = {ctl.name: ctl.show(ctl.default) for ctl in CONTROLS
+                          if ctl.kind == "choice" and ctl.name not in self._named}
+
+    def row(self, tab: str, figures: list, tables: list, keyed=None, run=None):
+        """The row of tab ``tab``: its ``figures`` as PNG and SVG under the page's and the
+        tab's titles and the setting they show, the columns of ``tables`` ((source, [[column,
+        header], ...]) in order) as CSV; ``keyed``, a source with a "key" column, gives the
+        number of keys where no control does; ``run``, the training source, names the file
+        after its run's setting (its tags)."""
+        names = TAB[tab].names
+        buttons = {}
+        for kind in ("png", "svg", "csv"):
+            name = f"download-{kind}" if tab == ONE_DRAW else f"download-{kind}-{tab}"
+            buttons[kind] = button = Button(label=f"Download {kind.upper()}", name=name,
+                                            margin=(5, 10), width=140,
+                                            stylesheets=self._button_css)
+            button.js_on_event("button_click", CustomJS(args=dict(
+                kind=kind, tab=tab, parts=list(names),
+                controls={k: v for k, v in self._named.items() if k in names},
+                defaults=self._defaults, text_source=self._text_source,
+                figures=figures, tables=[[src, cols] for src, cols in tables], keyed=keyed,
+                run=run, heading=f"{TITLE}: {TAB[tab].title}", labels={
+                    ctl.name: [ctl.label, {str(v): ctl.show(v) for v in ctl.values}
+                               if ctl.kind == "option" else {}]
+                    for ctl in CONTROLS if ctl.name in names}),
+                code=script("download")))
+        return row(*buttons.values(), css_classes=["no-print"], name=f"downloads-{tab}",
+                   stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])

@@ -15,7 +15,7 @@ from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGr
 from . import core
 from .prose import quiz
 from .argument import Argument
-from .components import WRAP_CSS, PresentMode, QuestionPanel
+from .components import NO_PRINT_CSS, TAB, WRAP_CSS, Downloads, PresentMode, QuestionPanel
 from .figures import Charts
 from .state import CONTROLS, ONE_DRAW, TABS, Setting
 from .style import page_css, position_formatter, programs, script, theme_css
@@ -95,8 +95,6 @@ BAR = ("d_k", "rule")
 MORE_CSS = (":host(:not(.open)) { max-height: 0; overflow: hidden; visibility: hidden; "
             "margin: 0 !important; } @media print { :host { max-height: none !important; "
             "overflow: visible !important; visibility: visible !important; } }")
-#: Parts a printed page leaves out (with the controls): the download buttons.
-NO_PRINT_CSS = " @media print { :host { display: none !important; } }"
 #: A column as wide as its place and never wider, whatever its texts hold: a column that
 #: follows its widest content resizes every chart in it when a number grows.
 FIT_CSS = ":host { min-width: 0; max-width: 100%; }"
@@ -191,9 +189,6 @@ def wrapping_row(*children):
 DRAW_COLUMNS = (("logit", "logit"), ("weight", "weight"), ("pq", "p_1_minus_p"),
                 ("gq", "grad_to_query"))
 
-#: The tabs by key.
-TAB = {t.key: t for t in TABS}
-
 
 #: The busy note's class, and its tag and class while it is shown (assets/js/busy.js,
 #: assets/style.css).
@@ -244,7 +239,8 @@ class View:
         #: question's models and question shown (quiz.Question), by key.
         self.ask = QuestionPanel(css, self._controls_css, on_click)
         self.asks, self.questions = self.ask.asks, self.ask.questions
-        self._download_names()
+        #: Each tab's buttons to take it away (components.Downloads).
+        self.download = Downloads(self.widgets, c.text_source, self._controls_css)
         one_draw = self._one_draw()
         self._tabs(values, one_draw, argument)
         busy = self._busy_note()
@@ -455,17 +451,6 @@ class View:
         self.tabs.js_on_change("active", idle)
         return idle
 
-    def _download_names(self) -> None:
-        """The choice and option controls as the download names show them (``_named``: name
-        -> [widget, the value at each position]); the others at their defaults
-        (``_defaults``)."""
-        self._named = {ctl.name: [w, [ctl.show(v) for v in ctl.values] if ctl.kind == "choice"
-                                  else list(ctl.values)]
-                       for ctl in CONTROLS if (w := self.widgets.get(ctl.name)) is not None
-                       and ctl.kind in ("choice", "option")}
-        self._defaults = {ctl.name: ctl.show(ctl.default) for ctl in CONTROLS
-                          if ctl.kind == "choice" and ctl.name not in self._named}
-
     def _notes(self, presets: str) -> CustomJS:
         """The notes beside the charts (theme, presets) as ``self.notes``; the theme's
         browser program."""
@@ -500,7 +485,7 @@ class View:
             *css, InlineStyleSheet(css=FULL_WIDTH_CSS)], disable_math=not self._tex,
             sizing_mode="stretch_width")
         #: Each tab's buttons to take it away: PNG, SVG and CSV (assets/js/download.js).
-        self.downloads = {ONE_DRAW: self._download_row(
+        self.downloads = {ONE_DRAW: self.download.row(
             ONE_DRAW, [c.scaled_fig, c.unscaled_fig, c.spread.fig], [
                 (c.scaled_source, [["key", "key"]]),
                 *((src, [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
@@ -604,33 +589,6 @@ class View:
         for widget, _ in groups:
             widget.js_on_change("active", self._a11y_js)
 
-    def _download_row(self, tab: str, figures: list, tables: list, keyed=None, run=None):
-        """A row of three buttons that take the tab ``tab`` away (assets/js/download.js):
-        its ``figures`` as PNG and SVG under the page's and the tab's titles and the
-        setting they show, the columns of ``tables`` ((source, [[column, header], ...]) in
-        order) as CSV, named after the controls of its row of state.TABS;
-        ``keyed``, a source with a "key" column, gives the number of keys where no control
-        does; ``run``, the training source, names the file after its run's setting (its
-        tags)."""
-        buttons = {}
-        for kind in ("png", "svg", "csv"):
-            name = f"download-{kind}" if tab == ONE_DRAW else f"download-{kind}-{tab}"
-            buttons[kind] = button = Button(label=f"Download {kind.upper()}", name=name,
-                                            margin=(5, 10), width=140,
-                                            stylesheets=self._controls_css)
-            button.js_on_event("button_click", CustomJS(args=dict(
-                kind=kind, tab=tab, parts=list(TAB[tab].names),
-                controls={k: v for k, v in self._named.items() if k in TAB[tab].names},
-                defaults=self._defaults, text_source=self.charts.text_source,
-                figures=figures, tables=[[src, cols] for src, cols in tables], keyed=keyed,
-                run=run, heading=f"{TITLE}: {TAB[tab].title}", labels={
-                    ctl.name: [ctl.label, {str(v): ctl.show(v) for v in ctl.values}
-                               if ctl.kind == "option" else {}]
-                    for ctl in CONTROLS if ctl.name in TAB[tab].names}),
-                code=script("download")))
-        return row(*buttons.values(), css_classes=["no-print"], name=f"downloads-{tab}",
-                   stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
-
     def unbuilt(self) -> list[str]:
         """The argument's tabs not built yet, by key, in order."""
         return [tab.key for tab in TABS[1:]
@@ -692,7 +650,7 @@ class View:
         """An argument tab's panel: its lead, charts, "Try this", "More detail" and
         downloads."""
         body = [wrapping_row(*part) if isinstance(part, list) else part for part in tab.body()]
-        self.downloads[key] = self._download_row(
+        self.downloads[key] = self.download.row(
             key, list(tab.figures.values()), tab.tables,
             run=tab.source if tab.trains else None)
         steps = try_html(key, self.widgets)

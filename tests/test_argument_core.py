@@ -315,18 +315,25 @@ def _full_vector_grads(d_k, draws, seed):
 
 @pytest.mark.parametrize("d_k", [16, 64, 256])
 def test_frozen_shares_match_a_monte_carlo_of_full_vectors(d_k):
-    """The shares of draws below a tenth / a hundredth of the ÷√d_k median and below a tenth
-    of the rule's own median, against 3,000 draws of full vectors: within four standard
-    errors of the difference of two binomial shares."""
+    """The shares of draws below a tenth / a hundredth of the ÷√d_k median, below a tenth of
+    it in the logits' step at the equal-step rates, and below a tenth of the rule's own
+    median, against 3,000 draws of full vectors: within four standard errors of the
+    difference of two binomial shares."""
     curves = core.saturation_curves(1.0, 8, 0.0)
     i = core.D_K_VALUES.index(d_k)
     own = _full_vector_grads(d_k, 3000, 1300 + d_k)
     ref = np.median(own["sqrt"])
+    # an SGD step on W_Q at rate lr moves a logit q.k/s by lr |x|^2 (dL/dq).k / s: at the
+    # equal-step rates (1/d_k, 1, d_k) the gradient times lr sqrt(d_k) / s
+    step = {r: own[r] + math.log10(lr * math.sqrt(d_k) / s) for r, lr, s in (
+        ("none", 1 / d_k, 1.0), ("sqrt", 1.0, math.sqrt(d_k)), ("linear", d_k, d_k))}
     for r in core.RULES:
         median = np.median(own[r])
-        for name, cut in (("frozen_share", ref - 1), ("frozen100_share", ref - 2),
-                          ("spread_share", median - 1)):
-            want = float(np.mean(own[r] < cut))
+        for name, values, cut in (
+                ("frozen_share", own[r], ref - 1), ("frozen100_share", own[r], ref - 2),
+                ("spread_share", own[r], median - 1),
+                ("equal_step_share", step[r], np.median(step["sqrt"]) - 1)):
+            want = float(np.mean(values < cut))
             got = float(curves[f"{name}_{r}"][i])
             p = max((want + got) / 2, 1 / 3000)
             se = math.sqrt(p * (1 - p) * (1 / 3000 + 1 / core.CURVE_DRAWS))
@@ -350,7 +357,7 @@ def test_the_default_s_spread_is_the_issue_s_reference():
         assert 10 ** g[f"median_{r}"] == pytest.approx(curves[f"grad_q_median_{r}"][i])
         qs = [g[f"{q}_{r}"] for q in ("q05", "q25", "median", "q75", "q95")]
         assert qs == sorted(qs) and g["edges"][0] <= qs[0] and qs[-1] <= g["edges"][-1]
-        for name in ("frozen_share", "frozen100_share", "spread_share"):
+        for name in ("frozen_share", "frozen100_share", "spread_share", "equal_step_share"):
             assert g[f"{name}_{r}"] == curves[f"{name}_{r}"][i]
     assert g["edges"].shape == (core.GRAD_BINS + 1,) and not g["edges"].flags.writeable
     assert core.gradient_spread(64)["counts_none"] is g["counts_none"]     # cached

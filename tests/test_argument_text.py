@@ -262,9 +262,10 @@ def test_training_sentences_are_the_runs_own_numbers(d_k, seed):
     sq, lin = own["sqrt"][0], own["linear"][0]
     assert lin < sq and f"Here, at the equal step, ÷dk ends below ÷√dk ({fmt(lin)} against {fmt(sq)})" in text
     assert len(lead.split()) <= 30
-    if d_k == 1024:      # THE-ARGUMENT.md point 14: unscaled does not learn at this width
+    assert lead.startswith("At the equal-step rates, final loss (median of 3 seeds): ")
+    if d_k == 1024:      # THE-ARGUMENT.md point 14: at its equal-step rate, unscaled stalls
         assert own["none"][0] > own["none"][3]
-        assert lead.endswith("; unscaled ends above its start: it does not learn.")
+        assert lead.endswith("; unscaled ends above its start.")
     else:
         assert own["none"][0] < 0.5 * own["none"][3] and lead.endswith("÷dk 0.0115.")
 
@@ -275,12 +276,44 @@ def test_the_training_lead_says_which_rules_do_not_or_barely_learn():
             self.runs = [type("R", (), {"loss": [start]})()] * 3
             self.final = {"median": final}
     runs = {"none": Run(0.8, 0.85), "sqrt": Run(0.5, 0.3), "linear": Run(0.4, 0.01)}
-    assert plain(training_lead(runs)).endswith(
-        "unscaled 0.85, ÷√dk 0.3, ÷dk 0.01; unscaled ends above its start: it does not learn; "
-        "÷√dk barely learns.")
+    assert plain(training_lead(runs)) == (
+        "At the equal-step rates, final loss (median of 3 seeds): unscaled 0.85, ÷√dk 0.3, "
+        "÷dk 0.01; unscaled ends above its start; ÷√dk barely learns.")
     runs["sqrt"] = Run(0.5, 0.6)
     assert plain(training_lead(runs)).endswith(
-        "; unscaled and ÷√dk end above their starts: they do not learn.")
+        "; unscaled and ÷√dk end above their starts.")
+    assert "not learn" not in plain(training_lead(runs))     # said only after the sweep
+
+
+@pytest.mark.parametrize("d_k", [64, 1024])
+def test_after_the_sweep_the_lead_gives_each_rule_at_its_best_rate_first(d_k):
+    """THE-ARGUMENT.md point 14: with the sweep done, the lead leads with each rule's loss at
+    its own best rate (this test's own medians over the sweep's seeds), then the equal-step
+    runs'; unscaled, which ends above its start at 1024's equal-step rate, learns at its best
+    rate, so the lead says of no rule that it does not learn."""
+    seed = 2288
+    sweep = core.learning_rate_sweep(d_k, 1.0, seed)
+    own = _own_sweep(sweep, d_k, seed, 1.0, 8, 300)
+    runs = {r: core.train_seeds(d_k, r, seed) for r in core.RULES}
+    lead = plain(training_lead(runs, sweep))
+    best = ", ".join(f"{label} {fmt(own[r]['median'].min())}" for label, r in LABEL_RULE.items())
+    equal = ", ".join(fmt(_own(runs[r].runs)[0]) for r in core.RULES)
+    assert lead == (f"Final loss at each rule's best swept rate: {best}; at the equal-step "
+                    f"rates of the curves: {equal}.")
+    assert len(lead.split()) <= 30
+    assert all(own[r]["median"].min() < own[r]["start"] for r in core.RULES)
+
+
+def test_after_the_sweep_a_rule_that_learns_at_no_rate_is_named():
+    """The "learns at no rate tried" branch, from a sweep of 3 steps at d_k = 1024, T = 0.1,
+    where unscaled ends above its start at every rate."""
+    sweep = core.learning_rate_sweep(1024, 0.1, 5, steps=3)
+    runs = {r: core.train_seeds(1024, r, 5, temperature=0.1, steps=3) for r in core.RULES}
+    names = [label for label, r in LABEL_RULE.items() if not sweep[r].median.min() < sweep[r].start]
+    assert names
+    said = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    assert plain(training_lead(runs, sweep)).endswith(
+        f"; {said} {'learns' if len(names) == 1 else 'learn'} at no rate tried.")
 
 
 def test_the_training_text_says_how_the_equal_step_runs_end():
@@ -363,6 +396,13 @@ def _sweep_claims(sweep, own):
         return (a["sqrt"].best == b["sqrt"].best == 4 and a["linear"].best == 64
                 and b["linear"].best == 1024)
 
+    def unscaled_stays_put():
+        a, b = (core.learning_rate_sweep(d, 1.0, 2288) for d in (64, 1024))
+        return (a["none"].best == b["none"].best == 0.25
+                and a["none"].best / a["none"].equal_step == 16
+                and b["none"].best / b["none"].equal_step == 256
+                and all(s["none"].median.min() < 0.5 * s["none"].start for s in (a, b)))
+
     return [
         (r"The lower chart trains each rule again at dk = (?P<d>\d+), from the same seeds and "
          r"for the same steps, at its equal-step rate \(the ring\) times powers of 4, widened "
@@ -376,6 +416,9 @@ def _sweep_claims(sweep, own):
         (r"On this toy at T = 1 with 8 keys \(seeds 2288 to 2290\), ÷√dk's best rate is 4 at "
          r"dk = 64 and at 1024, and ÷dk's is dk at both: its best logit step stays put\.",
          lambda m: stays_put()),
+        (r"Unscaled's best rate is 1/4 at both, 16 and 256 times its equal-step rate: the "
+         r"equal step shrinks its rate as 1/dk, its best rate does not move, and at its best "
+         r"rate it learns at both widths\.", lambda m: unscaled_stays_put()),
         (r"μP pairs 1/dk with SGD rates for input-like weights such as these WQ and WK that "
          r"grow in proportion to width, so under μP's rates ÷dk's best base rate stays put "
          r"too\.", lambda m: stays_put()),
@@ -386,7 +429,7 @@ def _sweep_claims(sweep, own):
                                                 (1, 1.0, 8, 40), (3, 0.1, 2, 40),
                                                 (4096, 10.0, 64, 20), (48, 0.1, 64, 40)])
 def test_every_sentence_of_the_sweep_is_a_claim_that_holds(d_k, t, n_keys, steps):
-    """Each of the five sentences of the learning-rate sweep's text matches exactly one claim,
+    """Each of the six sentences of the learning-rate sweep's text matches exactly one claim,
     and that claim holds on the sweep, checked against a sweep this test runs itself
     (:func:`_own_sweep`). Over 20 s at d_k = 64 and 4096: two whole sweeps (three rules, every
     rate, three seeds) at the full number of steps."""
@@ -396,7 +439,7 @@ def test_every_sentence_of_the_sweep_is_a_claim_that_holds(d_k, t, n_keys, steps
     text = plain(training_sweep_html(sweep, d_k))
     claims = [(re.compile(p), cond) for p, cond in _sweep_claims(sweep, own)]
     sentences = [s for s in re.split(r"(?<=\.)\s*(?=[A-Zμ])", text) if s]
-    assert len(sentences) == 5
+    assert len(sentences) == 6
     for sentence in sentences:
         hits = [(p, cond) for p, cond in claims if p.fullmatch(sentence)]
         assert len(hits) == 1, sentence
@@ -453,6 +496,15 @@ def _share_claims(i: int, curves: dict):
          lambda m: all(share_shows(m[k], share[r]) for k, r in zip("abc", core.RULES))),
         (r"At dk = 1 the three rules divide by the same 1, so their counts are the same\.",
          lambda m: d_k == 1 and share["none"] == share["sqrt"] == share["linear"]),
+        (r"The yardstick is saturated too: under ÷√dk itself, (?P<s>.+) fall under a tenth of "
+         r"its median\.", lambda m: d_k > 1 and curves["spread_share_sqrt"][i] > 0.05
+         and share_shows(m["s"], curves["spread_share_sqrt"][i])),
+        (r"The bar assumes one shared learning rate\.", lambda m: d_k > 1),
+        (r"At the Training tab's equal-step rates, which give each rule's logits the same step "
+         r"per unit of gradient, the logits' step falls under a tenth of ÷√dk's for (?P<a>.+) "
+         r"unscaled, (?P<b>.+) ÷√dk and (?P<c>.+) ÷dk\.",
+         lambda m: d_k > 1 and all(share_shows(m[k], curves[f"equal_step_share_{r}"][i])
+                                   for k, r in zip("abc", core.RULES))),
         # small: ÷d_k's median below ÷√d_k's beyond two standard errors; alike: few of its
         # draws far below its own median
         (r"÷dk's gradients are smaller \((?P<f>.+) times at the median\) but alike "
@@ -477,7 +529,7 @@ def _share_claims(i: int, curves: dict):
 
 def _check_share_sentences(text: str, i: int, curves: dict) -> list:
     claims = [(re.compile(p), cond) for p, cond in _share_claims(i, curves)]
-    sentences = [s for s in re.split(r"(?<=\.)\s+(?=[A-Z÷])", text) if s]
+    sentences = [s for s in re.split(r"(?<=\.)\s*(?=[A-Z÷])", text) if s]
     false = []
     for sentence in sentences:
         hits = [(p, cond) for p, cond in claims if p.fullmatch(sentence)]
@@ -532,9 +584,9 @@ def test_the_gradient_lead_states_core_s_shares_in_agreeing_words(d_k, t, n, rho
     if d_k == 1:
         assert text.startswith("At dk = 1 every rule divides by 1")
         return
-    m = re.fullmatch(r"At dk = (\d+), unscaled, (?P<share>.+?) (?P<gets>gets?) under a tenth of "
-                     r"the ÷√dk median gradient to the query and barely (?P<learn>learns?); "
-                     r"under ÷√dk, (?P<sqrt>.+)\.", text)
+    m = re.fullmatch(r"At dk = (\d+), at one shared learning rate, (?P<share>.+?) unscaled "
+                     r"(?P<gets>gets?) under a tenth of ÷√dk's median gradient and barely "
+                     r"(?P<learn>learns?); ÷√dk: (?P<sqrt>.+)\.", text)
     assert m is not None and int(m[1]) == d_k, text
     assert share_shows(m["share"], none) and share_shows(m["sqrt"], sqrt)
     singular = m["share"] == "every draw"

@@ -567,7 +567,7 @@ def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(o
         wait_text(page, "training-text", prose.plain(prose.training_html(runs, d_k, 1.0, 8)
                                                      + prose.training_sweep_html(swept, d_k)))
         assert page.evaluate("() => window.__model('training-lead').text") == (
-            f"<p class='lead'>{training_lead(runs)}</p>")
+            f"<p class='lead'>{training_lead(runs, swept)}</p>")
         assert col(page, "training-source", "step") == list(range(argument.TRAINING_STEPS + 1))
         for r in core.RULES:       # core's runs one seed at a time, at the rule's rate
             one = [core.train(d_k, r, seeds[0] + i, temperature=1.0,

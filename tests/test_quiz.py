@@ -125,10 +125,11 @@ def test_the_training_answer_is_the_rule_with_the_lowest_final_loss():
     assert running.value is None and "under way" in running.answer and "Train" not in running.answer
     q = quiz.training_question(64, 1.0, {"none": _Run(0.9), "sqrt": _Run(0.2), "linear": _Run(0.3)})
     assert q.choices[q.value] == "÷√dₖ" and plain(q.answer).startswith("÷√dk ends lowest.")
-    assert "saturated" in q.answer
+    assert "per unit of the loss's gradient at the logits, not the same step" in q.answer
+    assert "saturates" in q.answer
     # at d_k = 1 every rule divides by one: the same model, and no talk of saturation
     tie = quiz.training_question(1, 1.0, {r: _Run(0.5) for r in core.RULES})
-    assert plain(tie.answer).split(".")[0].endswith("tie") and "saturated" not in tie.answer
+    assert plain(tie.answer).split(".")[0].endswith("tie") and "saturat" not in tie.answer
 
 
 def _value(answer: str) -> str:

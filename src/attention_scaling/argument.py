@@ -535,9 +535,10 @@ class TrainingTab(TabView):
         if not done:
             return None
         detail = training_html(runs, d_k, temperature, n_keys)
-        if sweep is not None and sweep.done:
-            detail += training_sweep_html(sweep.result(), d_k)
-        return training_lead(runs), detail
+        swept = sweep.result() if sweep is not None and sweep.done else None
+        if swept is not None:
+            detail += training_sweep_html(swept, d_k)
+        return training_lead(runs, swept), detail
 
     def show_sweep(self, result, rows: int | None = None) -> None:
         """A sweep's points (rule -> core.RuleSweep, or None: empty) on its chart, its axes

@@ -1004,11 +1004,14 @@ def _bootstrap_ranks() -> np.ndarray:
     return ranks
 
 
-def _spread(grad: np.ndarray) -> dict:
-    """From log10 ||dp/dq||_F (rules, draws) at one width: per rule the quantiles of
+def _spread(grad: np.ndarray, d_k: int) -> dict:
+    """From log10 ||dp/dq||_F (rules, draws) at width ``d_k``: per rule the quantiles of
     :data:`SPREAD_QUANTILES`, the bootstrap standard error of the median, the shares of the
-    draws below a tenth and a hundredth of the ÷√d_k median and below a tenth of the rule's
-    own median, and histograms over shared edges."""
+    draws below a tenth and a hundredth of the ÷√d_k median, below a tenth of it in the
+    logits' step at the equal-step rates (``equal_step_share``: an SGD step on W_Q at the
+    rule's :func:`rule_learning_rate` moves a logit by the gradient to the query times
+    lr·√d_k/s, against ÷√d_k's median's step) and below a tenth of the rule's own median,
+    and histograms over shared edges."""
     values = np.sort(grad, axis=1)
     q = np.quantile(values, list(SPREAD_QUANTILES.values()), axis=1)     # (quantiles, rules)
     ranks = _bootstrap_ranks()
@@ -1026,6 +1029,10 @@ def _spread(grad: np.ndarray) -> dict:
         out[f"frozen_share_{r}"] = float(np.mean(values[k] < ref - 1))
         out[f"frozen100_share_{r}"] = float(np.mean(values[k] < ref - 2))
         out[f"spread_share_{r}"] = float(np.mean(values[k] < q[2, k] - 1))
+        # a logit's step from an SGD step on W_Q: lr·|x|²·(dL/dq)·k/s, so at the equal-step
+        # rates the gradient to the query times lr·√d_k/s = d_k^(e - 1/2) against ÷√d_k's
+        shift = 0.5 * math.log10(rule_learning_rate(r, d_k) / rule_learning_rate("sqrt", d_k))
+        out[f"equal_step_share_{r}"] = float(np.mean(values[k] + shift < ref - 1))
         out[f"counts_{r}"] = np.histogram(values[k], bins=edges)[0].astype(float)
     for v in out.values():
         if isinstance(v, np.ndarray):
@@ -1044,7 +1051,7 @@ def _quartiles(parts: list[dict], batch: range, stats: dict, spreads: dict) -> N
         if metric == "grad_q":
             names.append("log10_grad_q")
             for i, w in enumerate(batch):
-                spreads[w] = _spread(values[i * len(RULES):(i + 1) * len(RULES)])
+                spreads[w] = _spread(values[i * len(RULES):(i + 1) * len(RULES)], D_K_VALUES[w])
         for name in names:
             shown = 10.0 ** q if name == "grad_q" else q
             for g, (w, r) in enumerate((w, r) for w in batch for r in RULES):
@@ -1053,7 +1060,7 @@ def _quartiles(parts: list[dict], batch: range, stats: dict, spreads: dict) -> N
 
 
 #: The per-width columns :func:`saturation_curves` takes from :func:`_spread`.
-_SPREAD_COLUMNS = ("frozen_share", "frozen100_share", "spread_share")
+_SPREAD_COLUMNS = ("frozen_share", "frozen100_share", "spread_share", "equal_step_share")
 
 
 def _spread_columns(spreads: dict) -> dict:
@@ -1111,7 +1118,9 @@ def saturation_curves(temperature: float = 1.0, n_keys: int = N_KEYS, align: flo
     of ten, underflows to 0); per width the gradient median's bootstrap standard error in
     decades (``log10_grad_q_median_se_<rule>``) and the shares of the draws below a tenth
     (``frozen_share_<rule>``) and a hundredth (``frozen100_share_<rule>``) of the ÷√d_k
-    median and below a tenth of the rule's own median (``spread_share_<rule>``), see
+    median, below a tenth of it in the logits' step at the equal-step rates
+    (``equal_step_share_<rule>``: the gradient times lr·√d_k/s at the rule's
+    :func:`rule_learning_rate`, against ÷√d_k's median's) and below a tenth of the rule's own median (``spread_share_<rule>``), see
     :func:`gradient_spread`. The first key is correlated with the query by ``align`` (rho: k_1 = rho q +
     sqrt(1 - rho^2) eps), the others are independent. Seeded and cached per setting; the
     gradient is exact without d_k-dimensional vectors (see ``_curve_draws``)."""
@@ -1128,7 +1137,8 @@ def gradient_spread(d_k: int, temperature: float = 1.0, n_keys: int = N_KEYS,
     of every draw); ``q05|q25|median|q75|q95_<rule>`` (log10) and ``median_se_<rule>`` (the
     median's bootstrap standard error, in decades); the shares of the draws below a tenth
     (``frozen_share_<rule>``) and a hundredth (``frozen100_share_<rule>``) of the ÷√d_k
-    median, and below a tenth of the rule's own median (``spread_share_<rule>``). Cached
+    median, below a tenth of it at the equal-step rates (``equal_step_share_<rule>``), and
+    below a tenth of the rule's own median (``spread_share_<rule>``). Cached
     with the curves; arrays read-only."""
     _check_choice("d_k", int(d_k), D_K_VALUES)
     _check_choice("n_keys", int(n_keys), KEY_COUNTS)
@@ -1148,7 +1158,7 @@ def _width_spread(d_k: int, temperature: float, n_keys: int, align: float) -> di
                                                  / _JOB_ELEMENTS)))]
     grad = np.concatenate([_curve_batch(range(i, i + 1), c, temperature, n_keys, align)["grad_q"]
                            for c in chunks], axis=1).astype(np.float64)
-    return _spread(grad)
+    return _spread(grad, d_k)
 
 
 def head_budget(width: int = 512, temperature: float = 1.0, n_keys: int = N_KEYS,

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import core
 from .formatting import distinct, fmt, median_weight, share_of_draws
-from .text import final_losses, rule_names
+from .text import RULE_LABELS_HTML, rule_names
 
 #: Words a lead sentence may hold.
 LEAD_WORDS = 30
@@ -23,24 +23,47 @@ DRAW_LEAD = ("At d<sub>k</sub> = {d}, this draw puts {none_max_w} on one key uns
 
 #: The training tab's lead before a run (core.rule_learning_rate: base · s²/d_k).
 TRAINING_LEAD = (f"<b>Train</b> runs each rule for 300 steps from {core.TRAIN_SEEDS} seeds, at "
-                 "the learning rate giving its logits the same step: unscaled "
-                 "1/d<sub>k</sub>, ÷√d<sub>k</sub> 1, ÷d<sub>k</sub> d<sub>k</sub>.")
+                 "the learning rate giving its logits the same step per unit of gradient: "
+                 "unscaled 1/d<sub>k</sub>, ÷√d<sub>k</sub> 1, ÷d<sub>k</sub> d<sub>k</sub>.")
 
 
-def training_lead(runs: dict) -> str:
-    """What finished training runs (rule -> core.SeededTraining) reached: each rule's result
-    (the median over the seeds of the mean loss of the last core.TRAIN_TAIL steps) and, for
-    the rules whose result is not below their median first loss, that they do not learn, or
-    not below half of it, that they barely learn."""
-    final, shown = final_losses(runs)
+def never_learns(sweep: dict) -> list[str]:
+    """The rules of a finished learning-rate sweep (rule -> core.RuleSweep) whose median
+    final loss is under their median first loss at no rate tried."""
+    return [r for r, s in sweep.items()
+            if not (np.isfinite(s.best) and float(s.median.min()) < s.start)]
+
+
+def training_lead(runs: dict, sweep: dict | None = None) -> str:
+    """What finished training runs (rule -> core.SeededTraining, each at its equal-step rate)
+    reached: each rule's result (the median over the seeds of the mean loss of the last
+    core.TRAIN_TAIL steps). Before the sweep: which rules end above their start or not
+    below half of it, at those rates. With the finished learning-rate sweep (``sweep``: rule
+    -> core.RuleSweep) each rule's result at its own best rate first, the equal-step results
+    after, and "does not learn" only of a rule that learns at no rate tried."""
+    final = {r: run.final["median"] for r, run in runs.items()}
+    if sweep is not None:
+        return _swept_lead(final, sweep)
+    seeds = len(next(iter(runs.values())).runs)
     start = {r: float(np.median([one.loss[0] for one in run.runs])) for r, run in runs.items()}
     stuck = [r for r in runs if not final[r] < start[r]]
     slow = [r for r in runs if r not in stuck and not final[r] < 0.5 * start[r]]
     tail = "".join(f"; {rule_names(rs)} {verb}" for rs, verb in (
-        (stuck, "ends above its start: it does not learn" if len(stuck) == 1
-         else "end above their starts: they do not learn"),
+        (stuck, "ends above its start" if len(stuck) == 1 else "end above their starts"),
         (slow, "barely learns" if len(slow) == 1 else "barely learn")) if rs)
-    return f"{shown}{tail}."
+    shown = ", ".join(f"{RULE_LABELS_HTML[r]} {fmt(final[r])}" for r in runs)
+    return f"At the equal-step rates, final loss (median of {seeds} seeds): {shown}{tail}."
+
+
+def _swept_lead(final: dict, sweep: dict) -> str:
+    best = ", ".join(f"{RULE_LABELS_HTML[r]} {fmt(float(s.median.min()))}"
+                     if np.isfinite(s.best) else f"{RULE_LABELS_HTML[r]} diverges"
+                     for r, s in sweep.items())
+    stuck = never_learns(sweep)
+    tail = (f"; {rule_names(stuck)} {'learns' if len(stuck) == 1 else 'learn'} at no rate "
+            "tried" if stuck else "")
+    return (f"Final loss at each rule's best swept rate: {best}; at the equal-step rates of "
+            f"the curves: {', '.join(fmt(final[r]) for r in final)}{tail}.")
 
 
 def variance_lead(d_k: int, dist: dict) -> str:
@@ -86,13 +109,13 @@ def gradient_lead(d_k: int, curves: dict) -> str:
         return ("At d<sub>k</sub> = 1 every rule divides by 1: the gradient reaching the query "
                 "is the same under all of them, draw by draw.")
     if none[i] <= 0:
-        return (f"At d<sub>k</sub> = {d_k}, no unscaled draw gets under a tenth of the "
-                f"÷√d<sub>k</sub> median gradient to the query; under ÷√d<sub>k</sub>, "
+        return (f"At d<sub>k</sub> = {d_k}, at one shared learning rate, no unscaled draw gets "
+                f"under a tenth of ÷√d<sub>k</sub>'s median gradient; ÷√d<sub>k</sub>: "
                 f"{share_of_draws(sqrt[i])}.")
     gets, learn = ("gets", "learns") if none[i] >= 1 else ("get", "learn")
-    return (f"At d<sub>k</sub> = {d_k}, unscaled, {share_of_draws(none[i])} {gets} under a tenth "
-            f"of the ÷√d<sub>k</sub> median gradient to the query and barely {learn}; under "
-            f"÷√d<sub>k</sub>, {share_of_draws(sqrt[i])}.")
+    return (f"At d<sub>k</sub> = {d_k}, at one shared learning rate, "
+            f"{share_of_draws(none[i])} unscaled {gets} under a tenth of ÷√d<sub>k</sub>'s "
+            f"median gradient and barely {learn}; ÷√d<sub>k</sub>: {share_of_draws(sqrt[i])}.")
 
 
 def budget_lead(budget: dict, width: int) -> str:

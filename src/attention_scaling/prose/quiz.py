@@ -189,7 +189,7 @@ def training_question(d_k: int, temperature: float, runs: dict | None = None,
     (``running``: they are under way)."""
     at = "" if temperature == 1 else f", {_t(temperature)}"
     ask = (f"Trained at {_DK} = {d_k}{at}, each rule at a learning rate that gives its logits "
-           "the same step: which will end with the lowest loss?")
+           "the same step per unit of gradient: which will end with the lowest loss?")
     choices = tuple(core.RULE_LABELS[r] for r in core.RULES)
     if runs is None:
         return Question(ask=ask, value=None, choices=choices, answer=(
@@ -200,9 +200,11 @@ def training_question(d_k: int, temperature: float, runs: dict | None = None,
     tied = [r for r in core.RULES if fmt(final[r]) == fmt(final[best])]
     why = ("At d<sub>k</sub> = 1 every rule divides by 1: the three runs are one model."
            if d_k == 1 else
-           "At these learning rates the rules' logits take the same step, so what differs is "
-           "how saturated each softmax starts: unscaled logits have typical size "
-           f"{_size(d_k, temperature)}.")
+           "These rates give every rule's logits the same step per unit of the loss's gradient "
+           "at the logits, not the same step: that gradient passes through the softmax's "
+           "Jacobian, which shrinks it where the softmax saturates (unscaled logits have "
+           f"typical size {_size(d_k, temperature)}). The learning-rate sweep gives each rule "
+           "its own best rate.")
     head = f"<b>{rule_names(tied)}</b> " + ("ends lowest" if len(tied) == 1 else "tie")
     return Question(
         ask=ask,

@@ -542,11 +542,19 @@ def share_text(i: int, curves: dict) -> str:
             "÷√d<sub>k</sub> median, rows that barely learn at a learning rate that suits "
             f"÷√d<sub>k</sub>: here {_rules(shares, share_of_draws)}.")
     if core.D_K_VALUES[i] == 1:
-        text += (" At d<sub>k</sub> = 1 the three rules divide by the same 1, so their counts "
-                 "are the same.")
-    elif shares["linear"] > 0:
+        return text + (" At d<sub>k</sub> = 1 the three rules divide by the same 1, so their "
+                       "counts are the same.</p>")
+    if shares["linear"] > 0:
         text += " " + _linear_spread(i, curves)
-    return text + "</p>"
+    if shares["sqrt"] > ALIKE_SHARE:
+        text += (" The yardstick is saturated too: under ÷√d<sub>k</sub> itself, "
+                 f"{share_of_draws(shares['sqrt'])} fall under a tenth of its median.")
+    equal = {r: float(curves[f"equal_step_share_{r}"][i]) for r in core.RULES}
+    return text + (
+        "</p><p>The bar assumes one shared learning rate. At the Training tab's equal-step "
+        "rates, which give each rule's logits the same step per unit of gradient, the logits' "
+        f"step falls under a tenth of ÷√d<sub>k</sub>'s for {_rules(equal, share_of_draws)}."
+        "</p>")
 
 
 def _linear_spread(i: int, curves: dict) -> str:
@@ -584,9 +592,10 @@ TRAINING_INTRO = (
     "gradient reaching <i>W</i><sub><i>Q</i></sub> and <i>W</i><sub><i>K</i></sub> passes "
     "through its Jacobian.</p>"
     "<p>Each rule trains at the learning rate s²/d<sub>k</sub> for its divisor s. One SGD "
-    "step on <i>W</i><sub><i>Q</i></sub> moves a logit by about lr·d<sub>k</sub>/s², so at "
-    "these rates every rule's logits move by the same step; one shared rate would compare "
-    "step sizes d<sub>k</sub>² apart, not saturation.</p>")
+    "step on <i>W</i><sub><i>Q</i></sub> moves a logit by about lr·d<sub>k</sub>/s² per unit "
+    "of gradient, so at these rates every rule's logits move by the same step per unit of "
+    "gradient; one shared rate would compare step sizes d<sub>k</sub>² apart, not "
+    "saturation. Then a sweep of learning rates finds each rule's own best rate.</p>")
 
 
 def _change(before: float, after: float) -> str:
@@ -654,7 +663,9 @@ def training_sweep_html(sweep, d_k: int) -> str:
         f"<p>On this toy at T = 1 with 8 keys (seeds {SWEEP_SEEDS_SHOWN[0]} to "
         f"{SWEEP_SEEDS_SHOWN[-1]}), ÷√d<sub>k</sub>'s best rate is 4 at d<sub>k</sub> = 64 "
         f"and at 1024, and ÷d<sub>k</sub>'s is d<sub>k</sub> at both: its best logit step "
-        f"stays put. μP pairs 1/d<sub>k</sub> with SGD rates for input-like weights such as "
+        f"stays put. Unscaled's best rate is 1/4 at both, 16 and 256 times its equal-step "
+        f"rate: the equal step shrinks its rate as 1/d<sub>k</sub>, its best rate does not "
+        f"move, and at its best rate it learns at both widths. μP pairs 1/d<sub>k</sub> with SGD rates for input-like weights such as "
         f"these <i>W</i><sub><i>Q</i></sub> and <i>W</i><sub><i>K</i></sub> that grow in "
         f"proportion to width, so under μP's rates ÷d<sub>k</sub>'s best base rate stays "
         f"put too.</p>")
@@ -694,7 +705,7 @@ def _training_rates(runs: dict, d_k: int) -> str:
             f"{d_k} times ÷√d<sub>k</sub>'s and the ÷d<sub>k</sub> run's 1/{d_k} of it: the "
             f"runs would compare steps d<sub>k</sub>² = {d_k * d_k:,} times apart, not "
             "saturation. At these "
-            "rates every rule's logits move by the same step.</p>")
+            "rates every rule's logits move by the same step per unit of gradient.</p>")
 
 
 def _training_results(runs: dict, d_k: int, temperature: float, n_keys: int) -> str:
@@ -724,8 +735,12 @@ def equal_step_lean_html(runs: dict) -> str:
     sq, lin = runs["sqrt"].final["median"], runs["linear"].final["median"]
     here = ("÷d<sub>k</sub> and ÷√d<sub>k</sub> end level" if fmt(sq) == fmt(lin) else
             f"÷d<sub>k</sub> ends {'below' if lin < sq else 'above'} ÷√d<sub>k</sub>")
-    return (f"<p>Here, at the equal step, {here} ({fmt(lin)} against {fmt(sq)}). The "
-            "learning-rate sweep then tunes each rule's rate.</p>")
+    return (f"<p>Here, at the equal step, {here} ({fmt(lin)} against {fmt(sq)}). These "
+            "rates equalise the logits' step per unit of the loss's gradient at the logits, "
+            "not the step itself: that gradient passes through the softmax's Jacobian, which "
+            "shrinks it where the softmax saturates. So the curves show how far each rule's "
+            "own gradients carry it at one step per unit of gradient, not each rule at its "
+            "best. The learning-rate sweep then gives each rule its own best rate.</p>")
 
 
 def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align: float) -> str:

@@ -186,9 +186,9 @@ def test_the_choice_is_a_button_and_the_guess_is_shown(page, server):
     open_at(page, server, "?tab=variance&d_k=16")
     page.wait_for_function(f"() => ({MODEL_TEXT})('variance-ask-text')?.startsWith('Predict.')",
                            timeout=UI_WAIT_MS)
-    page.locator(".bk-btn", has_text="about √128").first.click()
+    page.locator(".bk-btn", has_text="about 1/√128").first.click()
     _before, answer, _after = _reveal(page, "variance")
-    assert answer.startswith("Your guess: about √128.") and "about √128 = 11.3" in answer
+    assert answer.startswith("Your guess: about 1/√128.") and "about 1/√128 = 0.0884" in answer
 
 
 def test_the_offline_copy_reveals_the_same_values(page, offline_export):

@@ -97,7 +97,7 @@ def draw_question(d_k: int, temperature: float, seed: int, n_keys: int = core.N_
         value=after.max_weight)
 
 
-VARIANCE_CHOICES = ("about 1", "about √{t}", "about {t}")
+VARIANCE_CHOICES = ("about 1", "about 1/√{t}", "about 1/{t}")
 
 
 def shuffled(n: int, seed: int) -> list[int]:
@@ -109,20 +109,22 @@ def shuffled(n: int, seed: int) -> list[int]:
 
 
 def variance_question(d_k: int) -> Question:
-    """1 Variance: the spread of q·k at the width :func:`width_move`, as one of three sizes,
-    in an order set by that width (:func:`shuffled`)."""
+    """1 Variance: the spread of q·k / d_k (÷d_k's logits, which no chart of the tab shows)
+    at the width :func:`width_move`, as one of three sizes, in an order set by that width
+    (:func:`shuffled`)."""
     t = width_move(d_k)
-    std = core.logit_distribution(t)["std_none"]
+    std = core.logit_distribution(t)["std_linear"]
     order = shuffled(3, t)
-    sizes = tuple((1.0, math.sqrt(t), float(t))[i] for i in order)
+    sizes = tuple((1.0, 1 / math.sqrt(t), 1 / t)[i] for i in order)
     right = min(range(3), key=lambda i: abs(math.log(std / sizes[i])))
     choices = tuple(VARIANCE_CHOICES[i].format(t=t) for i in order)
     return Question(
-        ask=(f"At {_DK} = {t}, how large will q·k be, raw: what standard deviation will it have "
-             "over many draws?"),
+        ask=(f"At {_DK} = {t}, divided by {_DK} instead of √{_DK}, what standard deviation "
+             "will q·k / d<sub>k</sub> have over many draws?"),
         answer=(f"<b>{fmt(std)}</b> over {core.LOGIT_DRAWS:,} draws: {choices[right]} = "
                 f"{fmt(sizes[right])}. q·k adds {t} products of unit variance, so its "
-                f"variance is {t} and its typical size √{t}."),
+                f"variance is {t} and its typical size √{t}; divided by {t} it is "
+                f"√{t}/{t} = 1/√{t}, smaller the wider the head, where ÷√{_DK} keeps it at 1."),
         value=right, choices=choices)
 
 

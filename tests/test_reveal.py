@@ -65,7 +65,7 @@ def _curve_truth(metric):
 
 def _variance_truth(d_k, _temperature, _seed):
     t = quiz.width_move(d_k)
-    return fmt(core.logit_distribution(t)["std_none"])
+    return fmt(core.logit_distribution(t)["std_linear"])
 
 
 #: (tab, its address, the state, the true value as shown, computed here from core)

@@ -51,7 +51,7 @@ from .prose import quiz
 from .argument import SWEEP_TITLE, TAB_VIEWS, TRAINING_STEPS
 from .figures import Charts, bar_data, diagonal_label_data, jacobian_data, max_label, sweep_data
 from .components import ask_html
-from .layout import TAB, View
+from .layout import TAB, View, ViewOptions
 from .style import KEY_LABELS, LABEL_ALPHA, programs, script
 from .state import CONTROLS, FIG3_D_K, FIG3_SEED, ONE_DRAW, TABS, ExplorerState, Setting
 from .prose.text import TITLE, fields_of, guide_html
@@ -359,7 +359,7 @@ def _argument(seeds: list[int], table: _Table, progress: _Progress,
     the training runs and sweeps (:func:`training_runs`, :func:`sweeps`), called once the
     tabs drawn from the controls are; ``before(setting)`` is called before each setting is
     drawn."""
-    view = View(values={c.name: c.default for c in CONTROLS})
+    view = View(ViewOptions(values={c.name: c.default for c in CONTROLS}))
     view.build_argument()
     a = view.argument
     blocks = _Blocks()
@@ -741,12 +741,11 @@ def build_view(payload: dict, seeds: list[int]) -> View:
     """The shared :class:`layout.View`, wired to ``payload`` by one JavaScript program."""
     d_ks, temps = core.D_K_VALUES, core.TEMPERATURES
     explorer = ExplorerState(d_k=FIG3_D_K, temperature=1.0, seed=seeds[0], rule="sqrt")
-    view = View(
+    view = View(ViewOptions(
         values={c.name: getattr(explorer, c.name) for c in CONTROLS},
         subtitle="offline copy", caption_extra=OFFLINE_NOTE, buttons=("resample", "fig3"),
-        tex=False,
-        controls=OFFLINE_CONTROLS,
-        guide=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws."))
+        tex=False, controls=OFFLINE_CONTROLS,
+        guide=guide_html(f"<b>Resample</b> cycles through {len(seeds)} precomputed draws.")))
     view.root.tags = [programs(offline=True)]     # the library with the offline programs
     charts = view.charts
     charts.update(explorer.result, "sqrt", fields_of(explorer))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from bokeh.layouts import column, row
 from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGroup, Slider,
@@ -195,46 +197,63 @@ DRAW_COLUMNS = (("logit", "logit"), ("weight", "weight"), ("pq", "p_1_minus_p"),
 BUSY_CLASS, BUSY_ON = "busy-note", "busy-on"
 
 
-class View:
-    """The whole explorer as Bokeh models, built once: the figures and texts of
-    :class:`figures.Charts`, the controls, the title bar, the guide, the tabs of
-    ``state.TABS``. The served page, the offline copy and the notebook all show this layout;
-    each adds only its way of updating it (Python callbacks on the server, one JavaScript
-    program offline).
+@dataclass(frozen=True)
+class ViewOptions:
+    """What a :class:`View` shows and how it is driven, in one value.
 
     ``values`` are the controls' starting values (``state.CONTROLS``: a slider over the
     positions of each ``choice`` row, buttons for each ``option`` row, in the table's order; a
     ``count`` row, the seed, is shown by ``seed_div`` and changed by the buttons).
     ``hidden`` leaves parts out (``state.VIEW_PARTS``), ``notice`` is HTML shown above the
     charts, ``buttons`` names the buttons the runtime wires (``resample``, ``fig3``, ``copy``);
-    ``argument=False`` leaves out the tabs of the argument (the offline copy); ``presets``
-    is HTML shown under the guide; ``controls`` names the controls to show (all by default).
+    ``presets`` is HTML shown under the guide; ``controls`` names the controls to show (all by default);
+    ``subtitle`` is shown in the title bar, ``caption_extra`` ends the caption, ``tex``: the
+    formulas by MathJax, or in HTML (the offline copy: no MathJax).
     ``on_click(button, action)`` has ``action()`` run in Python when ``button`` is clicked
-    (documents.on_click), on a page with Python behind it: there each step's answer stays in Python
-    until its Reveal, or the handout, asks for it (:meth:`reveal`); without it (the offline
-    copy) the answers wait in the page, in their Reveal buttons' tags.
-    """
+    (documents.on_click), on a page with Python behind it: there each step's answer stays in
+    Python until its Reveal, or the handout, asks for it (View.reveal); without it (the
+    offline copy) the answers wait in the page, in their Reveal buttons' tags."""
 
-    def __init__(self, *, values: dict, subtitle: str = "", guide: str = "",
-                 caption_extra: str = "", hidden=frozenset(), notice: str = "",
-                 buttons=("resample", "fig3", "copy"), argument: bool = True,
-                 presets: str = "", controls=None, on_click=None, tex: bool = True) -> None:
-        self._tex = tex     # the formulas by MathJax, or in HTML (the offline copy: no MathJax)
+    values: dict
+    subtitle: str = ""
+    guide: str = ""
+    caption_extra: str = ""
+    hidden: frozenset = frozenset()
+    notice: str = ""
+    buttons: tuple = ("resample", "fig3", "copy")
+    presets: str = ""
+    controls: tuple | None = None
+    on_click: Callable | None = None
+    tex: bool = True
+
+
+class View:
+    """The whole explorer as Bokeh models, built once from one :class:`ViewOptions`: the
+    figures and texts of :class:`figures.Charts`, the controls, the title bar, the guide, the
+    tabs of ``state.TABS``, and the components it assembles (components.PresentMode,
+    QuestionPanel, Downloads). The served page, the offline copy and the notebook all show
+    this layout; each adds only its way of updating it (Python callbacks on the server, one
+    JavaScript program offline)."""
+
+    def __init__(self, options: ViewOptions) -> None:
+        o = options
+        values, hidden, on_click = o.values, o.hidden, o.on_click
+        self._tex = o.tex
         self._on_click = on_click
         self._css = css = [InlineStyleSheet(css=page_css())]
         self._controls_css = [InlineStyleSheet(css=BUTTON_CSS)]
         self._hide_text = "text" in hidden
-        self.charts = c = Charts(caption_extra=caption_extra)
+        self.charts = c = Charts(caption_extra=o.caption_extra)
         for div in (*c.texts, c.bars_text, c.heatmaps_text):
             div.disable_math = True
             div.stylesheets = css
-        bar_rows, rows, argument_rows = self._controls(values, argument, controls)
+        bar_rows, rows, argument_rows = self._controls(values, o.controls)
         self.seed_div = Div(text="", stylesheets=css, disable_math=True, name="seed",
                             margin=(4, 10))
-        self.buttons = self._buttons(buttons, argument)
+        self.buttons = self._buttons(o.buttons)
         unfold = self._sidebar(bar_rows, rows, argument_rows)
-        theme = self._notes(presets)
-        self._guide = guide
+        theme = self._notes(o.presets)
+        self._guide = o.guide
         #: The steps' predict-then-reveal questions (components.QuestionPanel); each tab's
         #: question's models and question shown (quiz.Question), by key.
         self.ask = QuestionPanel(css, self._controls_css, on_click)
@@ -242,17 +261,17 @@ class View:
         #: Each tab's buttons to take it away (components.Downloads).
         self.download = Downloads(self.widgets, c.text_source, self._controls_css)
         one_draw = self._one_draw()
-        self._tabs(values, one_draw, argument)
+        self._tabs(values, one_draw)
         busy = self._busy_note()
         self.main = column(
             # without its title bar the page keeps its title as its heading, for screen
             # readers
             *([Div(text=f"<h1 class='sr-only'>{html.escape(TITLE)}</h1>", stylesheets=css,
                    disable_math=True, margin=0, name="title")] if "header" in hidden else []),
-            *([Div(text=notice, stylesheets=css, disable_math=True, name="notice",
-                   sizing_mode="stretch_width")] if notice else []),
+            *([Div(text=o.notice, stylesheets=css, disable_math=True, name="notice",
+                   sizing_mode="stretch_width")] if o.notice else []),
             self.busy,
-            self.tabs if argument else one_draw,
+            self.tabs,
             sizing_mode="stretch_width", css_classes=["app-main"], stylesheets=css,
             margin=(10, 12))
         body = row(*([] if "controls" in hidden else [self.sidebar]), self.main,
@@ -261,7 +280,7 @@ class View:
                    css_classes=["app-body", *(["no-controls"] if "controls" in hidden else [])],
                    stylesheets=[InlineStyleSheet(css=LAYOUT_CSS + PRESENT_LAYOUT_CSS)])
         header = [] if "header" in hidden else [
-            Div(text=header_html(subtitle), stylesheets=[*css, InlineStyleSheet(
+            Div(text=header_html(o.subtitle), stylesheets=[*css, InlineStyleSheet(
                 css=FULL_WIDTH_CSS)], disable_math=True, sizing_mode="stretch_width",
                 margin=0)]
         #: The page: title bar over the controls (left) and the charts and text; its tags
@@ -271,10 +290,9 @@ class View:
         #: Browser programs to run once the document is shown (doc.js_on_event
         #: "document_ready"): names and keys for the controls, "More controls" saying it is
         #: closed, the bars' text.
-        self.ready = [theme, unfold, self._a11y(argument, "controls" in hidden), *c.ready,
-                      busy, self._phone_pair(), *([self._idle()] if argument else [])]
-        if argument:
-            self.ready.append(self._place_present(body, "controls" in hidden))
+        self.ready = [theme, unfold, self._a11y("controls" in hidden), *c.ready,
+                      busy, self._phone_pair(), self._idle(),
+                      self._place_present(body, "controls" in hidden)]
 
     def _place_present(self, body, no_controls: bool) -> CustomJS:
         """Present mode's actions under the controls (at the top of the charts without
@@ -301,11 +319,11 @@ class View:
         self.busy.js_on_change("tags", busy)
         return busy
 
-    def _buttons(self, keys, argument: bool) -> dict:
-        """The sidebar's buttons ``keys`` (of resample, fig3, copy), by key, and on a page with
-        the argument's tabs, ``present``: :attr:`present`'s."""
-        #: Present mode (components.PresentMode), on a page with the argument's tabs.
-        self.present = PresentMode(self._controls_css) if argument else None
+    def _buttons(self, keys) -> dict:
+        """The sidebar's buttons ``keys`` (of resample, fig3, copy), by key, and ``present``:
+        :attr:`present`'s."""
+        #: Present mode (components.PresentMode).
+        self.present = PresentMode(self._controls_css)
         labels = {"resample": ("Resample q and k", "primary"),
                   "fig3": ("Reset to the reference draw", "default"),
                   "copy": ("Copy link to this view", "default")}
@@ -313,7 +331,7 @@ class View:
                                sizing_mode="stretch_width", margin=(5, 10),
                                stylesheets=self._controls_css)
                    for key in keys},
-                **({"present": self.present.button} if argument else {})}
+                "present": self.present.button}
 
     def _sidebar(self, bar_rows: list, rows: list, argument_rows: list) -> CustomJS:
         """The controls (``self.sidebar``), and the notes under them (guide, presets): beside
@@ -341,7 +359,7 @@ class View:
             stylesheets=[*css, InlineStyleSheet(css=SIDEBAR_CSS + STICKY_CSS)], margin=0)
         return unfold
 
-    def _controls(self, values: dict, argument: bool, controls) -> tuple[list, list, list]:
+    def _controls(self, values: dict, controls) -> tuple[list, list, list]:
         """A widget per choice and option row of CONTROLS (``self.widgets``): the rows of
         the controls of BAR, of the one draw's other controls, and of the argument's (under
         their heading)."""
@@ -353,7 +371,6 @@ class View:
         bar_rows, rows, argument_rows = [], [], []
         for control in CONTROLS:
             if control.kind not in ("choice", "option") or (
-                    control.group == "argument" and not argument) or (
                     controls is not None and control.name not in controls):
                 continue
             position = control.values.index(values[control.name])
@@ -525,7 +542,7 @@ class View:
                                                code=script("disclosure")))
         return column(toggle, body, sizing_mode="stretch_width")
 
-    def _tabs(self, values: dict, one_draw, argument: bool) -> None:
+    def _tabs(self, values: dict, one_draw) -> None:
         """The tabs of state.TABS (``self.tabs``): the one draw, and each argument tab holding
         a short "drawing" note until :meth:`build_argument` builds them when first asked for,
         so that a page whose reader stays on the first tab costs a quarter of the models."""
@@ -539,11 +556,10 @@ class View:
                                                  stylesheets=self._css, disable_math=True))
                                for tab in TABS], sizing_mode="stretch_width", name="sections",
                          stylesheets=[InlineStyleSheet(css=TABS_CSS + HANDOUT_TABS_CSS)],
-                         active=list(TAB).index(values.get("tab", ONE_DRAW)) if argument else 0)
-        if argument:
-            self.widgets["tab"] = self.tabs
+                         active=list(TAB).index(values.get("tab", ONE_DRAW)))
+        self.widgets["tab"] = self.tabs
 
-    def _a11y(self, argument: bool, no_controls: bool) -> CustomJS:
+    def _a11y(self, no_controls: bool) -> CustomJS:
         """Names and keys for the sliders, tabs and regions, and the state of the groups of
         buttons (assets/js/a11y.js); the page's scroll padding under the controls where they
         stay at the top of a phone's screen."""
@@ -558,7 +574,7 @@ class View:
         groups += guess_groups
         c = self.charts
         a11y = CustomJS(args=dict(
-            sliders=sliders, groups=groups, tabs=self.tabs if argument else None,
+            sliders=sliders, groups=groups, tabs=self.tabs,
             charts=[c.scaled_fig, c.unscaled_fig, c.spread.fig, c.jacobian_fig, c.diagonal_fig],
             regions=[[self.main, "main", "Charts and explanation"],
                      *([[self.sidebar, "region", "Controls", True],
@@ -568,9 +584,8 @@ class View:
             widget.js_on_change("value", a11y)
         for widget, _label in groups:
             widget.js_on_change("active", a11y)
-        if argument:
-            self.tabs.js_on_change("active", a11y)
-            self.tabs.js_on_change("tabs", a11y)
+        self.tabs.js_on_change("active", a11y)
+        self.tabs.js_on_change("tabs", a11y)
         #: The browser program that names the controls, tabs and charts (its charts grow
         #: by the argument's when :meth:`build_argument` builds them).
         self._a11y_js = a11y

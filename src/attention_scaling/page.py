@@ -19,7 +19,7 @@ from . import core, seams, work
 from .documents import held, on_click, served
 from .prose import quiz
 from .argument import trains
-from .layout import View
+from .layout import View, ViewOptions
 from .runner import TrainingRunner
 from .state import (CONTROLS, MAX_SEED, ONE_DRAW, ExplorerState, Setting, parse_query,
                     preset_links, presenting, to_query)
@@ -125,9 +125,10 @@ class Explorer(pn.viewable.Viewer):
         _load_extension_in_notebook()
         super().__init__(**params)
         self.state = s = state or ExplorerState()
-        self.view = View(values={c.name: getattr(s, c.name) for c in CONTROLS},
-                         guide=guide_html(), hidden=hidden, notice=notice_html(list(notices)),
-                         presets=PRESETS_HTML, on_click=on_click)
+        self.view = View(ViewOptions(
+            values={c.name: getattr(s, c.name) for c in CONTROLS}, guide=guide_html(),
+            hidden=frozenset(hidden), notice=notice_html(list(notices)), presets=PRESETS_HTML,
+            on_click=on_click))
         self.charts = self.view.charts
         for name, widget in self.view.widgets.items():
             bind(widget, "active" if isinstance(widget, (Tabs, RadioButtonGroup)) else "value",

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from bokeh.layouts import column, row
-from bokeh.models import Button, CustomJS, Div, InlineStyleSheet, RadioButtonGroup, Slider
+from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGroup, Slider,
+                          Tabs, Toggle)
 
 from .argument import TAB_VIEWS
 from .prose import quiz
-from .prose.text import TITLE
+from .prose.text import TITLE, idle_note_html
 from .state import CONTROLS, ONE_DRAW, TABS
 from .style import position_formatter, script
 
@@ -20,6 +21,48 @@ ASK_CSS = (":host { order: var(--as-ask-order, 0); border: 1px solid var(--as-th
 PERCENTS = tuple(f"{p}%" for p in range(101))
 #: For the rows of charts: wrap onto the next line where the screen is too narrow for both.
 WRAP_CSS = ":host { flex-wrap: wrap !important; }"
+def position_slider(title: str, labels: list[str], position: int, name: str,
+                    stylesheets=()) -> Slider:
+    """A slider over positions 0 … len(labels) - 1 that shows ``labels[position]``."""
+    return Slider(title=title, start=0, end=len(labels) - 1, step=1, value=position, name=name,
+                  format=position_formatter(labels), sizing_mode="stretch_width",
+                  margin=(5, 10), stylesheets=list(stylesheets))
+
+
+#: The controls in two columns on a tablet, where they sit above the charts.
+SIDEBAR_CSS = """
+@media screen and (min-width: 600px) and (max-width: 899px) {
+  :host { display: grid !important; grid-template-columns: 1fr 1fr; column-gap: 12px;
+          align-items: end; }
+}
+"""
+#: The controls of the phone's bar (``BAR``): on a screen narrower than 900 px they stay at
+#: the top of the screen while the page scrolls under them, so that the charts are in view
+#: while a slider moves; the other controls fold behind "More controls" (MORE_CONTROLS_CSS),
+#: and open they scroll inside the bar, which leaves the lower part of the screen to the
+#: charts.
+STICKY_CSS = """
+@media screen and (max-width: 899px) {
+  :host { position: sticky !important; top: 0; z-index: 10; max-height: 70vh;
+          overflow-y: auto; box-shadow: 0 2px 4px rgba(16, 42, 67, 0.2);
+          padding-top: 4px !important; }
+}
+"""
+#: The controls behind "More controls": shown beside the charts on a wide screen; on a
+#: narrow one, shown only open (assets/js/disclosure.js), closed they take no room and are
+#: hidden from screen readers too.
+MORE_CONTROLS_CSS = """
+:host { grid-column: 1 / -1; }
+@media (max-width: 899px) { :host(:not(.open)) { display: none !important; } }
+"""
+#: The "More controls" button: on a narrow screen only, never printed.
+NARROW_ONLY_CSS = """
+:host { grid-column: 1 / -1; }
+@media (min-width: 900px) { :host { display: none !important; } }
+@media print { :host { display: none !important; } }
+"""
+#: The controls on the phone's bar, by name (state.CONTROLS): the head width and the rule.
+BAR = ("d_k", "rule")
 #: Parts a printed page leaves out (with the controls): the download buttons.
 NO_PRINT_CSS = " @media print { :host { display: none !important; } }"
 #: The tabs, by key (rows of state.TABS).
@@ -229,3 +272,149 @@ class Downloads:
                 code=script("download")))
         return row(*buttons.values(), css_classes=["no-print"], name=f"downloads-{tab}",
                    stylesheets=[InlineStyleSheet(css=WRAP_CSS + NO_PRINT_CSS)])
+
+
+class Sidebar:
+    """The controls: a widget per choice and option row of state.CONTROLS (``widgets``, by
+    name; ``controls`` names those shown, all by default) at ``values``, under each the note
+    that says why the open tab does not use it (``idle_notes``; none where ``hide_text``),
+    the seed (``seed_div``) and the sidebar's ``buttons``, in one column (``column``) whose
+    controls other than BAR's fold behind "More controls" (``more_controls``) on a narrow
+    screen; ``unfold`` is the fold's browser program."""
+
+    def __init__(self, values: dict, controls, buttons: dict, seed_div, css, button_css,
+                 hide_text: bool = False) -> None:
+        self._css, self._button_css, self._hide_text = css, button_css, hide_text
+        self._buttons = buttons
+        #: The widget of each choice and option control, by the control's name.
+        self.widgets: dict = {}
+        #: Under each control, why the open tab does not use it (assets/js/idle.js).
+        self.idle_notes: dict = {}
+        bar_rows, rows, argument_rows = self._controls(values, controls)
+        self.unfold = self._place(bar_rows, rows, argument_rows, buttons, seed_div)
+
+    def _place(self, bar_rows: list, rows: list, argument_rows: list, buttons: dict,
+               seed_div) -> CustomJS:
+        """The sidebar (``self.column``): beside the charts on a wide screen, above them on a
+        narrow one (assets/style.css, layout.LAYOUT_CSS), where the controls of BAR stay in
+        view and the others fold behind "More controls" (STICKY_CSS). Returns the fold's
+        browser program."""
+        css = self._css
+        more = column(
+            *rows, seed_div, *(self._with_note(button, "seed") if key == "resample"
+                               else button for key, button in buttons.items()),
+            *argument_rows, name="more-controls", css_classes=["app-more-controls"],
+            sizing_mode="stretch_width", margin=0, stylesheets=[
+                *css, InlineStyleSheet(css=SIDEBAR_CSS + MORE_CONTROLS_CSS)])
+        #: On a narrow screen, opens and closes the controls other than BAR's.
+        self.more_controls = Toggle(
+            label="More controls", active=False, name="more-controls-toggle",
+            sizing_mode="stretch_width", margin=(5, 10), stylesheets=[
+                *self._button_css, InlineStyleSheet(css=NARROW_ONLY_CSS)])
+        unfold = CustomJS(args=dict(toggle=self.more_controls, body=more),
+                          code=script("disclosure"))
+        self.more_controls.js_on_change("active", unfold)
+        self.column = column(
+            *bar_rows, self.more_controls, more,
+            sizing_mode="stretch_width", css_classes=["app-sidebar"],
+            stylesheets=[*css, InlineStyleSheet(css=SIDEBAR_CSS + STICKY_CSS)], margin=0)
+        return unfold
+
+    def _controls(self, values: dict, controls) -> tuple[list, list, list]:
+        """A widget per choice and option row of CONTROLS (``self.widgets``): the rows of
+        the controls of BAR, of the one draw's other controls, and of the argument's (under
+        their heading)."""
+        css, controls_css = self._css, self._button_css
+        bar_rows, rows, argument_rows = [], [], []
+        for control in CONTROLS:
+            if control.kind not in ("choice", "option") or (
+                    controls is not None and control.name not in controls):
+                continue
+            position = control.values.index(values[control.name])
+            labels = [control.show(v) for v in control.values]
+            if control.kind == "choice":
+                widget = shown = position_slider(control.label, labels, position, control.name,
+                                                 controls_css)
+            else:
+                widget = RadioButtonGroup(labels=labels, name=control.name, active=position,
+                                          margin=(5, 10), sizing_mode="stretch_width",
+                                          stylesheets=controls_css)
+                shown = column(Div(text=f"{control.label}", disable_math=True,
+                                   margin=(5, 10, 0, 10), stylesheets=css,
+                                   css_classes=["control-label"]), widget,
+                               sizing_mode="stretch_width", name=f"{control.name}-control")
+            (argument_rows if control.group == "argument" else
+             bar_rows if control.name in BAR else rows).append(
+                self._with_note(shown, control.name))
+            self.widgets[control.name] = widget
+        if argument_rows:
+            argument_rows.insert(0, Div(
+                text="<h2 class='group'>Trained keys</h2>", stylesheets=css,
+                disable_math=True, margin=(12, 10, 0, 10),
+                sizing_mode="stretch_width"))
+        return bar_rows, rows, argument_rows
+
+    def address(self, seed, seeds=None) -> list[dict]:
+        """The controls this page reads from its address and writes to it, as rows for the
+        browser (assets/js/helpers.js: AS.apply, AS.query), one per row of state.CONTROLS
+        with a widget here: its URL key, widget and property, and the values it allows, from
+        the row itself (so that the browser reads a value as state.parse_query does).
+        ``seed`` is the seed's widget: its value the seed, or with ``seeds`` its position in
+        them."""
+        rows = []
+        for c in CONTROLS:
+            widget = seed if c.kind == "count" else self.widgets.get(c.name)
+            if widget is None:
+                continue
+            row = dict(key=c.url_key, widget=widget,
+                       prop="active" if isinstance(widget, (Tabs, RadioButtonGroup)) else "value")
+            if c.kind == "count":
+                row.update(kind="count", values=list(c.values),
+                           positions=None if seeds is None else list(seeds))
+            elif c.kind == "choice":
+                row.update(kind="choice", values=list(c.values),
+                           shown=[c.show(v) for v in c.values], linear=c.linear,
+                           positive=c.positive)
+            else:
+                row.update(kind="word", values=list(c.values), shown=list(c.values))
+            rows.append(row)
+        return rows
+
+    def _with_note(self, shown, name: str):
+        """``shown`` (a control) with the note under it of control ``name`` (:meth:`_idle_note`)
+        as one item, so that the note stays under its control where the controls stand in two
+        columns (SIDEBAR_CSS)."""
+        note = self._idle_note(name)
+        return column(shown, *note, sizing_mode="stretch_width", margin=0) if note else shown
+
+    def _idle_note(self, name: str) -> list:
+        """The note under control ``name`` saying why the open tab does not use it (none
+        with ?hide=text: the control is disabled all the same)."""
+        if self._hide_text:
+            return []
+        note = Div(text="", name=f"{name}-idle", visible=False, stylesheets=self._css,
+                   disable_math=True, margin=(0, 10), sizing_mode="stretch_width")
+        self.idle_notes[name] = note
+        return [note]
+
+    def idle(self, tabs) -> CustomJS:
+        """Disables the controls the open tab of ``tabs`` does not use (state.TABS' idle
+        rows) and says why (assets/js/idle.js); the seed's control is the Resample button."""
+        widgets = {name: w for name, w in self.widgets.items() if name != "tab"}
+        if "resample" in self._buttons:
+            widgets["seed"] = self._buttons["resample"]
+        notes = {t.key: {name: idle_note_html(why) for name, why in t.idle} for t in TABS}
+        # as the program leaves them for the tab the page opens on: each note it shows
+        # there would lay the whole page out again in the browser (~0.3 s each at 1,000
+        # models)
+        unused = notes[TABS[tabs.active].key]
+        for name, widget in widgets.items():
+            widget.disabled = name in unused
+            if (note := self.idle_notes.get(name)) is not None:
+                note.text, note.visible = unused.get(name, ""), name in unused
+        idle = CustomJS(args=dict(
+            tabs=tabs, keys=list(TAB), notes=self.idle_notes, widgets=widgets,
+            idle={key: by_name for key, by_name in notes.items() if by_name}),
+            code=script("idle"))
+        tabs.js_on_change("active", idle)
+        return idle

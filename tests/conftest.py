@@ -252,11 +252,12 @@ def share_shows(words: str, x: float) -> bool:
     """``words`` ("no draw", "every draw", "under 1% of draws", "26% of draws") is the
     share ``x``."""
     exact = {"no draw": x == 0, "every draw": x == 1, "under 1% of draws": 0 < x < 0.005,
-             "over 99% of draws": 0.995 < x < 1}
+             "over 99% of draws": 0.995 <= x < 1}
     if words in exact:
         return exact[words]
     m = re.fullmatch(r"(\d+)% of draws", words)
-    return bool(m) and 0.005 <= x <= 0.995 and abs(int(m[1]) - 100 * x) <= 0.5 + 1e-9
+    return (bool(m) and 0.005 <= x < 0.995 and 1 <= int(m[1]) <= 99
+            and abs(int(m[1]) - 100 * x) <= 0.5 + 1e-9)
 
 
 def status_of(url: str, headers: dict | None = None) -> tuple[int, dict, bytes]:

@@ -11,7 +11,7 @@ from conftest import share_shows
 
 from attention_scaling import core
 from attention_scaling.prose.lead import training_lead
-from attention_scaling.prose.formatting import fmt, percent
+from attention_scaling.prose.formatting import fmt
 from attention_scaling.prose.text import (budget_html, equal_step_lean_html,
                                           training_sweep_html,
                                           gradient_html, plain, saturation_html, training_html,
@@ -42,6 +42,24 @@ def percent_shows(printed: str, x: float) -> bool:
     digits = printed.rstrip("%").partition(".")[2]
     shown = float(printed.rstrip("%"))
     return 0 < shown < 100 and abs(shown - 100 * x) <= 0.5 * 10.0 ** -len(digits) + 1e-9
+
+
+#: A printed median max weight: one percentage, or its interval's two ends.
+INTERVAL = r"([<>]?[\d.]+%(?:–[<>]?[\d.]+%| to [<>]?[\d.]+%)?)"
+
+
+def interval_shows(printed: str, table: dict, rule: str, i: int) -> bool:
+    """``printed`` is the median max weight of ``rule`` at row ``i`` of ``table`` (core's
+    curves or head budget) to the digits its 95% interval supports: one number honest for
+    both ends where they print alike, else each end honest and the two different."""
+    lo = float(table[f"max_weight_median_lo_{rule}"][i])
+    hi = float(table[f"max_weight_median_hi_{rule}"][i])
+    assert lo <= float(table[f"max_weight_median_{rule}"][i]) <= hi
+    ends = re.split(r"–| to ", printed)
+    if len(ends) == 1:
+        return percent_shows(printed, lo) and percent_shows(printed, hi)
+    a, b = ends
+    return a != b and percent_shows(a, lo) and percent_shows(b, hi)
 
 
 def pair_shows(a: str, b: str, x: float, y: float) -> bool:
@@ -76,9 +94,9 @@ def _rendered(html, d_k, t, n, rho):
 def test_saturation_sentences_hold_in_every_setting(d_k, t, n, rho):
     curves, draw, text = _rendered(saturation_html, d_k, t, n, rho)
     i = core.D_K_VALUES.index(d_k)
-    m = re.search(r"the median max weight is (\S+) unscaled, (\S+) ÷√dk and (\S+) ÷dk\.", text)
-    assert all(percent_shows(m[k + 1], curves[f"max_weight_median_{r}"][i])
-               for k, r in enumerate(core.RULES))
+    m = re.search(rf"the median max weight is {INTERVAL} unscaled, {INTERVAL} ÷√dk and "
+                  rf"{INTERVAL} ÷dk\.", text)
+    assert all(interval_shows(m[k + 1], curves, r, i) for k, r in enumerate(core.RULES))
     m = re.search(r"This draw \(the dots\): (\S+) unscaled, (\S+) ÷√dk and (\S+) ÷dk\.", text)
     assert all(percent_shows(m[k + 1], draw[r].max_weight) for k, r in enumerate(core.RULES))
     assert (f", {n} keys" in text) and ((f"ρ = {rho:g}" in text) == bool(rho))
@@ -166,12 +184,11 @@ def test_the_ratio_at_the_widest_heads_has_the_digits_its_sample_supports():
 def test_budget_sentence_compares_one_head_with_eight(width, t, n, rho):
     budget = core.head_budget(width, t, n, rho)
     text = plain(budget_html(budget, width, t, n, rho))
-    pc = lambda x: percent(x, below_one=True)              # noqa: E731
     j = list(budget["heads"]).index(8)
-    m = re.search(r"one head of \d+ has a median max weight of (\S+) and a median gradient to "
-                  r"the query of (.+?); 8 heads of \d+ have (\S+) and (.+?) each", text)
-    assert percent_shows(m[1], budget["max_weight_median_none"][0])
-    assert percent_shows(m[3], budget["max_weight_median_none"][j])
+    m = re.search(rf"one head of \d+ has a median max weight of {INTERVAL} and a median "
+                  rf"gradient to the query of (.+?); 8 heads of \d+ have {INTERVAL} and (.+?) "
+                  r"each", text)
+    assert interval_shows(m[1], budget, "none", 0) and interval_shows(m[3], budget, "none", j)
     assert tiny_shows(m[2], budget["log10_grad_q_median_none"][0])
     assert tiny_shows(m[4], budget["log10_grad_q_median_none"][j])
     assert "100%" not in text
@@ -180,9 +197,32 @@ def test_budget_sentence_compares_one_head_with_eight(width, t, n, rho):
                 f"aligned one mean {fmt(rho * width / 8)} instead of {fmt(rho * width)}") in text
     else:
         assert f"their logits have variance {width // 8} instead of {width}" in text
-    assert (f"÷√dk: {pc(budget['max_weight_median_sqrt'][0])} for one head of {width}, "
-            f"{pc(budget['max_weight_median_sqrt'][j])} for each of 8 heads of {width // 8}"
-            in text)
+    m = re.search(rf"÷√dk: {INTERVAL} for one head of {width}, {INTERVAL} for each of 8 "
+                  rf"heads of {width // 8}", text)
+    assert interval_shows(m[1], budget, "sqrt", 0) and interval_shows(m[2], budget, "sqrt", j)
+
+
+@pytest.mark.parametrize("d_k,t,n,rho", SETTINGS[::3])
+def test_the_saturation_and_heads_leads_print_each_median_to_its_interval(d_k, t, n, rho):
+    """The Saturation lead's medians at d_k and the Heads lead's, one head against eight: each
+    to the digits its 95% interval supports (never a digit the 2,000 draws do not fix)."""
+    from attention_scaling.prose.lead import budget_lead, saturation_lead
+    curves = core.saturation_curves(t, n, rho)
+    i = core.D_K_VALUES.index(d_k)
+    text = plain(saturation_lead(d_k, rho, curves))
+    if not rho:
+        m = re.match(rf"Median max weight at dk = {d_k}: unscaled {INTERVAL}, ÷√dk {INTERVAL}; ",
+                     text)
+        assert interval_shows(m[1], curves, "none", i) and interval_shows(m[2], curves, "sqrt", i)
+    budget = core.head_budget(512, t, n, rho)
+    j = list(budget["heads"]).index(8)
+    text = plain(budget_lead(budget, 512))
+    m = re.fullmatch(rf"Unscaled median max weight: {INTERVAL} for one head of 512, {INTERVAL} "
+                     rf"for each of 8 heads of 64; ÷√dk: {INTERVAL} and {INTERVAL}\.", text)
+    assert m is not None, text
+    assert len(text.split()) <= 30
+    assert interval_shows(m[1], budget, "none", 0) and interval_shows(m[2], budget, "none", j)
+    assert interval_shows(m[3], budget, "sqrt", 0) and interval_shows(m[4], budget, "sqrt", j)
 
 
 def test_the_training_text_reports_on_the_idea_not_on_the_software():
@@ -297,9 +337,9 @@ def test_after_the_sweep_the_lead_gives_each_rule_at_its_best_rate_first(d_k):
     runs = {r: core.train_seeds(d_k, r, seed) for r in core.RULES}
     lead = plain(training_lead(runs, sweep))
     best = ", ".join(f"{label} {fmt(own[r]['median'].min())}" for label, r in LABEL_RULE.items())
-    equal = ", ".join(fmt(_own(runs[r].runs)[0]) for r in core.RULES)
-    assert lead == (f"Final loss at each rule's best swept rate: {best}; at the equal-step "
-                    f"rates of the curves: {equal}.")
+    equal = ", ".join(f"{label} {fmt(_own(runs[r].runs)[0])}" for label, r in LABEL_RULE.items())
+    assert lead == (f"Final loss, best swept rate: {best}; equal-step rates (the curves): "
+                    f"{equal}.")
     assert len(lead.split()) <= 30
     assert all(own[r]["median"].min() < own[r]["start"] for r in core.RULES)
 
@@ -482,7 +522,8 @@ def _factor_shows(printed: str, log10_ratio: float, se: float) -> bool:
 
 def _share_claims(i: int, curves: dict):
     """(pattern, condition) for each sentence the gradient tab's count paragraph may say at
-    width index ``i``: each condition from core's curves alone."""
+    width index ``i``: each condition from core's curves alone (the shares' own Monte Carlo
+    check is tests/test_argument_core.py's)."""
     share = {r: curves[f"frozen_share_{r}"][i] for r in core.RULES}
     gap = curves["log10_grad_q_median_linear"][i] - curves["log10_grad_q_median_sqrt"][i]
     se = math.hypot(curves["log10_grad_q_median_se_linear"][i],
@@ -491,7 +532,7 @@ def _share_claims(i: int, curves: dict):
     d_k = core.D_K_VALUES[i]
     return [
         (r"The upper chart counts the draws whose gradient is under a tenth of the ÷√dk median, "
-         r"rows that barely learn at a learning rate that suits ÷√dk: here (?P<a>.+) unscaled, "
+         r"query rows that barely learn at a learning rate that suits ÷√dk: here (?P<a>.+) unscaled, "
          r"(?P<b>.+) ÷√dk and (?P<c>.+) ÷dk\.",
          lambda m: all(share_shows(m[k], share[r]) for k, r in zip("abc", core.RULES))),
         (r"At dk = 1 the three rules divide by the same 1, so their counts are the same\.",
@@ -499,10 +540,16 @@ def _share_claims(i: int, curves: dict):
         (r"The yardstick is saturated too: under ÷√dk itself, (?P<s>.+) fall under a tenth of "
          r"its median\.", lambda m: d_k > 1 and curves["spread_share_sqrt"][i] > 0.05
          and share_shows(m["s"], curves["spread_share_sqrt"][i])),
+        (rf"The yardstick is saturated too: ÷√dk's own median max weight is {INTERVAL} here, so "
+         r"a tenth of its median gradient is itself small\.",
+         lambda m: d_k > 1 and curves["spread_share_sqrt"][i] <= 0.05
+         and curves["max_weight_median_sqrt"][i] > 0.9
+         and interval_shows(m[1], curves, "sqrt", i)),
         (r"The bar assumes one shared learning rate\.", lambda m: d_k > 1),
-        (r"At the Training tab's equal-step rates, which give each rule's logits the same step "
-         r"per unit of gradient, the logits' step falls under a tenth of ÷√dk's for (?P<a>.+) "
-         r"unscaled, (?P<b>.+) ÷√dk and (?P<c>.+) ÷dk\.",
+        (r"The Training tab gives each rule the rate that moves its logits by the same step per "
+         r"unit of the loss's gradient at the logits; at those rates a logit's step is about "
+         r"this gradient times lr·√dk/s, and it falls under a tenth of ÷√dk's median step for "
+         r"(?P<a>.+) unscaled, (?P<b>.+) ÷√dk and (?P<c>.+) ÷dk\.",
          lambda m: d_k > 1 and all(share_shows(m[k], curves[f"equal_step_share_{r}"][i])
                                    for k, r in zip("abc", core.RULES))),
         # small: ÷d_k's median below ÷√d_k's beyond two standard errors; alike: few of its
@@ -551,6 +598,19 @@ def test_every_sentence_of_the_gradient_counts_is_a_claim_that_holds(t, n, rho):
     for i in range(len(core.D_K_VALUES)):
         text = plain(share_text(i, curves))
         assert _check_share_sentences(text, i, curves) == [], (core.D_K_VALUES[i], text)
+
+
+def test_a_share_of_some_draws_never_prints_as_none_or_all():
+    """Every share of the 2,000 draws prints as this test reads it: a share above 0 never as
+    "0% of draws" and one below 1 never as "100% of draws" (10 draws of 2,000, 0.5%, is "1%",
+    1,990, 99.5%, "over 99%")."""
+    from attention_scaling.prose.formatting import share_of_draws
+    for k in range(core.CURVE_DRAWS + 1):
+        x = k / core.CURVE_DRAWS
+        words = share_of_draws(x)
+        assert share_shows(words, x), (k, words)
+        assert words not in ("0% of draws", "100% of draws")
+    assert share_of_draws(0.005) == "1% of draws" and share_of_draws(0.995) == "over 99% of draws"
 
 
 def test_a_false_gradient_count_sentence_is_caught():

@@ -1040,6 +1040,16 @@ def _spread(grad: np.ndarray, d_k: int) -> dict:
     return out
 
 
+def median_bounds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The median's 95% interval of each row of ``values`` (groups, draws): the order
+    statistics the binomial puts 1.96 standard deviations either side of the middle (as
+    :func:`typical`'s ``median_range``)."""
+    n = values.shape[1]
+    ordered = np.sort(values, axis=1)
+    mid, k = n // 2, math.ceil(1.96 * math.sqrt(n) / 2)
+    return ordered[:, mid - 1 - k], ordered[:, mid + k]
+
+
 def _quartiles(parts: list[dict], batch: range, stats: dict, spreads: dict) -> None:
     """Into ``stats``: per group (width of ``batch`` x rule) the quartiles over all the draws
     of the jobs ``parts`` (:func:`_curve_batch`), in float64, the gradient's also in log10;
@@ -1048,6 +1058,11 @@ def _quartiles(parts: list[dict], batch: range, stats: dict, spreads: dict) -> N
         values = np.concatenate([p[metric] for p in parts], axis=1).astype(np.float64)
         q = np.quantile(values, [0.25, 0.5, 0.75], axis=1)
         names = [metric]
+        if metric == "max_weight":
+            lo, hi = median_bounds(values)
+            for g, (w, r) in enumerate((w, r) for w in batch for r in RULES):
+                stats[f"max_weight_median_lo_{r}"][w] = lo[g]
+                stats[f"max_weight_median_hi_{r}"][w] = hi[g]
         if metric == "grad_q":
             names.append("log10_grad_q")
             for i, w in enumerate(batch):
@@ -1076,6 +1091,8 @@ def _spread_columns(spreads: dict) -> dict:
 def _saturation_curves(temperature: float, n_keys: int, align: float) -> tuple[dict, tuple]:
     stats = {f"{m}_{q}_{r}": np.empty(len(D_K_VALUES)) for m in ("max_weight", "eff_keys",
              "grad_q", "log10_grad_q") for q in ("median", "q25", "q75") for r in RULES}
+    stats.update({f"max_weight_{q}_{r}": np.empty(len(D_K_VALUES))
+                  for q in ("median_lo", "median_hi") for r in RULES})
     batches = [range(int(b[0]), int(b[-1]) + 1)
                for b in np.array_split(np.arange(len(D_K_VALUES)), _WIDTH_BATCHES)]
     per_draw = max(len(b) for b in batches) * len(RULES) * n_keys
@@ -1115,7 +1132,9 @@ def saturation_curves(temperature: float = 1.0, n_keys: int = N_KEYS, align: flo
     reaching the query ||dp/dq||_F, under each scaling rule of :data:`RULES`: columns ``d_k``
     and ``<metric>_<median|q25|q75>_<rule>`` for metric ``max_weight``, ``eff_keys``,
     ``grad_q`` and ``log10_grad_q`` (the gradient in log10: exact where ``grad_q``, a power
-    of ten, underflows to 0); per width the gradient median's bootstrap standard error in
+    of ten, underflows to 0); the max weight's median's 95% interval
+    (``max_weight_median_lo_<rule>``, ``max_weight_median_hi_<rule>``, :func:`median_bounds`);
+    per width the gradient median's bootstrap standard error in
     decades (``log10_grad_q_median_se_<rule>``) and the shares of the draws below a tenth
     (``frozen_share_<rule>``) and a hundredth (``frozen100_share_<rule>``) of the ÷√d_k
     median, below a tenth of it in the logits' step at the equal-step rates
@@ -1164,8 +1183,9 @@ def _width_spread(d_k: int, temperature: float, n_keys: int, align: float) -> di
 def head_budget(width: int = 512, temperature: float = 1.0, n_keys: int = N_KEYS,
                 align: float = 0.0) -> dict:
     """One model width split into h = 1, 2, 4, ... heads of d_k = width / h: per rule, the
-    median max weight and gradient to the query of one head (from :func:`saturation_curves`).
-    Columns ``heads``, ``d_k``, ``max_weight_median_<rule>``, ``grad_q_median_<rule>`` and
+    median max weight (and its 95% interval) and gradient to the query of one head (from
+    :func:`saturation_curves`). Columns ``heads``, ``d_k``, ``max_weight_median_<rule>``,
+    ``max_weight_median_lo|hi_<rule>``, ``grad_q_median_<rule>`` and
     ``log10_grad_q_median_<rule>`` (the same in log10, where the other underflows to 0)."""
     width = int(width)
     curves = saturation_curves(temperature, n_keys, align)
@@ -1177,8 +1197,9 @@ def head_budget(width: int = 512, temperature: float = 1.0, n_keys: int = N_KEYS
     out = {"heads": np.array(heads, dtype=float),
            "d_k": np.array([width // h for h in heads], dtype=float)}
     for r in RULES:
-        for m in ("max_weight", "grad_q", "log10_grad_q"):
-            out[f"{m}_median_{r}"] = curves[f"{m}_median_{r}"][idx]
+        for m in ("max_weight_median", "max_weight_median_lo", "max_weight_median_hi",
+                  "grad_q_median", "log10_grad_q_median"):
+            out[f"{m}_{r}"] = curves[f"{m}_{r}"][idx]
     return out
 
 

@@ -70,6 +70,14 @@ def median_weight(x: float) -> str:
     return percent(x, below_one=True)
 
 
+def median_interval(table: dict, rule: str, i: int) -> str:
+    """The median max weight of ``rule`` at row ``i`` of ``table`` (core.saturation_curves or
+    core.head_budget) to the digits its 95% interval supports: one number where both ends
+    print alike, else both ends (:func:`percent_range`: "96%–97%")."""
+    return percent_range(float(table[f"max_weight_median_lo_{rule}"][i]),
+                         float(table[f"max_weight_median_hi_{rule}"][i]))
+
+
 def distinct(a: float, b: float) -> tuple[str, str]:
     """Two weights (:func:`median_weight`) with as many decimals (up to two more) as it
     takes for different values to print differently ("1.82%" and "1.83%", not "1.8%" twice)."""
@@ -84,13 +92,16 @@ def distinct(a: float, b: float) -> tuple[str, str]:
 
 
 def share_of_draws(x: float) -> str:
-    """A share of draws, in words: "no draw", "every draw", "26% of draws"."""
+    """A share of draws, in words: "no draw", "every draw", "26% of draws"; a share above 0
+    that rounds to 0% is "under 1% of draws", one below 1 that rounds to 100% "over 99% of
+    draws"."""
     if x <= 0:
         return "no draw"
     if x >= 1:
         return "every draw"
-    if x < 0.005:
+    shown = math.floor(100 * x + 0.5)       # half up: 0.5% is 1%, never 0% of some draws
+    if shown < 1:
         return "under 1% of draws"
-    if x > 0.995:
+    if shown > 99:
         return "over 99% of draws"
-    return f"{round(100 * x)}% of draws"
+    return f"{shown}% of draws"

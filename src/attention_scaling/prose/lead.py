@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from .. import core
-from .formatting import distinct, fmt, median_weight, share_of_draws
+from .formatting import distinct, fmt, median_interval, median_weight, share_of_draws
 from .text import RULE_LABELS_HTML, rule_names
 
 #: Words a lead sentence may hold.
@@ -62,8 +62,9 @@ def _swept_lead(final: dict, sweep: dict) -> str:
     stuck = never_learns(sweep)
     tail = (f"; {rule_names(stuck)} {'learns' if len(stuck) == 1 else 'learn'} at no rate "
             "tried" if stuck else "")
-    return (f"Final loss at each rule's best swept rate: {best}; at the equal-step rates of "
-            f"the curves: {', '.join(fmt(final[r]) for r in final)}{tail}.")
+    equal = ", ".join(f"{RULE_LABELS_HTML[r]} {fmt(final[r])}" for r in final)
+    return (f"Final loss, best swept rate: {best}; equal-step rates (the curves): {equal}"
+            f"{tail}.")
 
 
 def variance_lead(d_k: int, dist: dict) -> str:
@@ -85,8 +86,8 @@ def saturation_lead(d_k: int, align: float, curves: dict) -> str:
     if not align:
         lo, hi = distinct(min(med["sqrt"]), max(med["sqrt"]))
         return (f"Median max weight at d<sub>k</sub> = {d_k}: unscaled "
-                f"{median_weight(med['none'][i])}, ÷√d<sub>k</sub> "
-                f"{median_weight(med['sqrt'][i])}; up to d<sub>k</sub> = 4096 unscaled "
+                f"{median_interval(curves, 'none', i)}, ÷√d<sub>k</sub> "
+                f"{median_interval(curves, 'sqrt', i)}; up to d<sub>k</sub> = 4096 unscaled "
                 f"reaches {median_weight(med['none'][-1])}, ÷√d<sub>k</sub> stays between "
                 f"{lo} and {hi}.")
     j = core.D_K_VALUES.index(64)
@@ -119,18 +120,15 @@ def gradient_lead(d_k: int, curves: dict) -> str:
 
 
 def budget_lead(budget: dict, width: int) -> str:
-    """One head of ``width`` against eight (core.head_budget)."""
+    """One head of ``width`` against eight (core.head_budget): the median max weights, each
+    to the digits its interval supports."""
     heads = [int(h) for h in budget["heads"]]
     h = 8 if 8 in heads else heads[-1]
     j = heads.index(h)
-    none = budget["max_weight_median_none"]
-    sqrt = budget["max_weight_median_sqrt"]
-    one, many = median_weight(none[0]), median_weight(none[j])
-    s1, s8 = median_weight(sqrt[0]), median_weight(sqrt[j])
-    verb = (f"leaves the unscaled median max weight at {one}" if one == many
-            else f"takes the unscaled median max weight from {one} to {many}")
-    sq = f"÷√d<sub>k</sub> gives {s1} either way" if s1 == s8 else f"÷√d<sub>k</sub>: {s1}, {s8}"
-    return (f"{h} heads of {width // h} instead of one of {width} {verb}; {sq}.")
+    one, many = median_interval(budget, "none", 0), median_interval(budget, "none", j)
+    s1, s8 = median_interval(budget, "sqrt", 0), median_interval(budget, "sqrt", j)
+    return (f"Unscaled median max weight: {one} for one head of {width}, {many} for each of "
+            f"{h} heads of {width // h}; ÷√d<sub>k</sub>: {s1} and {s8}.")
 
 
 #: Each tab's "Try this": two or three steps a student can take in under a minute, each with

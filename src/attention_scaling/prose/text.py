@@ -12,7 +12,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import core
-from .formatting import (distinct, fmt, median_weight, percent, percent_range, share_of_draws,
+from .formatting import (distinct, fmt, median_interval, percent, percent_range, share_of_draws,
                          tiny)
 
 TITLE = f"Why attention divides by √{core.DK}"
@@ -459,14 +459,14 @@ def saturation_html(d_k: int, temperature: float, n_keys: int, align: float, cur
     """What the saturation curves show at this setting and where this draw (rule -> Variant)
     sits; every number read from ``curves`` (core.saturation_curves) and ``draw``."""
     i = core.D_K_VALUES.index(d_k)
-    med = {r: curves[f"max_weight_median_{r}"][i] for r in core.RULES}
+    shown = {r: median_interval(curves, r, i) for r in core.RULES}
     first = {r: curves[f"max_weight_median_{r}"][0] for r in core.RULES}
     last = {r: curves[f"max_weight_median_{r}"][-1] for r in core.RULES}
     sqrt_all = [float(x) for x in curves["max_weight_median_sqrt"]]
     this = {r: weight_label(v) for r, v in draw.items()}
     lo, hi = distinct(min(sqrt_all), max(sqrt_all))
     head = (f"<p>Over {draws:,} random draws at {_setting(d_k, temperature, n_keys, align)}, "
-            f"the median max weight is {_rules(med, median_weight)}. This draw (the dots): "
+            f"the median max weight is {_rules(shown, str)}. This draw (the dots): "
             f"{_rules(this, str)}.</p>")
     if not align:
         tail = (
@@ -539,22 +539,41 @@ def share_text(i: int, curves: dict) -> str:
     (:func:`_linear_spread`)."""
     shares = {r: float(curves[f"frozen_share_{r}"][i]) for r in core.RULES}
     text = ("<p>The upper chart counts the draws whose gradient is under a tenth of the "
-            "÷√d<sub>k</sub> median, rows that barely learn at a learning rate that suits "
-            f"÷√d<sub>k</sub>: here {_rules(shares, share_of_draws)}.")
+            "÷√d<sub>k</sub> median, query rows that barely learn at a learning rate that "
+            f"suits ÷√d<sub>k</sub>: here {_rules(shares, share_of_draws)}.")
     if core.D_K_VALUES[i] == 1:
         return text + (" At d<sub>k</sub> = 1 the three rules divide by the same 1, so their "
                        "counts are the same.</p>")
     if shares["linear"] > 0:
         text += " " + _linear_spread(i, curves)
-    if shares["sqrt"] > ALIKE_SHARE:
-        text += (" The yardstick is saturated too: under ÷√d<sub>k</sub> itself, "
-                 f"{share_of_draws(shares['sqrt'])} fall under a tenth of its median.")
+    text += _yardstick(i, curves)
     equal = {r: float(curves[f"equal_step_share_{r}"][i]) for r in core.RULES}
     return text + (
-        "</p><p>The bar assumes one shared learning rate. At the Training tab's equal-step "
-        "rates, which give each rule's logits the same step per unit of gradient, the logits' "
-        f"step falls under a tenth of ÷√d<sub>k</sub>'s for {_rules(equal, share_of_draws)}."
-        "</p>")
+        "</p><p>The bar assumes one shared learning rate. The Training tab gives each rule "
+        "the rate that moves its logits by the same step per unit of the loss's gradient at "
+        "the logits; at those rates a logit's step is about this gradient times "
+        "lr·√d<sub>k</sub>/s, and it falls under a tenth of ÷√d<sub>k</sub>'s median step "
+        f"for {_rules(equal, share_of_draws)}.</p>")
+
+
+#: ÷√d_k is called saturated itself where its median max weight is above this.
+SATURATED_WEIGHT = 0.9
+
+
+def _yardstick(i: int, curves: dict) -> str:
+    """Where ÷√d_k, the yardstick, is saturated itself at width index ``i``: its own draws
+    spread far below its median (more than :data:`ALIKE_SHARE` under a tenth of it), or its
+    median max weight above :data:`SATURATED_WEIGHT`; else nothing."""
+    own = float(curves["spread_share_sqrt"][i])
+    if own > ALIKE_SHARE:
+        return (" The yardstick is saturated too: under ÷√d<sub>k</sub> itself, "
+                f"{share_of_draws(own)} fall under a tenth of its median.")
+    weight = float(curves["max_weight_median_sqrt"][i])
+    if weight > SATURATED_WEIGHT:
+        return (" The yardstick is saturated too: ÷√d<sub>k</sub>'s own median max weight is "
+                f"{median_interval(curves, 'sqrt', i)} here, so a tenth of its median gradient "
+                "is itself small.")
+    return ""
 
 
 def _linear_spread(i: int, curves: dict) -> str:
@@ -748,7 +767,6 @@ def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align
     heads = [int(h) for h in budget["heads"]]
     h = 8 if 8 in heads else heads[-1]
     j = heads.index(h)
-    mw = {r: budget[f"max_weight_median_{r}"] for r in core.RULES}
     gq = {r: budget[f"log10_grad_q_median_{r}"] for r in core.RULES}
     narrow = width // h
     aligned = f", the first key aligned by ρ = {align:g}" if align else ""
@@ -758,11 +776,11 @@ def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align
     return (
         f"<p>A model width of {width} split into h heads of d<sub>k</sub> = {width}/h "
         f"(T = {fmt(temperature)}, {n_keys} keys{aligned}). Unscaled, one head of {width} "
-        f"has a median max weight of {median_weight(mw['none'][0])} and a median gradient to "
+        f"has a median max weight of {median_interval(budget, 'none', 0)} and a median gradient to "
         f"the query of {_grad(float(gq['none'][0]))}; {h} heads of {narrow} have "
-        f"{median_weight(mw['none'][j])} and {_grad(float(gq['none'][j]))} each: {why}. "
-        f"÷√d<sub>k</sub>: {median_weight(mw['sqrt'][0])} for one head of {width}, "
-        f"{median_weight(mw['sqrt'][j])} for each of {h} heads of {narrow}.</p>")
+        f"{median_interval(budget, 'none', j)} and {_grad(float(gq['none'][j]))} each: {why}. "
+        f"÷√d<sub>k</sub>: {median_interval(budget, 'sqrt', 0)} for one head of {width}, "
+        f"{median_interval(budget, 'sqrt', j)} for each of {h} heads of {narrow}.</p>")
 
 
 #: The rules' names in the page's HTML.

@@ -252,7 +252,9 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         st = core.compute_state(d_k, temperature, seed)
         act = st.active(rule)
         case = (seed, d_k, temperature, rule)
-        for name, v in (("scaled-weights", st.scaled), ("unscaled-weights", st.unscaled)):
+        # the left chart: the rule's logits where it divides them, ÷√d_k where it is unscaled
+        left = st.variants["sqrt" if rule == "none" else rule]
+        for name, v in (("scaled-weights", left), ("unscaled-weights", st.unscaled)):
             assert col(page, f"{name}-source", "weight") == pytest.approx(v.probs.tolist(), abs=1e-12), case
             assert col(page, f"{name}-source", "logit") == pytest.approx(v.logits.tolist(), abs=1e-12), case
             label = f"max weight {weight_label(v)}"
@@ -299,10 +301,20 @@ def test_offline_page_shows_core_values_exactly(offline_page):
         assert readout["__active"] == rule
         outline = page.evaluate("""() => ['scaled-weights', 'unscaled-weights'].map(n => {
             const f = window.__model(n); return [f.outline_line_color, f.title.text]; })""")
-        outlined = {"sqrt": [True, False], "none": [False, True], "linear": [False, False]}[rule]
+        outlined = {"sqrt": [True, False], "none": [False, True], "linear": [True, False]}[rule]
         for (color, title), on in zip(outline, outlined):
             assert (color == MARK) == on and (color is None) != on, case
             assert title.endswith("◀ model uses this") == on, case
+        # the left chart's title, bars' colour and second line follow the rule it shows
+        left_rule = "linear" if rule == "linear" else "sqrt"
+        assert outline[0][1].startswith("Scaled by 1/dₖ" if rule == "linear" else
+                                        "Scaled by 1/√dₖ"), case
+        fill, line = page.evaluate("""() => { const f = window.__model('scaled-weights');
+            return [f.renderers.find((r) => r.name === 'scaled-weights-bars').glyph.fill_color.value,
+                    f.above.find((m) => m.name === 'scaled-weights-subtitle').text]; }""")
+        assert fill == core.RULE[left_rule].color, case
+        assert line == ("logits q·k/dₖ: their spread shrinks as 1/√dₖ" if rule == "linear"
+                        else "logits q·k/√dₖ: unit variance at every dₖ"), case
     wait_still(page)
     assert page.console_errors == []
     assert [u for u in page.requests if not u.startswith("file://")] == []
@@ -417,7 +429,9 @@ def test_the_offline_copy_downloads_and_passes_axe(offline_page):
     rows = list(csv.DictReader(io.StringIO(Path(info.value.path()).read_text())))
     st = core.compute_state(512, 0.5, 1)
     assert [float(r["weight_unscaled"]) for r in rows] == st.unscaled.probs.tolist()
-    assert [float(r["p_1_minus_p_scaled"]) for r in rows] == st.scaled.diagonal.tolist()
+    # the left chart's column, ÷d_k's under ÷d_k
+    assert [float(r["p_1_minus_p_scaled"]) for r in rows] == \
+        st.variants["linear"].diagonal.tolist()
     found = Axe().run(page).response["violations"]
     assert [(v["id"], v["impact"]) for v in found] == []          # of any impact
     assert page.console_errors == []
@@ -517,7 +531,9 @@ def test_offline_tabs_show_core_values_and_the_served_page_s_texts(offline_page)
         wait_text(page, "budget-text", prose.plain(
             prose.budget_html(budget, argument.BUDGET_WIDTH, t, n, rho)))
         for name, values in budget.items():
-            if not name.startswith("grad_q"):     # drawn in log10
+            # grad_q is drawn in log10; the medians' interval ends are in the text only
+            if not name.startswith("grad_q") and "_median_lo_" not in name \
+                    and "_median_hi_" not in name:
                 assert col(page, "head-budget-source", name) == \
                     np.asarray(values, float).tolist(), (case, name)
         served.tabs["budget"].draw(Setting(d_k=d_k, rule=rule, temperature=t, seed=0, keys=n,

@@ -34,13 +34,18 @@ def _max_label(source) -> str:
 def _assert_matches(state, charts, d_k, t, seed, rule, n=8):
     expected = core.compute_state(d_k, t, seed, n)
     labels = [f"k{i + 1}" for i in range(n)]
-    for source, var in ((charts.scaled_source, expected.scaled),
+    # the left chart: the model's logits where it divides them, ÷√d_k where it is unscaled
+    left = expected.variants["sqrt" if rule == "none" else rule]
+    for source, var in ((charts.scaled_source, left),
                         (charts.unscaled_source, expected.unscaled)):
         np.testing.assert_array_equal(source.data["weight"], var.probs)
         np.testing.assert_array_equal(source.data["logit"], var.logits)
         np.testing.assert_array_equal(source.data["pq"], var.diagonal)
         assert source.data["key"] == labels
-    assert _max_label(charts.scaled_source) == f"max weight {weight_label(expected.scaled)}"
+    assert _max_label(charts.scaled_source) == f"max weight {weight_label(left)}"
+    title = charts.scaled_fig.title.text
+    assert title.startswith("Scaled by 1/dₖ" if rule == "linear" else "Scaled by 1/√dₖ")
+    assert title.endswith("◀ model uses this") == (rule != "none")
     assert _max_label(charts.unscaled_source) == f"max weight {weight_label(expected.unscaled)}"
     active = expected.active(rule)
     np.testing.assert_array_equal(charts.jacobian_source.data["value"], active.jacobian.ravel())

@@ -280,7 +280,7 @@ def _spread_words(words: str, c) -> bool:
                         for r in core.RULES))
     m = re.fullmatch(r"unscaled gradients: (?P<size>larger|smaller) on median, (?:and none "
                      r"barely learn|(?P<conj>but|and) (?P<share>.+?) (?P<verb>barely learns?))"
-                     r"; scaled: (?P<sq>.+)", words)
+                     r"; ÷√dₖ: (?P<sq>.+)", words)
     if not m:
         return False
     larger = g["median_none"] > g["median_sqrt"]
@@ -320,13 +320,16 @@ NUM = r"[\d.,e+-]+(?: × 10\^-?\d+)?"
 #: claim (a sentence, as a regular expression matched in full) -> condition(match, context).
 CLAIMS: list[tuple[str, callable]] = [
     # caption
+    # the left chart: the model's logits where it divides them, ÷√d_k where it is unscaled
     (r"Both charts show the same (?P<n>\w+) query–key dot products of one random draw: divided "
-     r"by √dk on the left, raw on the right\.",
+     r"by (?P<div>√dₖ|dₖ) on the left, raw on the right\.",
      lambda m, c: m["n"] == NUMBER_WORDS.get(len(c.raw), str(len(c.raw))) == c.fields["n_words"]
-     and np.allclose(c.state.scaled.logits * math.sqrt(c.d), c.raw)
+     and m["div"] == ("dₖ" if c.rule == "linear" else "√dₖ")
+     and np.allclose(c.state.paired(c.rule).logits * (c.d if c.rule == "linear"
+                                                        else math.sqrt(c.d)), c.raw)
      and np.allclose(c.state.unscaled.logits, c.raw)),
     (r"Over many draws q·k has variance dk, so the raw logits grow like √dk and, as the head "
-     r"widens, the unscaled softmax puts more and more weight on one key; the scaled logits "
+     r"widens, the unscaled softmax puts more and more weight on one key; the ÷√dk logits "
      r"keep unit variance at every width\.",
      lambda m, c: all(b >= a for a, b in zip(unscaled_medians(c.t, c.n),
                                              unscaled_medians(c.t, c.n)[1:]))),
@@ -338,14 +341,14 @@ CLAIMS: list[tuple[str, callable]] = [
      and number_shows(m["mean"], c.rho * c.d) and number_shows(m["means"], c.rho * math.sqrt(c.d))),
     (r"Over (?P<n>[\d,]+) random draws at dk = (?P<d>\d+), T = (?P<t>\S+)(?:, with k1 aligned at "
      r"ρ = (?P<rho>\S+),)? the median max weight "
-     r"is (?P<ms>.+?) scaled and (?P<mu>.+?) unscaled: a typical draw puts (?P<mu2>.+?) of the "
+     r"is (?P<ms>.+?) ÷√dk and (?P<mu>.+?) unscaled: a typical draw puts (?P<mu2>.+?) of the "
      r"weight on one key unscaled\.",
      lambda m, c: int(m["n"].replace(",", "")) == core.MC_DRAWS == c.typ.draws
      and (number_shows(m["rho"], c.rho) if m["rho"] else c.rho == 0)
      and int(m["d"]) == c.d and number_shows(m["t"], c.t) and m["mu"] == m["mu2"]
      and range_shows(m["ms"], *c.typ.median_range[True], c.typ.median[True])
      and range_shows(m["mu"], *c.typ.median_range[False], c.typ.median[False])),
-    (r"This draw puts (?P<s>\S+) scaled \((?P<sp>[^)]+)\) and (?P<u>\S+) unscaled "
+    (r"This draw puts (?P<s>\S+) ÷√dk \((?P<sp>[^)]+)\) and (?P<u>\S+) unscaled "
      r"\((?P<up>[^)]+)\)\.",
      lambda m, c: percent_shows(m["s"], *c.weight(True)) and percent_shows(m["u"], *c.weight(False))
      and ordinal_ok(m["sp"], c.pct(True)) and ordinal_ok(m["up"], c.pct(False))),
@@ -355,7 +358,7 @@ CLAIMS: list[tuple[str, callable]] = [
     (r"Unscaled, this draw is more extreme than two draws in three\.",
      lambda m, c: _extreme(c)),
     (r"This one draw changes with dk in its own way: each width extends the same q and k by "
-     r"more components, and the scaled logits(?P<indep> of the independent keys)? at widths d "
+     r"more components, and the ÷√dk logits(?P<indep> of the independent keys)? at widths d "
      r"and d′ correlate by only √\(d/d′\)\.", _nested),
     # explanation
     (r"With independent unit-variance components, q·k is a sum of dk = (?P<d>\d+) terms of "
@@ -415,8 +418,9 @@ CLAIMS: list[tuple[str, callable]] = [
                               rtol=1e-9, atol=1e-300)),
     # the one draw's lead
     (r"At dk = (?P<d>\d+), this draw puts (?P<u>\S+) on one key unscaled and (?P<s>\S+) "
-     r"scaled; (?P<spread>.+)\.",
-     lambda m, c: int(m["d"]) == c.d and percent_shows(m["s"], *c.weight(True))
+     r"(?P<word>scaled|÷dₖ); (?P<spread>.+)\.",
+     lambda m, c: int(m["d"]) == c.d and m["word"] == ("÷dₖ" if c.rule == "linear" else "scaled")
+     and percent_shows(m["s"], *c.weight("linear" if c.rule == "linear" else True))
      and percent_shows(m["u"], *c.weight(False)) and _spread_words(m["spread"], c)),
 ]
 _COMPILED = [(re.compile(pattern), condition) for pattern, condition in CLAIMS]
@@ -556,12 +560,12 @@ def test_the_issue_s_states_read_true(key):
         # 20,000 draws place the median between 96% and 97% (10^6 draws: 96.4%) and this
         # draw's unscaled weight between the 25th and 26th percentiles (10^6 draws: 25.6)
         assert "a typical draw puts 96%–97% of the weight on one key unscaled" in text
-        assert ("This draw puts 27% scaled (23rd–24th percentile) and 80% unscaled (25th–26th "
+        assert ("This draw puts 27% ÷√dk (23rd–24th percentile) and 80% unscaled (25th–26th "
                 "percentile)") in text
         assert "picked because" not in text and "seed 2288" not in text
         assert "0.373 scaled and 1.98 unscaled: more reaches the query unscaled, in this draw" in text
         assert ("unscaled gradients: larger on median, but 26% of draws barely learn; "
-                "scaled: none.") in text
+                "÷√dₖ: none.") in text
     if key == (FIG3_SEED, 4096, 0.1, False):
         assert "largest p(1 − p) = 2.70e-189, ‖J‖F = 5.39e-189" in text
         assert "100%" not in text.replace("towards 100%", "")
@@ -656,7 +660,7 @@ def test_the_issue_s_underflow_states_print_true_exponents_and_ranks():
     _check_state("issue (a)", c, {})
     text = " ".join(texts(c))
     assert "100%" not in text and "= 0," not in text and " 0 unscaled" not in text
-    assert ("This draw puts >99.9% scaled (88th–89th percentile) and >99.9% unscaled "
+    assert ("This draw puts >99.9% ÷√dk (88th–89th percentile) and >99.9% unscaled "
             "(88th–89th percentile).") in text
     assert "largest p(1 − p) = 4.09 × 10^-621" in text
     assert "more reaches the query scaled, in this draw." in text

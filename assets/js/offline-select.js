@@ -106,7 +106,8 @@ const oneDraw = (P) => {
       fields: fields,
     };
   };
-  const s = record(P.rules.indexOf('sqrt')), u = record(P.rules.indexOf('none'));
+  // the left chart: the rule's logits beside the unscaled ones (core.paired_rule)
+  const s = record(P.rules.indexOf(P.paired[P.rules[v]])), u = record(P.rules.indexOf('none'));
   const act = record(v);
   // the p(1 - p) sweep, key by key across the widths: every width's Jacobian diagonal
   const sweep = new Array(n * nd);
@@ -126,6 +127,13 @@ const oneDraw = (P) => {
     if (fig.title.text !== st.title) fig.title.text = st.title;
     fig.outline_line_color = st.outline_line_color;
     fig.outline_line_width = st.outline_line_width;
+    if (st.fill !== undefined) {
+      fig.renderers.find((r) => r.name === name + '-bars').glyph.fill_color = {value: st.fill};
+    }
+    if (st.subtitle !== undefined) {
+      const line = fig.above.find((m) => m.name === name + '-subtitle');
+      if (line.text !== st.subtitle) line.text = st.subtitle;
+    }
   }
   const names = Object.keys(act.fields);
   text_source.data = new Map([['field', names], ['value', names.map((k) => act.fields[k])]]);

@@ -559,6 +559,11 @@ class State:
         """The unscaled variant: the right bar chart of the reference figure."""
         return self.variants["none"]
 
+    def paired(self, rule) -> Variant:
+        """The variant the left bar chart shows beside the unscaled one under ``rule``
+        (:func:`paired_rule`)."""
+        return self.variants[paired_rule(rule)]
+
     def active(self, rule) -> Variant:
         """The variant the model uses under ``rule`` (or scaled: True / False)."""
         return self.variants[as_rule(rule)]
@@ -1114,6 +1119,14 @@ def _saturation_curves(temperature: float, n_keys: int, align: float) -> tuple[d
 def _check_choice(name: str, value, options) -> None:
     if value not in options:
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
+
+
+def paired_rule(rule) -> str:
+    """The rule the reference figure's left bar chart shows beside the unscaled one (the
+    right): the model's rule where it divides q . k by a power of d_k, ÷√d_k where the model
+    is unscaled."""
+    rule = as_rule(rule)
+    return "sqrt" if RULE[rule].exponent == 0 else rule
 
 
 def unscaled_below_from(curves: dict) -> int | None:

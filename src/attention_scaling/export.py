@@ -517,7 +517,8 @@ def _jacobian(weights: list[float], diagonal: list[float]) -> np.ndarray:
 
 
 def _styling() -> dict:
-    """Titles and outlines of the figures for each rule, as Charts.update sets them."""
+    """Titles, outlines and the bar charts' fills and second lines for each rule, as
+    Charts.update sets them."""
     charts = Charts()
     out = {}
     state = core.compute_state(FIG3_D_K, 1.0, FIG3_SEED)
@@ -525,10 +526,20 @@ def _styling() -> dict:
         charts.update(state, rule)
         out[rule] = {
             name: dict(title=fig.title.text, outline_line_color=fig.outline_line_color,
-                       outline_line_width=fig.outline_line_width)
+                       outline_line_width=fig.outline_line_width,
+                       **_bar_styling(fig, name))
             for name, fig in charts.figures.items()
         }
     return out
+
+
+def _bar_styling(fig, name: str) -> dict:
+    """A bar chart's fill and second line (``<name>-bars``, ``<name>-subtitle``), where it
+    has them: the left one's follow the rule."""
+    bars, line = fig.select_one({"name": f"{name}-bars"}), fig.select_one(
+        {"name": f"{name}-subtitle"})
+    return ({} if bars is None else {"fill": bars.glyph.fill_color}) | (
+        {} if line is None else {"subtitle": line.text})
 
 
 def _record(v: core.Variant, state: core.State, rule: str, di: int) -> tuple[dict, dict]:
@@ -724,6 +735,7 @@ def build_payload(seeds: list[int], progress=None) -> dict:
         fields=[f for f in fields_order if f not in constants], constant_fields=constants,
         field_order=fields_order, styles=styles.items, labels=labels.items, inks=inks.items,
         strings=strings.items, styling=_styling(),
+        paired={r: core.paired_rule(r) for r in core.RULES},
         schema=layout, logit_offset=rec_floats.size,
         rules=list(core.RULES), states=n_rec // nr, records=n_rec, label_alpha=LABEL_ALPHA,
         argument=argument, paragraphs=paragraphs.items, align=OFFLINE_ALIGN,

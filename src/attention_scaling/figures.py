@@ -21,8 +21,24 @@ from .style import (DIVERGING, FONT, KEY_LABELS, LABEL_ALPHA, MARK, MUTED_ALPHA,
                     RULE_MARKER, SCALED_COLOR, SEQUENTIAL, UNSCALED_COLOR, contrast,
                     derived_glyph_looks, log10_axis, script, style_figure, subtitle)
 from .prose.lead import DRAW_LEAD
-from .prose.text import (EXPLANATION, GRAD_Q_AXIS, WHICH, caption_html, divisor_html, fill,
+from .prose.text import (EXPLANATION, GRAD_Q_AXIS, WHICH, caption_html, divisor_html, divisor_text,
+                         fill,
                          weight_label)
+
+
+def scaled_title(rule: str) -> str:
+    """The left bar chart's title when it shows ``rule``'s logits: "Scaled by 1/√dₖ"."""
+    return f"Scaled by 1/{divisor_text(core.RULE[rule])}"
+
+
+def scaled_note(rule: str) -> str:
+    """The left bar chart's second line when it shows ``rule``'s logits: their spread, which
+    is √d_k to the power 1 - 2·exponent (q·k's is √d_k)."""
+    exponent = core.RULE[rule].exponent
+    spread = ("unit variance at every " + core.DK if exponent == 0.5 else
+              f"their spread shrinks as 1/√{core.DK}" if exponent == 1.0 else
+              f"their spread goes as {core.DK}^{0.5 - exponent:g}")
+    return f"logits q·k/{divisor_text(core.RULE[rule])}: {spread}"
 
 
 def _bars(name: str, title: str, color: str, note: str) -> tuple:
@@ -41,7 +57,7 @@ def _bars(name: str, title: str, color: str, note: str) -> tuple:
         height=330, sizing_mode="stretch_width", min_width=260, tools="",
     )
     bars = fig.vbar(x="key", top="weight", width=0.72, source=source, fill_color=color,
-                    fill_alpha="alpha", line_color=MARK, line_width="line")
+                    fill_alpha="alpha", line_color=MARK, line_width="line", name=f"{name}-bars")
     # dark on a light pill: readable over the light and the dark theme's backgrounds
     fig.text(x="key", y="weight", text="label", source=source, text_align="align",
              text_baseline="bottom", y_offset=-6, text_font=value(FONT), text_font_size="14px",
@@ -60,7 +76,7 @@ def _bars(name: str, title: str, color: str, note: str) -> tuple:
     fig.xaxis.axis_label = "key"
     fig.xaxis.formatter = key_labels(fig, "x")
     style_figure(fig)
-    subtitle(fig, note)
+    subtitle(fig, note).name = f"{name}-subtitle"
     fig.xgrid.grid_line_color = None
     return fig, source
 
@@ -329,8 +345,7 @@ class Charts:
         self.text_source.js_on_change("data", CustomJS(
             args=dict(source=self.text_source, divs=self.texts), code=script("fill-spans")))
         self.scaled_fig, self.scaled_source = _bars(
-            "scaled-weights", f"Scaled by 1/√{core.DK}", SCALED_COLOR,
-            f"logits q·k/√{core.DK}: unit variance at every {core.DK}")
+            "scaled-weights", scaled_title("sqrt"), SCALED_COLOR, scaled_note("sqrt"))
         self.unscaled_fig, self.unscaled_source = _bars(
             "unscaled-weights", "Unscaled", UNSCALED_COLOR,
             f"logits q·k: their spread grows as √{core.DK}")
@@ -473,7 +488,7 @@ class Charts:
         (prose.text.fields_of) are the numbers of the text."""
         rule = core.as_rule(rule)
         self._resize(len(state.scaled.probs))
-        self.scaled_source.data.update(bar_data(state.scaled))
+        self.scaled_source.data.update(bar_data(state.paired(rule)))
         self.unscaled_source.data.update(bar_data(state.unscaled))
         active = state.active(rule)
         self.jacobian_source.data.update(jacobian_data(active))
@@ -529,10 +544,14 @@ class Charts:
         variant = WHICH[rule]
         self.jacobian_fig.title.text = f"Jacobian ∂pᵢ/∂uⱼ, {variant} logits"
         self.diagonal_fig.title.text = f"Diagonal pᵢ(1 − pᵢ), {variant} logits"
-        for fig, on in ((self.scaled_fig, rule == "sqrt"), (self.unscaled_fig, rule == "none")):
+        pair = core.paired_rule(rule)
+        self.scaled_fig.select_one({"name": "scaled-weights-bars"}).glyph.fill_color = \
+            RULE_COLORS[pair]
+        self.scaled_fig.select_one({"name": "scaled-weights-subtitle"}).text = scaled_note(pair)
+        for fig, base, on in ((self.scaled_fig, scaled_title(pair), rule == pair),
+                              (self.unscaled_fig, "Unscaled", rule == "none")):
             fig.outline_line_color = MARK if on else None
             fig.outline_line_width = 3 if on else 1
-            base = fig.title.text.removesuffix("  ◀ model uses this")
             fig.title.text = base + ("  ◀ model uses this" if on else "")
         self._styled_for = rule
 

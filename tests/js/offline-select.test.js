@@ -63,6 +63,7 @@ const payload = () => {
     inks: [['#000', '#000'], ['#fff', '#fff']],
     fields: ['query'], field_order: ['seed_text', 'query'], constant_fields: {seed_text: 'same'},
     styling: {none: {}, sqrt: {}, linear: {}},
+    paired: {none: 'sqrt', sqrt: 'sqrt', linear: 'linear'},
     paragraphs,
     argument: {tabs: ['draw'], question_index: {draw: 'setting'}, questions: {draw: questions},
                sources: {}},
@@ -105,20 +106,21 @@ test('a setting shows its own records, read by field name from a tiny payload', 
   const a = args(at);
   run('offline-select', a);
   const {col, src} = await shown(a);
-  const sqrt = recordOf(1, 2, 0, 1), none = recordOf(1, 2, 0, 0), active = recordOf(1, 2, 0, 2);
+  // under ÷d_k the left chart shows ÷d_k's bars (core.paired_rule), the right one unscaled's
+  const none = recordOf(1, 2, 0, 0), active = recordOf(1, 2, 0, 2);
   const keys = [0, 1];
-  assert.deepEqual(col(src.scaled_bars, 'weight'), keys.map((k) => value(sqrt, 'weight', k)));
-  assert.deepEqual(col(src.scaled_bars, 'gq'), keys.map((k) => value(sqrt, 'gq', k)));
-  assert.deepEqual(col(src.scaled_bars, 'pq'), keys.map((k) => value(sqrt, 'pq', k)));
+  assert.deepEqual(col(src.scaled_bars, 'weight'), keys.map((k) => value(active, 'weight', k)));
+  assert.deepEqual(col(src.scaled_bars, 'gq'), keys.map((k) => value(active, 'gq', k)));
+  assert.deepEqual(col(src.scaled_bars, 'pq'), keys.map((k) => value(active, 'pq', k)));
   assert.deepEqual(col(src.unscaled_bars, 'weight'), keys.map((k) => value(none, 'weight', k)));
-  assert.deepEqual(col(src.scaled_bars, 'logit'), keys.map((k) => logitOf(1, 2, 1, k)));
+  assert.deepEqual(col(src.scaled_bars, 'logit'), keys.map((k) => logitOf(1, 2, 2, k)));
   assert.deepEqual(col(src.unscaled_bars, 'logit'), keys.map((k) => logitOf(1, 2, 0, k)));
   // the Jacobian of the rule shown: its diagonal stored, the rest -p_i p_j
   const w = keys.map((k) => value(active, 'weight', k));
   assert.deepEqual(col(src.jacobian, 'value'), [value(active, 'pq', 0), -(w[0] * w[1]),
                                                 -(w[1] * w[0]), value(active, 'pq', 1)]);
   // its tables: label (r % 3), ink (r % 2), the cells' texts
-  const label = [[0, 'left', 'top 0'], [1, 'right', 'top 1'], [0, 'center', 'top 2']][sqrt % 3];
+  const label = [[0, 'left', 'top 0'], [1, 'right', 'top 1'], [0, 'center', 'top 2']][active % 3];
   assert.deepEqual(col(src.scaled_bars, 'label'), keys.map((k) => (k === label[0] ? label[2] : '')));
   assert.deepEqual(col(src.labels, 'text'), [`cell ${active}.0`, `cell ${active}.1`]);
   assert.deepEqual(col(src.labels, 'ink'), [['#000', '#000'], ['#fff', '#fff']][active % 2]);

@@ -18,7 +18,7 @@ LEAD_WORDS = 30
 #: The one draw's lead: {field} slots of text.text_fields, filled in the browser as the
 #: controls move (text.fill).
 DRAW_LEAD = ("At d<sub>k</sub> = {d}, this draw puts {none_max_w} on one key unscaled and "
-             "{sqrt_max_w} scaled; {grad_spread}.")
+             "{pair_max_w} {pair_word}; {grad_spread}.")
 
 
 #: The training tab's lead before a run (core.rule_learning_rate: base · s²/d_k).

@@ -22,17 +22,17 @@ TITLE = f"Why attention divides by √{core.DK}"
 #: own (the offline copy's).
 CAPTION = (
     "Both charts show the same {n_words} query–key dot products of one random draw: divided by "
-    "√d<sub>k</sub> on the left, raw on the right. Over many draws <i>q</i>·<i>k</i> has "
+    "{pair_div} on the left, raw on the right. Over many draws <i>q</i>·<i>k</i> has "
     "variance d<sub>k</sub>, so the raw logits grow like √d<sub>k</sub> and, as the head "
-    "widens, the unscaled softmax puts more and more weight on one key; the scaled logits keep "
-    "unit variance at every width.{align_caption}</p><p class='caption'>Over {mc_n} random "
-    "draws at d<sub>k</sub> = {d}, T = {t}{mc_align} the median max weight is {mc_s} scaled "
-    "and {mc_u} unscaled: "
+    "widens, the unscaled softmax puts more and more weight on one key; the ÷√d<sub>k</sub> "
+    "logits keep unit variance at every width.{align_caption}</p><p class='caption'>Over "
+    "{mc_n} random draws at d<sub>k</sub> = {d}, T = {t}{mc_align} the median max weight is "
+    "{mc_s} ÷√d<sub>k</sub> and {mc_u} unscaled: "
     "a typical draw puts {mc_u} of the weight on one key unscaled. This draw puts {sqrt_max_w} "
-    "scaled ({s_pct}) and {none_max_w} unscaled ({u_pct}).{mild} This one draw changes "
-    "with d<sub>k</sub> in its own way: each width extends the same q and k by more "
-    "components, and the scaled logits{corr_keys} at widths d and d′ correlate by only "
-    "√(d/d′)."
+    "÷√d<sub>k</sub> ({s_pct}) and {none_max_w} unscaled ({u_pct}).{mild} This one draw "
+    "changes with d<sub>k</sub> in its own way: each width extends the same q and k by more "
+    "components, and the ÷√d<sub>k</sub> logits{corr_keys} at widths d and d′ correlate by "
+    "only √(d/d′)."
 )
 
 
@@ -186,7 +186,7 @@ def spread_clause(d_k: int, spread: dict) -> str:
         verb = "barely learns" if none >= 1 else "barely learn"
         head += f", {'but' if larger else 'and'} {share_of_draws(none)} {verb}"
     tail = "none" if sqrt <= 0 else share_of_draws(sqrt).removesuffix(" of draws")
-    return f"{head}; scaled: {tail}"
+    return f"{head}; ÷√{core.DK}: {tail}"
 
 
 def readout_values(v: core.Variant) -> dict[str, str]:
@@ -244,6 +244,10 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         "frob_z": tiny(act.log10_frobenius - math.log10(t)),
         "grad": tiny(act.log10_query_gradient),
         "max_w": weight_label(act),
+        # the left bar chart's logits (core.paired_rule): the model's, ÷√d_k where unscaled
+        "pair_max_w": weight_label(r.paired(rule)),
+        "pair_word": core.RULE[core.paired_rule(rule)].word,
+        "pair_div": divisor_text(core.RULE[core.paired_rule(rule)]),
         "eff": eff,
         "keys": "key" if eff == "1" else "keys",
         **readout_fields(r),
@@ -785,6 +789,12 @@ def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align
 
 #: The rules' names in the page's HTML.
 RULE_LABELS_HTML = {r.key: r.html for r in core.RULE_TABLE}
+
+
+def divisor_text(rule: core.Rule) -> str:
+    """What ``rule`` divides q·k by, as plain text: 1, √dₖ, dₖ or dₖ^power."""
+    return {0.0: "1", 0.5: f"√{core.DK}", 1.0: core.DK}.get(
+        rule.exponent, f"{core.DK}^{rule.exponent:g}")
 
 
 def divisor_html(rule: core.Rule) -> str:

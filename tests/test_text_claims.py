@@ -278,23 +278,23 @@ def _spread_words(words: str, c) -> bool:
         return (words == "every rule divides by 1, so their gradients match, draw by draw"
                 and all(g[f"{q}_{r}"] == g[f"{q}_sqrt"] for q in core.SPREAD_QUANTILES
                         for r in core.RULES))
-    m = re.fullmatch(r"unscaled gradients: (?P<size>larger|smaller) on median, (?:and none "
-                     r"barely learn|(?P<conj>but|and) (?P<share>.+?) (?P<verb>barely learns?))"
-                     r"; ÷√dₖ: (?P<sq>.+)", words)
+    m = re.fullmatch(r"unscaled's median gradient is (?P<size>above|below) ÷√dₖ's, "
+                     r"(?:and none barely learn|(?P<conj>but|and) (?P<share>.+?) "
+                     r"(?P<verb>barely learns?)); under ÷√dₖ, (?P<sq>.+) (?P<do>does|do)", words)
     if not m:
         return False
     larger = g["median_none"] > g["median_sqrt"]
     none, sqrt = g["frozen_share_none"], g["frozen_share_sqrt"]
-    if (m["size"] == "larger") != larger:
+    if (m["size"] == "above") != larger:
         return False
     if m["share"] is None:
         ok = none == 0
     else:
         ok = (share_shows(m["share"], none) and m["conj"] == ("but" if larger else "and")
               and (m["verb"] == "barely learns") == (none == 1))
-    sq = m["sq"] == "none" if sqrt == 0 else (share_shows(m["sq"], sqrt) if m["sq"] ==
-                                              "every draw" else
-                                              share_shows(m["sq"] + " of draws", sqrt))
+    counted = m["sq"] in ("no draw", "every draw")
+    sq = (share_shows(m["sq"] if counted else m["sq"] + " of draws", sqrt)
+          and (m["do"] == "does") == counted)
     return ok and sq
 
 
@@ -417,7 +417,7 @@ CLAIMS: list[tuple[str, callable]] = [
      lambda m, c: np.allclose(own_softmax(_raw64(c) / 8, 0.125), own_softmax(_raw64(c), 1.0),
                               rtol=1e-9, atol=1e-300)),
     # the one draw's lead
-    (r"At dk = (?P<d>\d+), this draw puts (?P<u>\S+) on one key unscaled and (?P<s>\S+) "
+    (r"At dk = (?P<d>\d+), this draw's max weight: (?P<u>\S+) unscaled, (?P<s>\S+) "
      r"(?P<word>scaled|÷dₖ); (?P<spread>.+)\.",
      lambda m, c: int(m["d"]) == c.d and m["word"] == ("÷dₖ" if c.rule == "linear" else "scaled")
      and percent_shows(m["s"], *c.weight("linear" if c.rule == "linear" else True))
@@ -564,8 +564,8 @@ def test_the_issue_s_states_read_true(key):
                 "percentile)") in text
         assert "picked because" not in text and "seed 2288" not in text
         assert "0.373 scaled and 1.98 unscaled: more reaches the query unscaled, in this draw" in text
-        assert ("unscaled gradients: larger on median, but 26% of draws barely learn; "
-                "÷√dₖ: none.") in text
+        assert ("unscaled's median gradient is above ÷√dₖ's, but 26% of draws barely learn; "
+                "under ÷√dₖ, no draw does.") in text
     if key == (FIG3_SEED, 4096, 0.1, False):
         assert "largest p(1 − p) = 2.70e-189, ‖J‖F = 5.39e-189" in text
         assert "100%" not in text.replace("towards 100%", "")

@@ -17,7 +17,7 @@ LEAD_WORDS = 30
 
 #: The one draw's lead: {field} slots of text.text_fields, filled in the browser as the
 #: controls move (text.fill).
-DRAW_LEAD = ("At d<sub>k</sub> = {d}, this draw puts {none_max_w} on one key unscaled and "
+DRAW_LEAD = ("At d<sub>k</sub> = {d}, this draw's max weight: {none_max_w} unscaled, "
              "{pair_max_w} {pair_word}; {grad_spread}.")
 
 
@@ -127,8 +127,9 @@ def budget_lead(budget: dict, width: int) -> str:
     j = heads.index(h)
     one, many = median_interval(budget, "none", 0), median_interval(budget, "none", j)
     s1, s8 = median_interval(budget, "sqrt", 0), median_interval(budget, "sqrt", j)
+    sq = f"{s1} either way" if s1 == s8 else f"{s1} and {s8}"
     return (f"Unscaled median max weight: {one} for one head of {width}, {many} for each of "
-            f"{h} heads of {width // h}; ÷√d<sub>k</sub>: {s1} and {s8}.")
+            f"{h} heads of {width // h}; ÷√d<sub>k</sub>: {sq}.")
 
 
 #: Each tab's "Try this": two or three steps a student can take in under a minute, each with

@@ -173,20 +173,22 @@ def align_texts(r: core.State, n_words: str) -> dict[str, str]:
 
 def spread_clause(d_k: int, spread: dict) -> str:
     """What the spread of the gradient to the query over many draws (core.gradient_spread)
-    says, unscaled against ÷√d_k ("scaled"), in plain text: which median is larger and the
-    shares of draws that barely learn (under a tenth of the scaled median)."""
+    says, unscaled against ÷√d_k, in plain text: whether unscaled's median is above ÷√d_k's,
+    and the shares of draws that barely learn (under a tenth of the ÷√d_k median) under
+    each."""
     if d_k == 1:
         return "every rule divides by 1, so their gradients match, draw by draw"
     none, sqrt = spread["frozen_share_none"], spread["frozen_share_sqrt"]
     larger = spread["median_none"] > spread["median_sqrt"]
-    head = f"unscaled gradients: {'larger' if larger else 'smaller'} on median"
+    head = f"unscaled's median gradient is {'above' if larger else 'below'} ÷√{core.DK}'s"
     if none <= 0:
         head += ", and none barely learn"
     else:
         verb = "barely learns" if none >= 1 else "barely learn"
         head += f", {'but' if larger else 'and'} {share_of_draws(none)} {verb}"
-    tail = "none" if sqrt <= 0 else share_of_draws(sqrt).removesuffix(" of draws")
-    return f"{head}; ÷√{core.DK}: {tail}"
+    tail = share_of_draws(sqrt)
+    verb = "do" if tail.endswith(" of draws") else "does"
+    return f"{head}; under ÷√{core.DK}, {tail.removesuffix(' of draws')} {verb}"
 
 
 def readout_values(v: core.Variant) -> dict[str, str]:
@@ -553,11 +555,11 @@ def share_text(i: int, curves: dict) -> str:
     text += _yardstick(i, curves)
     equal = {r: float(curves[f"equal_step_share_{r}"][i]) for r in core.RULES}
     return text + (
-        "</p><p>The bar assumes one shared learning rate. The Training tab gives each rule "
+        "</p><p>This count assumes one shared learning rate. The Training tab gives each rule "
         "the rate that moves its logits by the same step per unit of the loss's gradient at "
         "the logits; at those rates a logit's step is about this gradient times "
-        "lr·√d<sub>k</sub>/s, and it falls under a tenth of ÷√d<sub>k</sub>'s median step "
-        f"for {_rules(equal, share_of_draws)}.</p>")
+        "lr·√d<sub>k</sub>/s (lr the rule's rate, s its divisor), and it falls under a tenth "
+        f"of ÷√d<sub>k</sub>'s median step for {_rules(equal, share_of_draws)}.</p>")
 
 
 #: ÷√d_k is called saturated itself where its median max weight is above this.

@@ -63,7 +63,7 @@ def test_the_aligned_sentences_hold_over_explicit_draws():
     assert dots.mean() == pytest.approx(rho * d_k, rel=0.02)
     assert (dots / d_k).mean() == pytest.approx(rho, rel=0.02)
     typ = core.typical(d_k, 1.0, 8, rho)        # the median to the digits its draws support
-    assert f"{percent_range(*typ.median_range[True])} scaled" in text
+    assert f"{percent_range(*typ.median_range[True])} ÷√dk" in text
     assert typ.median_range[True][0] <= typ.median[True] <= typ.median_range[True][1]
     # with no alignment none of it is said
     plain_text = plain(fill(EXPLANATION, fields_of(ExplorerState(d_k=d_k))))

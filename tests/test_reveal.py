@@ -170,9 +170,9 @@ def test_a_new_state_asks_anew_and_puts_the_answer_away(page, server):
     ask = page.evaluate(MODEL_TEXT, "draw-ask-text")
     assert "512" in ask
     page.locator(".bk-btn", has_text="÷dₖ").first.click()     # the rule: the same question
-    # the server has applied the rule once ÷√dₖ's chart no longer says the model uses it
-    page.wait_for_function("() => !Bokeh.documents[0].get_model_by_name('scaled-weights')"
-                           ".title.text.endsWith('model uses this')", timeout=UI_WAIT_MS)
+    # the server has applied the rule once the left chart shows ÷dₖ's logits
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('scaled-weights')"
+                           ".title.text.startsWith('Scaled by 1/dₖ')", timeout=UI_WAIT_MS)
     assert "Answer:" in page.evaluate(MODEL_TEXT, "draw-answer")
     page.evaluate("""() => { const m = Bokeh.documents[0].get_model_by_name('d_k');
                              m.value = m.value + 3; }""")    # three widths wider: 128

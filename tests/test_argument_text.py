@@ -552,10 +552,11 @@ def _share_claims(i: int, curves: dict):
          and interval_shows(m[1], curves, "sqrt", i)),
         (r"This count assumes one shared learning rate\.", lambda m: d_k > 1),
         (r"The Training tab gives each rule the rate that moves its logits by the same step per "
-         r"unit of the loss's gradient at the logits; at those rates a logit's step is about "
-         r"this gradient times lr·√dk/s \(lr the rule's rate, s its divisor\), and it falls under "
-         r"a tenth of ÷√dk's median step for (?P<a>.+) unscaled, (?P<b>.+) ÷√dk and (?P<c>.+) "
-         r"÷dk\.",
+         r"unit of the loss's gradient at the logits\.",
+         lambda m: d_k > 1),
+        (r"At those rates a logit's step is about this gradient times the rule's rate and √dk "
+         r"over its divisor, and it falls under a tenth of ÷√dk's median step for (?P<a>.+) "
+         r"unscaled, (?P<b>.+) ÷√dk and (?P<c>.+) ÷dk\.",
          lambda m: d_k > 1 and all(share_shows(m[k], curves[f"equal_step_share_{r}"][i])
                                    for k, r in zip("abc", core.RULES))),
         # small: ÷d_k's median below ÷√d_k's beyond two standard errors; alike: few of its

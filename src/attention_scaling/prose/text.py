@@ -557,9 +557,9 @@ def share_text(i: int, curves: dict) -> str:
     return text + (
         "</p><p>This count assumes one shared learning rate. The Training tab gives each rule "
         "the rate that moves its logits by the same step per unit of the loss's gradient at "
-        "the logits; at those rates a logit's step is about this gradient times "
-        "lr·√d<sub>k</sub>/s (lr the rule's rate, s its divisor), and it falls under a tenth "
-        f"of ÷√d<sub>k</sub>'s median step for {_rules(equal, share_of_draws)}.</p>")
+        "the logits. At those rates a logit's step is about this gradient times the rule's "
+        "rate and √d<sub>k</sub> over its divisor, and it falls under a tenth of "
+        f"÷√d<sub>k</sub>'s median step for {_rules(equal, share_of_draws)}.</p>")
 
 
 #: ÷√d_k is called saturated itself where its median max weight is above this.

@@ -766,7 +766,7 @@ def _log_rest(d_k: int, scale: float, n_keys: int, align: float) -> np.ndarray:
 def _typical(d_k: int, temperature: float, n_keys: int, align: float = 0.0) -> Typical:
     picks = np.round(np.linspace(0, MC_DRAWS - 1, _LEVELS + 1)).astype(int)
     log_rest, median, median_range = {}, {}, {}
-    mid, k = MC_DRAWS // 2, math.ceil(1.96 * math.sqrt(MC_DRAWS) / 2)
+    mid, (lo, hi) = MC_DRAWS // 2, median_ranks(MC_DRAWS)
     for scaled in (True, False):
         values = _log_rest(d_k, 1 / ((math.sqrt(d_k) if scaled else 1.0) * temperature),
                            n_keys, align)
@@ -774,8 +774,8 @@ def _typical(d_k: int, temperature: float, n_keys: int, align: float = 0.0) -> T
         log_rest[scaled].setflags(write=False)
         median[scaled] = 1 - (math.exp(float(values[mid - 1])) + math.exp(float(values[mid]))) / 2
         # log(1 - w) increases as the weight w falls
-        median_range[scaled] = (1 - math.exp(float(values[mid + k])),
-                                1 - math.exp(float(values[mid - 1 - k])))
+        median_range[scaled] = (1 - math.exp(float(values[hi])),
+                                1 - math.exp(float(values[lo])))
     return Typical(d_k, temperature, MC_DRAWS, log_rest, median, median_range)
 
 
@@ -1045,14 +1045,20 @@ def _spread(grad: np.ndarray, d_k: int) -> dict:
     return out
 
 
-def median_bounds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The median's 95% interval of each row of ``values`` (groups, draws): the order
-    statistics the binomial puts 1.96 standard deviations either side of the middle (as
-    :func:`typical`'s ``median_range``)."""
-    n = values.shape[1]
-    ordered = np.sort(values, axis=1)
+def median_ranks(n: int) -> tuple[int, int]:
+    """The ranks (0-based, in increasing order) of the order statistics that bound the median
+    of ``n`` draws with 95% confidence: those the binomial puts 1.96 standard deviations
+    either side of the middle."""
     mid, k = n // 2, math.ceil(1.96 * math.sqrt(n) / 2)
-    return ordered[:, mid - 1 - k], ordered[:, mid + k]
+    return mid - 1 - k, mid + k
+
+
+def median_bounds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The median's 95% interval of each row of ``values`` (groups, draws), by
+    :func:`median_ranks`."""
+    lo, hi = median_ranks(values.shape[1])
+    ordered = np.partition(values, (lo, hi), axis=1)
+    return ordered[:, lo], ordered[:, hi]
 
 
 def _quartiles(parts: list[dict], batch: range, stats: dict, spreads: dict) -> None:

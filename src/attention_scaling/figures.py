@@ -42,6 +42,8 @@ def scaled_note(rule: str) -> str:
 
 
 def _bars(name: str, title: str, color: str, note: str) -> tuple:
+    """A bar chart of attention weights over the keys: its figure, source, bars' glyph and
+    second line (the left chart's follow the rule it shows)."""
     n = len(KEY_LABELS)
     zeros = np.zeros(n)
     # the "max weight" label is a column of the bars' own source ("" except on the highest
@@ -76,9 +78,10 @@ def _bars(name: str, title: str, color: str, note: str) -> tuple:
     fig.xaxis.axis_label = "key"
     fig.xaxis.formatter = key_labels(fig, "x")
     style_figure(fig)
-    subtitle(fig, note).name = f"{name}-subtitle"
+    line = subtitle(fig, note)
+    line.name = f"{name}-subtitle"
     fig.xgrid.grid_line_color = None
-    return fig, source
+    return fig, source, bars.glyph, line
 
 
 # The *_data functions return only the columns that change; the static ones (key labels,
@@ -344,9 +347,10 @@ class Charts:
             div.tags = [self.text_source]
         self.text_source.js_on_change("data", CustomJS(
             args=dict(source=self.text_source, divs=self.texts), code=script("fill-spans")))
-        self.scaled_fig, self.scaled_source = _bars(
+        # the left chart's bars and second line follow the rule it shows (_style_variant)
+        self.scaled_fig, self.scaled_source, self._scaled_glyph, self._scaled_note = _bars(
             "scaled-weights", scaled_title("sqrt"), SCALED_COLOR, scaled_note("sqrt"))
-        self.unscaled_fig, self.unscaled_source = _bars(
+        self.unscaled_fig, self.unscaled_source, _, _ = _bars(
             "unscaled-weights", "Unscaled", UNSCALED_COLOR,
             f"logits q·k: their spread grows as √{core.DK}")
         self.jacobian_fig, self.jacobian_source, self.jacobian_labels_source = self._jacobian()
@@ -545,9 +549,8 @@ class Charts:
         self.jacobian_fig.title.text = f"Jacobian ∂pᵢ/∂uⱼ, {variant} logits"
         self.diagonal_fig.title.text = f"Diagonal pᵢ(1 − pᵢ), {variant} logits"
         pair = core.paired_rule(rule)
-        self.scaled_fig.select_one({"name": "scaled-weights-bars"}).glyph.fill_color = \
-            RULE_COLORS[pair]
-        self.scaled_fig.select_one({"name": "scaled-weights-subtitle"}).text = scaled_note(pair)
+        self._scaled_glyph.fill_color = RULE_COLORS[pair]
+        self._scaled_note.text = scaled_note(pair)
         for fig, base, on in ((self.scaled_fig, scaled_title(pair), rule == pair),
                               (self.unscaled_fig, "Unscaled", rule == "none")):
             fig.outline_line_color = MARK if on else None

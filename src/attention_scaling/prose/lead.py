@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import core
 from .formatting import distinct, fmt, median_interval, median_weight, share_of_draws
-from .text import RULE_LABELS_HTML, rule_names
+from .text import RULE_LABELS_HTML, named_values, rule_names
 
 #: Words a lead sentence may hold.
 LEAD_WORDS = 30
@@ -51,8 +51,8 @@ def training_lead(runs: dict, sweep: dict | None = None) -> str:
     tail = "".join(f"; {rule_names(rs)} {verb}" for rs, verb in (
         (stuck, "ends above its start" if len(stuck) == 1 else "end above their starts"),
         (slow, "barely learns" if len(slow) == 1 else "barely learn")) if rs)
-    shown = ", ".join(f"{RULE_LABELS_HTML[r]} {fmt(final[r])}" for r in runs)
-    return f"At the equal-step rates, final loss (median of {seeds} seeds): {shown}{tail}."
+    return (f"At the equal-step rates, final loss (median of {seeds} seeds): "
+            f"{named_values(final)}{tail}.")
 
 
 def _swept_lead(final: dict, sweep: dict) -> str:
@@ -62,9 +62,8 @@ def _swept_lead(final: dict, sweep: dict) -> str:
     stuck = never_learns(sweep)
     tail = (f"; {rule_names(stuck)} {'learns' if len(stuck) == 1 else 'learn'} at no rate "
             "tried" if stuck else "")
-    equal = ", ".join(f"{RULE_LABELS_HTML[r]} {fmt(final[r])}" for r in final)
-    return (f"Final loss, best swept rate: {best}; equal-step rates (the curves): {equal}"
-            f"{tail}.")
+    return (f"Final loss, best swept rate: {best}; equal-step rates (the curves): "
+            f"{named_values(final)}{tail}.")
 
 
 def variance_lead(d_k: int, dist: dict) -> str:

@@ -441,7 +441,7 @@ def final_losses(runs: dict) -> tuple[dict, str]:
     numbers in a sentence's words (without its full stop)."""
     final = {r: run.final["median"] for r, run in runs.items()}
     seeds = len(next(iter(runs.values())).runs)
-    shown = ", ".join(f"{RULE_LABELS_HTML[r]} {fmt(final[r])}" for r in runs)
+    shown = named_values(final)
     return final, (f"Mean loss of the last {core.TRAIN_TAIL} steps, median of {seeds} seeds: "
                    f"{shown}")
 
@@ -651,6 +651,11 @@ def training_refused_html(limit: int) -> str:
             f"run{'s' if limit != 1 else ''} from your network address already (the most it "
             f"trains at once for one address). Train again once one of them has ended."
             f"</span>")
+
+
+def named_values(values: dict) -> str:
+    """Each rule's number after its name: "unscaled 0.128, ÷√d_k 0.013, ÷d_k 0.0115"."""
+    return ", ".join(f"{RULE_LABELS_HTML[r]} {fmt(x)}" for r, x in values.items())
 
 
 def rule_names(rules: list[str]) -> str:

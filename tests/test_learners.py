@@ -1095,8 +1095,8 @@ def test_a_gradient_of_hundreds_of_decades_still_has_a_usable_log_axis(page, ser
             out.push(v.frame.y_scale.compute(x));
         return [f.top, f.bottom, out, m.above.map((t) => t.text)]; }""", n)
     top, bottom, pixels, lines = ys
-    assert (f"≤ {core.D_K_VALUES[n - 1]}:" if n < len(core.D_K_VALUES) else "every") \
-        in " ".join(lines)
+    assert (f"y axis fitted to {core.DK} ≤ {core.D_K_VALUES[n - 1]} (wider {core.DK} run off"
+            if n < len(core.D_K_VALUES) else "y axis fitted to every") in " ".join(lines)
     assert min(curves["log10_grad_q_q25_none"]) < -300          # below float64's range
     assert len(pixels) == 6 * n
     assert all(top <= y <= bottom for y in pixels)

@@ -145,6 +145,40 @@ def test_the_newest_change_replaces_one_not_yet_started(monkeypatch):
     assert submitted[0] == first and middle not in submitted and submitted[-1] == last
 
 
+def test_a_job_that_leaves_the_caches_short_is_computed_once_on_the_loop(monkeypatch, caplog):
+    """Should the pool's results for a change ever leave the caches short of what it shows (a
+    cache its records do not reach), the page computes the rest on the server's loop and
+    says so in the log, once: the change is shown, and the job is not sent again and again."""
+    from concurrent.futures import Future
+    keys, align = 12, 0.4
+    (t,) = uncached_temperatures(keys, align, 1)
+    submitted = []
+
+    def records_nothing(values):
+        submitted.append(dict(values))
+        job = Future()
+        job.set_result([])
+        return job
+
+    async def scenario():
+        server, explorer, doc = await served(dict(tab="saturation", keys=keys, align=align))
+        try:
+            await until(lambda: idle(explorer))
+            monkeypatch.setattr(work, "submit", records_nothing)
+            await in_tick(doc, lambda: explorer.change({"temperature": t}))
+            await until(lambda: explorer.state.temperature == t and idle(explorer))
+            return explorer.state.temperature
+        finally:
+            server.stop()
+
+    caplog.set_level("WARNING", logger="attention_scaling.page")
+    assert run_in_thread(scenario, 300) == t
+    assert [v["temperature"] for v in submitted] == [t]
+    short = [r for r in caplog.records if "left the caches short" in r.getMessage()]
+    assert len(short) == 1 and work.ready({**work.defaults(), "tab": "saturation",
+                                           "keys": keys, "align": align, "temperature": t})
+
+
 def test_a_change_whose_setting_is_cached_applies_at_once():
     async def scenario():
         server, explorer, doc = await served(dict(tab="saturation"))
@@ -346,21 +380,27 @@ def test_the_command_line_and_the_pools_workers_run_blas_on_one_thread(tmp_path)
 
 #: A process that has computed nothing: is a view ready once a job's results are primed?
 PRIMED_IS_READY = """
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from attention_scaling import core, work
 if __name__ == "__main__":
     values = {**work.defaults(), "tab": "saturation", "keys": 16, "align": 0.3,
               "temperature": 10.0}
     before = work.ready(values)
-    core.prime(work.submit(values).result())
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as one:
+        one.submit(work.prepare, values).result()
+        again = one.submit(work.prepare, values).result()
+    core.prime(again)
     print(before, work.ready(values))
-    work.shutdown()
 """
 
 
 def test_a_jobs_results_make_its_view_ready_in_a_process_that_computed_nothing(tmp_path):
     """What a job records is all its view needs, even in a server process that has drawn
-    nothing yet (no warm start: `panel serve`, a notebook): else the page would send the
-    same job again and again, and never show the change."""
+    nothing yet (no warm start: `panel serve`, a notebook) and from a worker that had
+    computed that view before (its own caches answer, and it must still record every
+    result): else the page would send the same job again and again, and never show the
+    change."""
     import subprocess
     import sys
     script = tmp_path / "primed_is_ready.py"

@@ -216,8 +216,8 @@ class Shared:
                       log10_grad_q if d_k <= core.D_K_VALUES[n - 1] else [],
                       *(curves[f"log10_grad_q_{q}_{r}"][:n] for q in ("q25", "q75")
                         for r in core.RULES))
-            note = (f"the axis spans {core.DK} ≤ {core.D_K_VALUES[n - 1]}: wider, lines leave it"
-                    if n < len(core.D_K_VALUES) else f"the axis spans every {core.DK}")
+            note = (f"y axis fitted to {core.DK} ≤ {core.D_K_VALUES[n - 1]} (wider {core.DK} "
+                    "run off it)" if n < len(core.D_K_VALUES) else f"y axis fitted to every {core.DK}")
             if self.gradient_note.text != note:
                 self.gradient_note.text = note
 

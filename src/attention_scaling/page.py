@@ -427,6 +427,7 @@ class Explorer(pn.viewable.Viewer):
         self._busy(True)
         if self._computing is None:
             self._computing = job = work.submit(target)
+            job.target = dict(target)
             IOLoop.current().add_future(job, self._computed)
 
     def _busy(self, waiting: bool) -> None:
@@ -466,7 +467,14 @@ class Explorer(pn.viewable.Viewer):
         if target is None:
             self._ask_again()
             return
-        if job.exception() is not None or work.ready(target):
+        failed = job.exception() is not None
+        if not failed and target == job.target and not work.ready(target):
+            # the pool computed these very controls and the caches still miss some of it (a
+            # cache the worker's records do not reach): computed here, not asked for again
+            log.warning("The worker pool's results for %s left the caches short: "
+                        "computing on the server's loop", target)
+            work.needs(target)
+        if failed or work.ready(target):
             # (a failed job: drawn here, on the loop, rather than never)
             with held(self.view.root.document):
                 self._busy(False)

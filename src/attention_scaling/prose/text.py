@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 import math
 import re
-from functools import lru_cache
 
 import numpy as np
 
@@ -204,11 +203,13 @@ def readout_fields(r: core.State) -> dict[str, str]:
             for name, value in readout_values(v).items()}
 
 
-@lru_cache(maxsize=core.STATE_CACHE_SIZE)
+@core.memo(maxsize=core.STATE_CACHE_SIZE)
 def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
-                 n_keys: int = core.N_KEYS, align: float = 0.0) -> dict[str, str]:
+                 n_keys: int, align: float) -> dict[str, str]:
     """fields_of(state): a pure function of the controls, kept for the same recent
-    settings as core.compute_state (whose cached state it reads); callers get a copy."""
+    settings as core.compute_state (whose cached state it reads); callers get a copy. A
+    core memo, so that a worker process records it (work.prepare) even where it holds the
+    result already and computes none of the core results inside it."""
     r = core.compute_state(d_k, temperature, seed, n_keys, align)
     t = r.temperature
     act = r.active(rule)

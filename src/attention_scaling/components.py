@@ -7,10 +7,11 @@ from bokeh.layouts import column, row
 from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGroup, Slider,
                           Tabs, Toggle)
 
-from .argument import TAB_VIEWS
+from .argument import TAB_VIEWS, Argument
 from .prose import quiz
+from .prose.lead import try_html
 from .prose.text import TITLE, idle_note_html
-from .state import CONTROLS, ONE_DRAW, TABS
+from .state import CONTROLS, ONE_DRAW, TABS, Setting
 from .style import position_formatter, script
 
 #: A question's block (QuestionPanel.block): a card; in present mode, where the page sets
@@ -21,6 +22,32 @@ ASK_CSS = (":host { order: var(--as-ask-order, 0); border: 1px solid var(--as-th
 PERCENTS = tuple(f"{p}%" for p in range(101))
 #: For the rows of charts: wrap onto the next line where the screen is too narrow for both.
 WRAP_CSS = ":host { flex-wrap: wrap !important; }"
+#: "More detail" closed: the column takes no room and is hidden, from screen readers too;
+#: printed, it is open.
+MORE_CSS = (":host(:not(.open)) { max-height: 0; overflow: hidden; visibility: hidden; "
+            "margin: 0 !important; } @media print { :host { max-height: none !important; "
+            "overflow: visible !important; visibility: visible !important; } }")
+
+
+def wrapping_row(*children):
+    """A row of charts that wraps onto the next line where the screen is too narrow."""
+    return row(*children, sizing_mode="stretch_width",
+               stylesheets=[InlineStyleSheet(css=WRAP_CSS)])
+
+
+def more_detail(key: str, button_css: list, *children):
+    """A "More detail" disclosure holding ``children``: a toggle over a column, closed
+    (assets/js/disclosure.js, MORE_CSS)."""
+    body = column(*children, name=f"{key}-more", css_classes=["more"],
+                  sizing_mode="stretch_width", stylesheets=[InlineStyleSheet(css=MORE_CSS)])
+    toggle = Toggle(label="More detail", active=False, name=f"{key}-more-toggle",
+                    margin=(10, 10, 5, 10), width=160,
+                    stylesheets=[*button_css, InlineStyleSheet(css=NO_PRINT_CSS)])
+    toggle.js_on_change("active", CustomJS(args=dict(toggle=toggle, body=body),
+                                           code=script("disclosure")))
+    return column(toggle, body, sizing_mode="stretch_width")
+
+
 def position_slider(title: str, labels: list[str], position: int, name: str,
                     stylesheets=()) -> Slider:
     """A slider over positions 0 … len(labels) - 1 that shows ``labels[position]``."""
@@ -418,3 +445,101 @@ class Sidebar:
             code=script("idle"))
         tabs.js_on_change("active", idle)
         return idle
+
+
+class ArgumentTabs:
+    """The argument's tabs (every row of state.TABS after the one draw), each built when first
+    asked for (argument.Argument, on a thread of its own in a served page) and placed as its
+    lead, first charts, question (``ask``, a QuestionPanel), other charts, "Try this" (for
+    the controls among ``widgets``), "More detail" and downloads (``download``, Downloads);
+    drawn at a state.Setting, the training tab by its runs. ``shown(*parts)`` keeps the
+    parts of prose the page shows (none with ?hide=text)."""
+
+    def __init__(self, css: list, button_css: list, widgets: dict, ask: QuestionPanel,
+                 download: Downloads, shown) -> None:
+        self._css, self._button_css, self._widgets = css, button_css, widgets
+        self._ask, self._download, self._shown = ask, download, shown
+        #: The tabs built so far (argument.Argument), or None.
+        self.argument: Argument | None = None
+        #: Each built tab's lead sentence and its "More detail" text, by key.
+        self.leads, self.section_texts = {}, {}
+        #: Each built tab's row of downloads, by key.
+        self.downloads: dict = {}
+
+    def unbuilt(self) -> list[str]:
+        """The tabs not built yet, by key, in order."""
+        return [tab.key for tab in TABS if tab.key != ONE_DRAW
+                and (self.argument is None or tab.key not in self.argument.tabs)]
+
+    def new(self, keys: list) -> Argument:
+        """The tabs ``keys``: their figures and sources (on the built tabs' ``shared`` once
+        there are some), in no document yet: the bulk of :meth:`build`."""
+        return Argument(keys, self._css, self._button_css,
+                        None if self.argument is None else self.argument.shared)
+
+    def build(self, built: Argument | None, keys=None) -> dict | None:
+        """Take ``built`` (:meth:`new`'s), or build the tabs of ``keys`` not built yet (all
+        by default); each one's panel content, by key (None if there was none to build)."""
+        if built is None:
+            keys = [k for k in self.unbuilt() if keys is None or k in keys]
+            built = self.new(keys) if keys else None
+        if built is None:
+            return None
+        if self.argument is None:
+            self.argument = built
+        else:
+            self.argument.adopt(built)
+        for key in built.tabs:
+            self.leads[key] = Div(text="", name=f"{key}-lead", stylesheets=self._css,
+                                  disable_math=True, sizing_mode="stretch_width", margin=(5, 10))
+            self.section_texts[key] = Div(text="", name=f"{key}-text", stylesheets=self._css,
+                                          disable_math=True, sizing_mode="stretch_width",
+                                          margin=(5, 10), css_classes=["section-text"])
+        children = {key: self._panel(key, tab) for key, tab in built.tabs.items()}
+        for training in (tab for tab in built.tabs.values() if tab.trains):
+            self.show_texts(training.key, training.draw(None))
+        return children
+
+    def _panel(self, key: str, tab):
+        """A tab's content: its lead, charts, question, "Try this", "More detail" and
+        downloads."""
+        body = [wrapping_row(*part) if isinstance(part, list) else part for part in tab.body()]
+        self.downloads[key] = self._download.row(
+            key, list(tab.figures.values()), tab.tables, run=tab.source if tab.trains else None)
+        steps = try_html(key, self._widgets)
+        guide = Div(text=steps, name=f"{key}-try", disable_math=True, margin=(5, 10),
+                    stylesheets=[*self._css, InlineStyleSheet(css=NO_PRINT_CSS)],
+                    sizing_mode="stretch_width") if steps else None
+        return column(*self._shown(self.leads[key]), *body[:1],
+                      *self._shown(*self._ask.block(key)), *body[1:],
+                      *self._shown(guide, more_detail(key, self._button_css,
+                                                      self.section_texts[key])),
+                      self.downloads[key], sizing_mode="stretch_width")
+
+    def draw(self, key: str, setting: Setting) -> None:
+        """Draw tab ``key`` (any but the training's) at ``setting``, from core: its charts and
+        texts, the setting's rule's lines highlighted."""
+        self.show_texts(key, self.argument.draw(key, setting))
+
+    def training_tab(self):
+        """The built tab that training runs draw (argument.TabView.trains)."""
+        return next(tab for tab in self.argument.tabs.values() if tab.trains)
+
+    def show_training(self, runs: dict, d_k: int, temperature: float, n_keys: int,
+                      sweep=None) -> bool:
+        """The training runs so far (rule -> core.SeededTraining) and the learning-rate sweep
+        (core.LearningRateSweep or None): the charts, the status beside the Train button
+        and, once every run is done, what they showed and the tab's question. True when they
+        are done."""
+        training = self.training_tab()
+        texts = training.show(runs, d_k, temperature, n_keys, sweep)
+        if texts is not None:
+            self.show_texts(training.key, texts)
+            self._ask.show(training.key, quiz.training_question(d_k, temperature, runs))
+        return texts is not None
+
+    def show_texts(self, key: str, texts: tuple[str, str]) -> None:
+        """Tab ``key``'s lead sentence and "More detail" text."""
+        lead, detail = texts
+        self.leads[key].text = f"<p class='lead'>{lead}</p>"
+        self.section_texts[key].text = detail

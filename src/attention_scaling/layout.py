@@ -12,17 +12,16 @@ from dataclasses import dataclass
 
 from bokeh.layouts import column, row
 from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGroup, TabPanel,
-                          Tabs, Toggle)
+                          Tabs)
 
 from . import core
 from .prose import quiz
 from .argument import Argument
-from .components import (NO_PRINT_CSS, TAB, WRAP_CSS, Downloads, PresentMode, QuestionPanel,
-                         Sidebar)
+from .components import (NO_PRINT_CSS, TAB, ArgumentTabs, Downloads, PresentMode, QuestionPanel,
+                         Sidebar, more_detail, wrapping_row)
 from .figures import Charts
 from .state import CONTROLS, ONE_DRAW, TABS, Setting
 from .style import page_css, programs, script, theme_css
-from .prose.lead import try_html
 from .prose.text import (BUSY_HTML, FORMULAS, FORMULAS_HTML, GLOSSARY_HTML, TITLE,
                          header_html)
 
@@ -51,11 +50,6 @@ LAYOUT_CSS = """
   :host > .app-sidebar, :host > .app-notes { display: none !important; }
 }
 """
-#: "More detail" closed: the column takes no room and is hidden, from screen readers too;
-#: printed, it is open.
-MORE_CSS = (":host(:not(.open)) { max-height: 0; overflow: hidden; visibility: hidden; "
-            "margin: 0 !important; } @media print { :host { max-height: none !important; "
-            "overflow: visible !important; visibility: visible !important; } }")
 #: A column as wide as its place and never wider, whatever its texts hold: a column that
 #: follows its widest content resizes every chart in it when a number grows.
 FIT_CSS = ":host { min-width: 0; max-width: 100%; }"
@@ -137,12 +131,6 @@ HANDOUT_TABS_CSS = (" :host(.handout) { display: block !important; } "
                                "display: block; order: -2; "
                                "font-size: 20px; font-weight: 600; margin: 0 10px 4px; }"
                                for i, tab in enumerate(TABS)))
-
-
-def wrapping_row(*children):
-    """A row of charts that wraps onto the next line where the screen is too narrow."""
-    return row(*children, sizing_mode="stretch_width",
-               stylesheets=[InlineStyleSheet(css=WRAP_CSS)])
 
 
 #: The one draw's CSV columns per bar chart: (source column, header before _scaled or
@@ -337,15 +325,15 @@ class View:
         formulas = Div(text=FORMULAS if self._tex else FORMULAS_HTML, stylesheets=[
             *css, InlineStyleSheet(css=FULL_WIDTH_CSS)], disable_math=not self._tex,
             sizing_mode="stretch_width")
-        #: Each tab's buttons to take it away: PNG, SVG and CSV (assets/js/download.js).
-        self.downloads = {ONE_DRAW: self.download.row(
+        #: The one draw's buttons to take it away: PNG, SVG and CSV (assets/js/download.js).
+        self._draw_downloads = self.download.row(
             ONE_DRAW, [c.scaled_fig, c.unscaled_fig, c.spread.fig], [
                 (c.scaled_source, [["key", "key"]]),
                 *((src, [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
                   for src, side in ((c.scaled_source, "scaled"), (c.unscaled_source,
                                                                   "unscaled"))),
                 *c.spread.tables],
-            keyed=c.scaled_source)}
+            keyed=c.scaled_source)
         guide = Div(text=self._guide, name="guide", disable_math=True, margin=(5, 10),
                     stylesheets=[*css, InlineStyleSheet(css=NO_PRINT_CSS)],
                     sizing_mode="stretch_width") if self._guide else None
@@ -354,10 +342,10 @@ class View:
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
             *self._text(*self.ask.block(ONE_DRAW)),
             wrapping_row(c.spread.fig, c.readout),
-            self.downloads[ONE_DRAW],
+            self._draw_downloads,
             *self._text(guide),
             wrapping_row(c.jacobian_fig, c.diagonal_fig), c.heatmaps_text,
-            *self._text(self._more(ONE_DRAW, c.caption, formulas, c.explanation,
+            *self._text(more_detail(ONE_DRAW, self._controls_css, c.caption, formulas, c.explanation,
                                    c.readout_detail, self._glossary())),
             sizing_mode="stretch_width", stylesheets=[InlineStyleSheet(css=FIT_CSS)])
 
@@ -366,27 +354,13 @@ class View:
         return Div(text=GLOSSARY_HTML, name="glossary", stylesheets=self._css,
                    disable_math=True, sizing_mode="stretch_width", margin=(5, 10))
 
-    def _more(self, key: str, *children):
-        """A "More detail" disclosure holding ``children``: a toggle over a column, closed
-        (assets/js/disclosure.js, MORE_CSS)."""
-        body = column(*children, name=f"{key}-more", css_classes=["more"],
-                      sizing_mode="stretch_width", stylesheets=[InlineStyleSheet(css=MORE_CSS)])
-        toggle = Toggle(label="More detail", active=False, name=f"{key}-more-toggle",
-                        margin=(10, 10, 5, 10), width=160,
-                        stylesheets=[*self._controls_css, InlineStyleSheet(css=NO_PRINT_CSS)])
-        toggle.js_on_change("active", CustomJS(args=dict(toggle=toggle, body=body),
-                                               code=script("disclosure")))
-        return column(toggle, body, sizing_mode="stretch_width")
-
     def _tabs(self, values: dict, one_draw) -> None:
         """The tabs of state.TABS (``self.tabs``): the one draw, and each argument tab holding
         a short "drawing" note until :meth:`build_argument` builds them when first asked for,
         so that a page whose reader stays on the first tab costs a quarter of the models."""
-        #: The argument over many draws and through training (argument.Argument): the tabs
-        #: built so far.
-        self.argument: Argument | None = None
-        #: Each built argument tab's lead sentence and its "More detail" text, by key.
-        self.leads, self.section_texts = {}, {}
+        #: The argument over many draws and through training (components.ArgumentTabs).
+        self.arguments = ArgumentTabs(self._css, self._controls_css, self.widgets, self.ask,
+                                      self.download, self._text)
         self.tabs = Tabs(tabs=[TabPanel(title=tab.title, child=one_draw if tab.key == ONE_DRAW
                                         else Div(text="<p class='status'>Drawing…</p>",
                                                  stylesheets=self._css, disable_math=True))
@@ -440,83 +414,61 @@ class View:
         for widget, _ in groups:
             widget.js_on_change("active", self._a11y_js)
 
+    @property
+    def argument(self) -> Argument | None:
+        """The argument's tabs built so far (argument.Argument), or None."""
+        return self.arguments.argument
+
+    @property
+    def leads(self) -> dict:
+        """Each built argument tab's lead sentence (a Div), by key."""
+        return self.arguments.leads
+
+    @property
+    def section_texts(self) -> dict:
+        """Each built argument tab's "More detail" text (a Div), by key."""
+        return self.arguments.section_texts
+
+    @property
+    def downloads(self) -> dict:
+        """Each built tab's row of downloads, by key."""
+        return {ONE_DRAW: self._draw_downloads, **self.arguments.downloads}
+
     def unbuilt(self) -> list[str]:
         """The argument's tabs not built yet, by key, in order."""
-        return [tab.key for tab in TABS[1:]
-                if self.argument is None or tab.key not in self.argument.tabs]
+        return self.arguments.unbuilt()
 
     def new_argument(self, keys: list) -> Argument:
-        """The argument's tabs ``keys``: their figures and sources (argument.Argument, on the
-        argument's ``shared`` once it has one), in no document yet: the bulk of
-        :meth:`build_argument`, which a served page does on a thread of its own."""
-        return Argument(keys, self._css, self._controls_css,
-                        None if self.argument is None else self.argument.shared)
-
-    def _unbuilt_argument(self, keys) -> Argument | None:
-        """The tabs of ``keys`` (all by default) not built yet, built; None if none."""
-        keys = [k for k in self.unbuilt() if keys is None or k in keys]
-        return self.new_argument(keys) if keys else None
+        """The argument's tabs ``keys`` (components.ArgumentTabs.new), in no document yet: the
+        bulk of :meth:`build_argument`, which a served page does on a thread of its own."""
+        return self.arguments.new(keys)
 
     def build_argument(self, wire=None, built: Argument | None = None, keys=None) -> bool:
-        """Build the argument's tabs ``keys`` (argument.TAB_VIEWS: figures, texts, Train
-        button; by default every one not built yet) or take ``built``, :meth:`new_argument`'s,
-        and put them in their panels; False if there was none to put in. ``wire(view, keys)``
-        runs before they join the document: an event callback added to a model the browser
-        already has would not reach it."""
-        built = built or self._unbuilt_argument(keys)
-        if built is None:
+        """Build the argument's tabs ``keys`` (by default every one not built yet) or take
+        ``built``, :meth:`new_argument`'s (components.ArgumentTabs.build), and put them in
+        their panels; False if there was none to put in. ``wire(view, keys)`` runs before
+        they join the document: an event callback added to a model the browser already has
+        would not reach it."""
+        children = self.arguments.build(built, keys)
+        if children is None:
             return False
-        if self.argument is None:
-            self.argument = built
-        else:
-            self.argument.adopt(built)
-        keys = list(built.tabs)
-        leads, texts = self._argument_texts(keys)
-        self.leads.update(leads)
-        self.section_texts.update(texts)
-        children = {key: self._argument_tab(key, tab) for key, tab in built.tabs.items()}
-        for training in (tab for tab in built.tabs.values() if tab.trains):
+        tabs = {key: self.argument.tabs[key] for key in children}
+        for training in (tab for tab in tabs.values() if tab.trains):
             self.train_button, self.training_status = training.button, training.status
-            self._show_texts(training.key, training.draw(None))
         if wire is not None:
-            wire(self, keys)
+            wire(self, list(children))
         self._a11y_argument([k for k in self.asks if k in children],
-                            [f for tab in built.tabs.values() for f in tab.figures.values()])
+                            [f for tab in tabs.values() for f in tab.figures.values()])
         # new panels, not new children: BokehJS redraws the tabs when their list changes,
         # not when a panel's child does
         self.tabs.tabs = [panel if tab.key not in children else TabPanel(
             title=tab.title, child=children[tab.key]) for tab, panel in zip(TABS, self.tabs.tabs)]
         return True
 
-    def _argument_texts(self, keys: list) -> tuple[dict, dict]:
-        """Empty Divs for each tab's lead sentence and for its "More detail" text."""
-        css = self._css
-        return ({key: Div(text="", name=f"{key}-lead", stylesheets=css, disable_math=True,
-                          sizing_mode="stretch_width", margin=(5, 10)) for key in keys},
-                {key: Div(text="", name=f"{key}-text", stylesheets=css, disable_math=True,
-                          sizing_mode="stretch_width", margin=(5, 10),
-                          css_classes=["section-text"]) for key in keys})
-
-    def _argument_tab(self, key: str, tab):
-        """An argument tab's panel: its lead, charts, "Try this", "More detail" and
-        downloads."""
-        body = [wrapping_row(*part) if isinstance(part, list) else part for part in tab.body()]
-        self.downloads[key] = self.download.row(
-            key, list(tab.figures.values()), tab.tables,
-            run=tab.source if tab.trains else None)
-        steps = try_html(key, self.widgets)
-        guide = Div(text=steps, name=f"{key}-try", disable_math=True, margin=(5, 10),
-                    stylesheets=[*self._css, InlineStyleSheet(css=NO_PRINT_CSS)],
-                    sizing_mode="stretch_width") if steps else None
-        return column(*self._text(self.leads[key]), *body[:1], *self._text(*self.ask.block(key)),
-                      *body[1:], *self._text(guide, self._more(key, self.section_texts[key])),
-                      self.downloads[key], sizing_mode="stretch_width")
-
     def draw_tab(self, key: str, setting: Setting) -> None:
-        """Draw the argument's tab ``key`` (any but the one draw and the training run) at
-        ``setting`` (state.Setting), from core: its charts and text, and the lines of the
-        setting's rule highlighted (its question: :meth:`show_question`)."""
-        self._show_texts(key, self.argument.draw(key, setting))
+        """Draw the argument's tab ``key`` (any but the training's) at ``setting``
+        (components.ArgumentTabs.draw; its question: :meth:`show_question`)."""
+        self.arguments.draw(key, setting)
 
     def show_question(self, key: str, question: quiz.Question | None) -> None:
         """Tab ``key``'s question (:meth:`components.QuestionPanel.show`)."""
@@ -538,26 +490,13 @@ class View:
 
     def show_training(self, runs: dict, d_k: int, temperature: float, n_keys: int,
                       sweep=None) -> bool:
-        """The training runs so far (rule -> core.SeededTraining) and the learning-rate sweep
-        (core.LearningRateSweep or None) on their tab: the charts, the status beside the
-        Train button and, once every run is done, what they showed. True when they are
-        done."""
-        training = self.training_tab()
-        texts = training.show(runs, d_k, temperature, n_keys, sweep)
-        if texts is not None:
-            self._show_texts(training.key, texts)
-            self.show_question(training.key, quiz.training_question(d_k, temperature, runs))
-        return texts is not None
+        """The training runs so far and the sweep on their tab
+        (components.ArgumentTabs.show_training); True when they are done."""
+        return self.arguments.show_training(runs, d_k, temperature, n_keys, sweep)
 
     def training_tab(self):
         """The built argument tab that training runs draw (argument.TabView.trains)."""
-        return next(tab for tab in self.argument.tabs.values() if tab.trains)
-
-    def _show_texts(self, key: str, texts: tuple[str, str]) -> None:
-        """An argument tab's lead sentence and "More detail" text."""
-        lead, detail = texts
-        self.leads[key].text = f"<p class='lead'>{lead}</p>"
-        self.section_texts[key].text = detail
+        return self.arguments.training_tab()
 
     def show_seed(self, seed: int) -> None:
         text = f"<span class='seed'>seed <code>{int(seed)}</code></span>"

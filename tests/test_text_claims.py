@@ -742,6 +742,17 @@ def test_the_words_of_the_first_screens_are_defined_in_the_glossary():
         assert term in terms, term
     assert "Frobenius norm ‖∂p/∂q‖" in shown[0] and shown[1].startswith("effective keys eH")
     assert shown[2].startswith("Jacobian ∂pᵢ/∂uⱼ") and "barely learn" in shown[3]
+    # a median printed as a range (the Saturation lead at the reference width) is explained
+    from attention_scaling.prose.lead import saturation_lead
+    ranged = plain(saturation_lead(64, 0.0, core.saturation_curves(1.0, 8, 0.0)))
+    assert re.search(r"\d%–\d+(\.\d+)?%", ranged), ranged
+    assert "a median as a range (96%–97%)" in terms
+    assert "95% confidence" in dict(GLOSSARY)["a median as a range (96%–97%)"]
+    # and it is one: the median lies between the order statistics of 0-based ranks lo and hi
+    # when between lo + 1 and hi of the n draws fall below it (binomial, p = 1/2)
+    n = core.CURVE_DRAWS
+    lo, hi = core.median_ranks(n)
+    assert 0.95 <= sum(math.comb(n, b) for b in range(lo + 1, hi + 1)) / 2 ** n < 0.96
     more = doc.get_model_by_name("draw-more")
     assert doc.get_model_by_name("glossary") in more.children
     text = plain(doc.get_model_by_name("glossary").text)

@@ -117,6 +117,9 @@ GLOSSARY = (
     ("barely learn", "said of a draw whose gradient to the query is under a tenth of the "
      "÷√d<sub>k</sub> median: at a learning rate that suits ÷√d<sub>k</sub>, its step is "
      "under a tenth of a typical one."),
+    ("a median as a range (96%–97%)", f"a median over {core.CURVE_DRAWS:,} draws is known "
+     "only to within a few draws: where those draws round to different numbers, the page "
+     "prints the range that holds the median with 95% confidence, not one number."),
 )
 GLOSSARY_HTML = ("<div class='glossary'><h2>Words used here</h2><dl>" + "".join(
     f"<dt>{term}</dt><dd>{meaning}</dd>" for term, meaning in GLOSSARY) + "</dl></div>")

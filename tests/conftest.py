@@ -249,9 +249,11 @@ def page(browser):
 
 
 def share_shows(words: str, x: float) -> bool:
-    """``words`` ("no draw", "every draw", "under 1% of draws", "26% of draws") is the
-    share ``x``."""
-    exact = {"no draw": x == 0, "every draw": x == 1, "under 1% of draws": 0 < x < 0.005,
+    """``words`` ("none of 2,000 draws", "all 2,000 draws", "under 1% of draws", "26% of
+    draws") is the share ``x`` of the curves' draws (core.CURVE_DRAWS)."""
+    from attention_scaling import core
+    exact = {f"none of {core.CURVE_DRAWS:,} draws": x == 0,
+             f"all {core.CURVE_DRAWS:,} draws": x == 1, "under 1% of draws": 0 < x < 0.005,
              "over 99% of draws": 0.995 <= x < 1}
     if words in exact:
         return exact[words]

@@ -279,22 +279,19 @@ def _spread_words(words: str, c) -> bool:
                 and all(g[f"{q}_{r}"] == g[f"{q}_sqrt"] for q in core.SPREAD_QUANTILES
                         for r in core.RULES))
     m = re.fullmatch(r"unscaled's median gradient is (?P<size>above|below) ÷√dₖ's, "
-                     r"(?:and none barely learn|(?P<conj>but|and) (?P<share>.+?) "
-                     r"(?P<verb>barely learns?)); under ÷√dₖ, (?P<sq>.+) (?P<do>does|do)", words)
+                     r"(?P<conj>but|and) (?P<share>.+?) barely learn; "
+                     r"under ÷√dₖ, (?P<sq>.+) (?P<do>does|do)", words)
     if not m:
         return False
     larger = g["median_none"] > g["median_sqrt"]
     none, sqrt = g["frozen_share_none"], g["frozen_share_sqrt"]
     if (m["size"] == "above") != larger:
         return False
-    if m["share"] is None:
-        ok = none == 0
-    else:
-        ok = (share_shows(m["share"], none) and m["conj"] == ("but" if larger else "and")
-              and (m["verb"] == "barely learns") == (none == 1))
-    counted = m["sq"] in ("no draw", "every draw")
-    sq = (share_shows(m["sq"] if counted else m["sq"] + " of draws", sqrt)
-          and (m["do"] == "does") == counted)
+    ok = share_shows(m["share"], none) and m["conj"] == ("but" if larger and none > 0
+                                                           else "and")
+    counted = m["sq"].startswith(("none ", "all "))   # none or all of the draws counted
+    sq = (share_shows(m["sq"] + (" draws" if counted else " of draws"), sqrt)
+          and (m["do"] == "does") == m["sq"].startswith("none"))
     return ok and sq
 
 
@@ -565,7 +562,7 @@ def test_the_issue_s_states_read_true(key):
         assert "picked because" not in text and "seed 2288" not in text
         assert "0.373 scaled and 1.98 unscaled: more reaches the query unscaled, in this draw" in text
         assert ("unscaled's median gradient is above ÷√dₖ's, but 26% of draws barely learn; "
-                "under ÷√dₖ, no draw does.") in text
+                "under ÷√dₖ, none of 2,000 does.") in text
     if key == (FIG3_SEED, 4096, 0.1, False):
         assert "largest p(1 − p) = 2.70e-189, ‖J‖F = 5.39e-189" in text
         assert "100%" not in text.replace("towards 100%", "")

@@ -91,14 +91,16 @@ def distinct(a: float, b: float) -> tuple[str, str]:
     return pa, pb
 
 
-def share_of_draws(x: float) -> str:
-    """A share of draws, in words: "no draw", "every draw", "26% of draws"; a share above 0
-    that rounds to 0% is "under 1% of draws", one below 1 that rounds to 100% "over 99% of
-    draws"."""
+def share_of_draws(x: float, draws: int) -> str:
+    """A share ``x`` of ``draws`` draws, in words: "26% of draws"; a share above 0 that
+    rounds to 0% is "under 1% of draws", one below 1 that rounds to 100% "over 99% of
+    draws". None and all are said of the draws counted ("none of 2,000 draws", "all 2,000
+    draws"): a sample with no exception says little more about the distribution than
+    that its exceptions are rare."""
     if x <= 0:
-        return "no draw"
+        return f"none of {draws:,} draws"
     if x >= 1:
-        return "every draw"
+        return f"all {draws:,} draws"
     shown = math.floor(100 * x + 0.5)       # half up: 0.5% is 1%, never 0% of some draws
     if shown < 1:
         return "under 1% of draws"

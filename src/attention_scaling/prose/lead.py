@@ -108,14 +108,10 @@ def gradient_lead(d_k: int, curves: dict) -> str:
     if d_k == 1:
         return ("At d<sub>k</sub> = 1 every rule divides by 1: the gradient reaching the query "
                 "is the same under all of them, draw by draw.")
-    if none[i] <= 0:
-        return (f"At d<sub>k</sub> = {d_k}, at one shared learning rate, no unscaled draw gets "
-                f"under a tenth of ÷√d<sub>k</sub>'s median gradient; ÷√d<sub>k</sub>: "
-                f"{share_of_draws(sqrt[i])}.")
-    gets, learn = ("gets", "learns") if none[i] >= 1 else ("get", "learn")
+    n = core.CURVE_DRAWS
     return (f"At d<sub>k</sub> = {d_k}, at one shared learning rate, "
-            f"{share_of_draws(none[i])} unscaled {gets} under a tenth of ÷√d<sub>k</sub>'s "
-            f"median gradient and barely {learn}; ÷√d<sub>k</sub>: {share_of_draws(sqrt[i])}.")
+            f"{share_of_draws(none[i], n)} unscaled get under a tenth of ÷√d<sub>k</sub>'s "
+            f"median gradient and barely learn; ÷√d<sub>k</sub>: {share_of_draws(sqrt[i], n)}.")
 
 
 def budget_lead(budget: dict, width: int) -> str:
@@ -144,8 +140,9 @@ TRY = {
                     "does not.</li>", {"align"})),
     "gradient": (("<li>Drag <b>d<sub>k</sub></b> from 16 to 512: the unscaled share in the "
                   "upper chart climbs.</li>", {"d_k"}),
-                 ("<li>Set <b>T</b> to 0.125: the ÷√d<sub>k</sub> share rises to about a "
-                  "quarter, the unscaled share at d<sub>k</sub> = 64 and T = 1.</li>",
+                 ("<li>Set <b>T</b> to 0.125: ÷√d<sub>k</sub>'s logits grow as large as "
+                  "unscaled's at d<sub>k</sub> = 64 and T = 1, and its share, none at T = 1, "
+                  "climbs to about a quarter.</li>",
                   {"temperature"})),
     "training": (("<li>Press <b>Train</b> at d<sub>k</sub> = 64: every rule learns, unscaled "
                   "least.</li>", set()),

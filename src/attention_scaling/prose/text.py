@@ -182,15 +182,12 @@ def spread_clause(d_k: int, spread: dict) -> str:
         return "every rule divides by 1, so their gradients match, draw by draw"
     none, sqrt = spread["frozen_share_none"], spread["frozen_share_sqrt"]
     larger = spread["median_none"] > spread["median_sqrt"]
-    head = f"unscaled's median gradient is {'above' if larger else 'below'} ÷√{core.DK}'s"
-    if none <= 0:
-        head += ", and none barely learn"
-    else:
-        verb = "barely learns" if none >= 1 else "barely learn"
-        head += f", {'but' if larger else 'and'} {share_of_draws(none)} {verb}"
-    tail = share_of_draws(sqrt)
-    verb = "do" if tail.endswith(" of draws") else "does"
-    return f"{head}; under ÷√{core.DK}, {tail.removesuffix(' of draws')} {verb}"
+    head = (f"unscaled's median gradient is {'above' if larger else 'below'} ÷√{core.DK}'s, "
+            f"{'but' if larger and none > 0 else 'and'} "
+            f"{_share(none)} barely learn")
+    tail = _share(sqrt).removesuffix(" of draws").removesuffix(" draws")
+    verb = "does" if tail.startswith("none") else "do"
+    return f"{head}; under ÷√{core.DK}, {tail} {verb}"
 
 
 def readout_values(v: core.Variant) -> dict[str, str]:
@@ -401,6 +398,11 @@ def _setting(d_k: int, temperature: float, n_keys: int, align: float) -> str:
     return f"{_dk(d_k)}, T = {fmt(temperature)}, {n_keys} keys{aligned}"
 
 
+def _share(x: float) -> str:
+    """A share of the curves' draws (core.CURVE_DRAWS) in words (formatting.share_of_draws)."""
+    return share_of_draws(x, core.CURVE_DRAWS)
+
+
 def _rules(values: dict, show=percent) -> str:
     """ "80% unscaled, 27% ÷√d_k and 15% ÷d_k" """
     return (f"{show(values['none'])} unscaled, {show(values['sqrt'])} ÷√d<sub>k</sub> and "
@@ -550,7 +552,7 @@ def share_text(i: int, curves: dict) -> str:
     shares = {r: float(curves[f"frozen_share_{r}"][i]) for r in core.RULES}
     text = ("<p>The upper chart counts the draws whose gradient is under a tenth of the "
             "÷√d<sub>k</sub> median, query rows that barely learn at a learning rate that "
-            f"suits ÷√d<sub>k</sub>: here {_rules(shares, share_of_draws)}.")
+            f"suits ÷√d<sub>k</sub>: here {_rules(shares, _share)}.")
     if core.D_K_VALUES[i] == 1:
         return text + (" At d<sub>k</sub> = 1 the three rules divide by the same 1, so their "
                        "counts are the same.</p>")
@@ -563,7 +565,7 @@ def share_text(i: int, curves: dict) -> str:
         "the rate that moves its logits by the same step per unit of the loss's gradient at "
         "the logits. At those rates a logit's step is about this gradient times the rule's "
         "rate and √d<sub>k</sub> over its divisor, and it falls under a tenth of "
-        f"÷√d<sub>k</sub>'s median step for {_rules(equal, share_of_draws)}.</p>")
+        f"÷√d<sub>k</sub>'s median step for {_rules(equal, _share)}.</p>")
 
 
 #: ÷√d_k is called saturated itself where its median max weight is above this.
@@ -577,7 +579,7 @@ def _yardstick(i: int, curves: dict) -> str:
     own = float(curves["spread_share_sqrt"][i])
     if own > ALIKE_SHARE:
         return (" The yardstick is saturated too: under ÷√d<sub>k</sub> itself, "
-                f"{share_of_draws(own)} fall under a tenth of its median.")
+                f"{_share(own)} fall under a tenth of its median.")
     weight = float(curves["max_weight_median_sqrt"][i])
     if weight > SATURATED_WEIGHT:
         return (" The yardstick is saturated too: ÷√d<sub>k</sub>'s own median max weight is "
@@ -596,7 +598,7 @@ def _linear_spread(i: int, curves: dict) -> str:
                     curves["log10_grad_q_median_se_sqrt"][i])
     own = float(curves["spread_share_linear"][i])
     below = ("none of them under a tenth of its own median" if own <= 0 else
-             f"{share_of_draws(own)} under a tenth of its own median")
+             f"{_share(own)} under a tenth of its own median")
     if abs(gap) <= 2 * se:
         return (f"÷d<sub>k</sub>'s and ÷√d<sub>k</sub>'s medians agree within two standard "
                 f"errors (÷d<sub>k</sub>: {below}).")

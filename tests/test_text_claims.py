@@ -271,21 +271,24 @@ def _spread_at(d_k, c):
 
 def _spread_words(words: str, c) -> bool:
     """The lead's clause on the spread: at d_k = 1 every rule's gradient is the same draw by
-    draw; else which median is larger, and the shares of the draws under a tenth of the
-    scaled median, unscaled and scaled."""
+    draw; else which median is larger beyond two of the bootstrap's standard errors (or that
+    they are near), and the shares of the draws under a tenth of the scaled median, unscaled
+    and scaled."""
     g = _spread_at(c.d, c)
     if c.d == 1:
         return (words == "every rule divides by 1, so their gradients match, draw by draw"
                 and all(g[f"{q}_{r}"] == g[f"{q}_sqrt"] for q in core.SPREAD_QUANTILES
                         for r in core.RULES))
-    m = re.fullmatch(r"unscaled's median gradient is (?P<size>above|below) ÷√dₖ's, "
+    m = re.fullmatch(r"unscaled's median gradient is (?P<size>above|below|near) ÷√dₖ's, "
                      r"(?P<conj>but|and) (?P<share>.+?) barely learn; "
                      r"under ÷√dₖ, (?P<sq>.+) (?P<do>does|do)", words)
     if not m:
         return False
-    larger = g["median_none"] > g["median_sqrt"]
+    gap = g["median_none"] - g["median_sqrt"]
+    se = math.hypot(g["median_se_none"], g["median_se_sqrt"])   # the bootstrap's
+    larger = gap > 2 * se
     none, sqrt = g["frozen_share_none"], g["frozen_share_sqrt"]
-    if (m["size"] == "above") != larger:
+    if m["size"] != ("above" if larger else "below" if gap < -2 * se else "near"):
         return False
     ok = share_shows(m["share"], none) and m["conj"] == ("but" if larger and none > 0
                                                            else "and")

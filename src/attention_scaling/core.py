@@ -1204,8 +1204,9 @@ def head_budget(width: int = 512, temperature: float = 1.0, n_keys: int = N_KEYS
     """One model width split into h = 1, 2, 4, ... heads of d_k = width / h: per rule, the
     median max weight (and its 95% interval) and gradient to the query of one head (from
     :func:`saturation_curves`). Columns ``heads``, ``d_k``, ``max_weight_median_<rule>``,
-    ``max_weight_median_lo|hi_<rule>``, ``grad_q_median_<rule>`` and
-    ``log10_grad_q_median_<rule>`` (the same in log10, where the other underflows to 0)."""
+    ``max_weight_median_lo|hi_<rule>``, ``grad_q_median_<rule>``,
+    ``log10_grad_q_median_<rule>`` (the same in log10, where the other underflows to 0) and
+    ``log10_grad_q_median_se_<rule>`` (its standard error)."""
     width = int(width)
     curves = saturation_curves(temperature, n_keys, align)
     heads = [h for h in (2 ** i for i in range(13)) if width % h == 0
@@ -1217,7 +1218,7 @@ def head_budget(width: int = 512, temperature: float = 1.0, n_keys: int = N_KEYS
            "d_k": np.array([width // h for h in heads], dtype=float)}
     for r in RULES:
         for m in ("max_weight_median", "max_weight_median_lo", "max_weight_median_hi",
-                  "grad_q_median", "log10_grad_q_median"):
+                  "grad_q_median", "log10_grad_q_median", "log10_grad_q_median_se"):
             out[f"{m}_{r}"] = curves[f"{m}_{r}"][idx]
     return out
 

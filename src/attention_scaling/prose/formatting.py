@@ -50,19 +50,32 @@ def fmt(x: float, digits: int = 3) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def tiny(log10x: float, markup: bool = False) -> str:
-    """A positive number given by its log10, as printed: :func:`fmt` in float64's range,
-    and below it its true exponent, "3.98 × 10^-621" ("10<sup>-621</sup>" in ``markup``),
-    never 0 (only an exact 0, log10 = -inf, prints "0")."""
+def tiny(log10x: float, markup: bool = False, digits: int = 3) -> str:
+    """A positive number given by its log10, as printed to ``digits`` significant digits:
+    :func:`fmt` in float64's range, and below it its true exponent, "3.98 × 10^-621"
+    ("10<sup>-621</sup>" in ``markup``), never 0 (only an exact 0, log10 = -inf, prints
+    "0")."""
     if log10x >= -300:
-        return fmt(10.0 ** log10x)
+        return fmt(10.0 ** log10x, digits)
     if log10x == -math.inf:
         return "0"
     exponent = math.floor(log10x)
-    mantissa = f"{10.0 ** (log10x - exponent):.2f}"
-    if mantissa == "10.00":
-        mantissa, exponent = "1.00", exponent + 1
+    mantissa = f"{10.0 ** (log10x - exponent):.{digits - 1}f}"
+    if float(mantissa) >= 10:
+        mantissa, exponent = f"{1:.{digits - 1}f}", exponent + 1
     return f"{mantissa} × " + (f"10<sup>{exponent}</sup>" if markup else f"10^{exponent}")
+
+
+def median_range(log10x: float, se: float, markup: bool = False) -> str:
+    """A median over draws given by its log10 and that log10's standard error, to the
+    digits its 95% interval (1.96 standard errors either side) supports: one number where
+    both ends print alike at two significant digits, else both ends ("0.39–0.53"; "between
+    3.9 × 10^-621 and 4.1 × 10^-621" where they need an exponent)."""
+    half = 1.96 * se
+    low, high = tiny(log10x - half, markup, 2), tiny(log10x + half, markup, 2)
+    if low == high:
+        return low
+    return f"between {low} and {high}" if "×" in low + high else f"{low}–{high}"
 
 
 def median_weight(x: float) -> str:

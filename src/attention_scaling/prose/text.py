@@ -11,8 +11,8 @@ import re
 import numpy as np
 
 from .. import core
-from .formatting import (distinct, fmt, median_interval, percent, percent_range, share_of_draws,
-                         tiny)
+from .formatting import (distinct, fmt, median_interval, median_range, percent, percent_range,
+                         share_of_draws, tiny)
 
 TITLE = f"Why attention divides by √{core.DK}"
 
@@ -176,13 +176,16 @@ def align_texts(r: core.State, n_words: str) -> dict[str, str]:
 def spread_clause(d_k: int, spread: dict) -> str:
     """What the spread of the gradient to the query over many draws (core.gradient_spread)
     says, unscaled against ÷√d_k, in plain text: whether unscaled's median is above ÷√d_k's,
-    and the shares of draws that barely learn (under a tenth of the ÷√d_k median) under
-    each."""
+    below it, or near it (within two standard errors), and the shares of draws that barely
+    learn (under a tenth of the ÷√d_k median) under each."""
     if d_k == 1:
         return "every rule divides by 1, so their gradients match, draw by draw"
     none, sqrt = spread["frozen_share_none"], spread["frozen_share_sqrt"]
-    larger = spread["median_none"] > spread["median_sqrt"]
-    head = (f"unscaled's median gradient is {'above' if larger else 'below'} ÷√{core.DK}'s, "
+    gap = spread["median_none"] - spread["median_sqrt"]
+    se = math.hypot(spread["median_se_none"], spread["median_se_sqrt"])
+    larger = gap > 2 * se
+    size = "above" if larger else "below" if gap < -2 * se else "near"
+    head = (f"unscaled's median gradient is {size} ÷√{core.DK}'s, "
             f"{'but' if larger and none > 0 else 'and'} "
             f"{_share(none)} barely learn")
     tail = _share(sqrt).removesuffix(" of draws").removesuffix(" draws")
@@ -436,6 +439,14 @@ def _log_factor(log10_ratio: float, se: float) -> str:
     return f"10<sup>{lo}</sup> to 10<sup>{hi}</sup> times" if lo > 0 else f"up to 10<sup>{hi}</sup> times"
 
 
+def _median_grad(table: dict, rule: str, i: int) -> str:
+    """The median gradient to the query of ``rule`` at row ``i`` of ``table``
+    (core.saturation_curves or core.head_budget), to the digits its 95% interval supports
+    (:func:`formatting.median_range`)."""
+    return median_range(float(table[f"log10_grad_q_median_{rule}"][i]),
+                        float(table[f"log10_grad_q_median_se_{rule}"][i]), markup=True)
+
+
 def _grad(log10x: float) -> str:
     """A gradient norm given by its log10, as printed in HTML (:func:`tiny`)."""
     return tiny(log10x, markup=True)
@@ -510,11 +521,11 @@ def gradient_html(d_k: int, temperature: float, n_keys: int, align: float, curve
     i = core.D_K_VALUES.index(d_k)
     none = [float(x) for x in curves["log10_grad_q_median_none"]]
     sqrt = [float(x) for x in curves["log10_grad_q_median_sqrt"]]
-    med = {r: float(curves[f"log10_grad_q_median_{r}"][i]) for r in core.RULES}
+    med = {r: _median_grad(curves, r, i) for r in core.RULES}
     this = {r: v.log10_query_gradient for r, v in draw.items()}
     text = (f"<p>‖∂<i>p</i>/∂<i>q</i>‖<sub>F</sub>, the gradient that reaches the query and "
             f"through it <i>W</i><sub><i>Q</i></sub>: over {draws:,} draws at "
-            f"{_setting(d_k, temperature, n_keys, align)}, its median is {_rules(med, _grad)} "
+            f"{_setting(d_k, temperature, n_keys, align)}, its median is {_rules(med, str)} "
             f"(this draw: {_rules(this, _grad)}).</p>" + share_text(i, curves))
     k = core.unscaled_below_from(curves)
     start = core.D_K_VALUES[1]
@@ -784,7 +795,6 @@ def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align
     heads = [int(h) for h in budget["heads"]]
     h = 8 if 8 in heads else heads[-1]
     j = heads.index(h)
-    gq = {r: budget[f"log10_grad_q_median_{r}"] for r in core.RULES}
     narrow = width // h
     aligned = f", the first key aligned by ρ = {align:g}" if align else ""
     why = (f"the unaligned logits have variance {narrow} instead of {width}, the aligned one "
@@ -794,8 +804,9 @@ def budget_html(budget: dict, width: int, temperature: float, n_keys: int, align
         f"<p>A model width of {width} split into h heads of d<sub>k</sub> = {width}/h "
         f"(T = {fmt(temperature)}, {n_keys} keys{aligned}). Unscaled, one head of {width} "
         f"has a median max weight of {median_interval(budget, 'none', 0)} and a median gradient to "
-        f"the query of {_grad(float(gq['none'][0]))}; {h} heads of {narrow} have "
-        f"{median_interval(budget, 'none', j)} and {_grad(float(gq['none'][j]))} each: {why}. "
+        f"the query of {_median_grad(budget, 'none', 0)}; {h} heads of {narrow} have "
+        f"{median_interval(budget, 'none', j)} and {_median_grad(budget, 'none', j)} each: "
+        f"{why}. "
         f"÷√d<sub>k</sub>: {median_interval(budget, 'sqrt', 0)} for one head of {width}, "
         f"{median_interval(budget, 'sqrt', j)} for each of {h} heads of {narrow}.</p>")
 

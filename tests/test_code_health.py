@@ -204,9 +204,13 @@ def test_no_module_imports_another_s_private_name():
 
 def _tab_keys_asked(tree: ast.AST, keys: set) -> list[int]:
     """The lines of ``tree`` that compare with a tab's key or look one up by it (a literal
-    ``"training"`` in ``key == "training"``, ``tabs["training"]``, ``key in ("draw", ...)``)."""
+    ``"training"`` in ``key == "training"``, ``tabs["training"]``, ``key in ("draw", ...)``;
+    the first tab's key by its name, ``key == ONE_DRAW``)."""
     def literal(node) -> bool:
         return isinstance(node, ast.Constant) and node.value in keys
+
+    def named(node) -> bool:
+        return isinstance(node, ast.Name) and node.id == "ONE_DRAW"
 
     lines = []
     for node in ast.walk(tree):
@@ -214,7 +218,7 @@ def _tab_keys_asked(tree: ast.AST, keys: set) -> list[int]:
             operands = [node.left, *node.comparators]
             operands += [e for o in operands if isinstance(o, (ast.Tuple, ast.List, ast.Set))
                          for e in o.elts]
-            if any(literal(o) for o in operands):
+            if any(literal(o) or named(o) for o in operands):
                 lines.append(node.lineno)
         elif isinstance(node, ast.Subscript) and literal(node.slice):
             lines.append(node.lineno)
@@ -225,16 +229,17 @@ def _tab_keys_asked(tree: ast.AST, keys: set) -> list[int]:
 
 def test_no_module_but_state_asks_for_a_tab_by_its_key():
     """A tab is a row of state.TABS and its class in argument.TAB_VIEWS: elsewhere a tab is
-    found by what it is (state.ONE_DRAW, the first; TabView.trains), never by comparing with
-    its key or looking it up by a literal one."""
+    found by what its class says it is (TabView.with_page, TabView.trains), never by comparing
+    with its key (state.ONE_DRAW's included) or looking it up by a literal one."""
     from attention_scaling.state import TABS
     keys = {t.key for t in TABS}
     found = [f"{path.name}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
              if path.name != "state.py"
              for line in _tab_keys_asked(ast.parse(path.read_text(encoding="utf-8")), keys)]
     assert found == []
-    probe = ast.parse('tabs["training"]; key == "draw"; k in ("x", "budget"); f("gradient")')
-    assert _tab_keys_asked(probe, keys) == [1, 1, 1, 1]
+    probe = ast.parse('tabs["training"]; key == "draw"; k in ("x", "budget"); f("gradient")\n'
+                      'k != ONE_DRAW; k in (ONE_DRAW, t); {ONE_DRAW: 1}')
+    assert _tab_keys_asked(probe, keys) == [1, 1, 1, 1, 2, 2]
 
 
 def test_tests_and_benchmarks_import_no_private_name_of_the_package():

@@ -531,9 +531,10 @@ def test_offline_tabs_show_core_values_and_the_served_page_s_texts(offline_page)
         wait_text(page, "budget-text", prose.plain(
             prose.budget_html(budget, argument.BUDGET_WIDTH, t, n, rho)))
         for name, values in budget.items():
-            # grad_q is drawn in log10; the medians' interval ends are in the text only
-            if not name.startswith("grad_q") and "_median_lo_" not in name \
-                    and "_median_hi_" not in name:
+            # grad_q is drawn in log10; the medians' interval ends and standard errors are
+            # in the text only
+            if not name.startswith("grad_q") and not any(
+                    part in name for part in ("_median_lo_", "_median_hi_", "_median_se_")):
                 assert col(page, "head-budget-source", name) == \
                     np.asarray(values, float).tolist(), (case, name)
         served.tabs["budget"].draw(Setting(d_k=d_k, rule=rule, temperature=t, seed=0, keys=n,

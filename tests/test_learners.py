@@ -750,10 +750,10 @@ def test_each_tab_downloads_its_charts_and_numbers(page, server, tab):
         shown = ("training-source", "loss_median_none")
     else:
         # the chart's columns: the gradient in log10 (drawn on an axis of log10 values); the
-        # medians' interval ends are the text's, not the chart's
+        # medians' interval ends and standard errors are the text's, not the chart's
         expected = {k: v for k, v in core.head_budget(512, t, n, rho).items()
-                    if not k.startswith("grad_q") and "_median_lo_" not in k
-                    and "_median_hi_" not in k}
+                    if not k.startswith("grad_q") and not any(
+                        part in k for part in ("_median_lo_", "_median_hi_", "_median_se_"))}
         shown = ("head-budget-source", "max_weight_median_none")
     wait_column(page, *shown, [float(x) for x in expected[shown[1]]], timeout=UI_WAIT_MS)
     # the CSV: core's columns, every number read back as core's float64

@@ -15,7 +15,7 @@ from bokeh.plotting import figure
 
 from . import core
 from .prose import quiz
-from .state import Setting
+from .state import ONE_DRAW, Setting
 from .style import (MARK, RULE_COLORS, RULE_DASH, RULE_MARKER, SCALED_COLOR, UNSCALED_COLOR,
                     derived_glyph_looks, legend_below, log10_axis, script, style_figure,
                     subtitle)
@@ -252,13 +252,16 @@ class TabView:
     the index ``asked`` names (what the question depends on). ``trains``: it is drawn by
     training runs (its Train button, :meth:`TrainingTab.show`) rather than from the controls,
     and its question costs nothing; ``present_extra``: the names of its models that present
-    mode shows beside its charts."""
+    mode shows beside its charts; ``with_page``: it is built with the page and drawn with it
+    at every change, whichever tab is open (:class:`OneDrawTab`), where the others are built
+    when first shown and drawn while shown."""
 
     key = ""
     offline = "setting"
     asked = "setting"
     stores: tuple = ()
     trains = False
+    with_page = False
     present_extra: tuple[str, ...] = ()
 
     def __init__(self, shared: Shared) -> None:
@@ -275,6 +278,40 @@ class TabView:
     def question(self, s: Setting) -> quiz.Question | None:
         """Its predict-then-reveal question at ``s`` (quiz), None for none."""
         return None
+
+
+#: The one draw's CSV columns per bar chart: (source column, header before _scaled or
+#: _unscaled), after the key.
+DRAW_COLUMNS = (("logit", "logit"), ("weight", "weight"), ("pq", "p_1_minus_p"),
+                ("gq", "grad_to_query"))
+
+class OneDrawTab(TabView):
+    """The one draw: one seeded query and its keys at the controls (``charts``, a
+    figures.Charts: the bars, the gradient's spread, the heat maps, their texts), built with
+    the page and drawn with it at every change, whichever tab is open (``with_page``). The
+    offline copy stores it in records of its own (export), not by ``offline``."""
+
+    key, offline, with_page = ONE_DRAW, None, True
+
+    def __init__(self, charts) -> None:
+        super().__init__(None)
+        self.charts = c = charts
+        self.figures = {f.name: f for f in (c.scaled_fig, c.unscaled_fig, c.spread.fig,
+                                            c.jacobian_fig, c.diagonal_fig)}
+        self.tables = [(c.scaled_source, [["key", "key"]]),
+                       *((source, [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
+                         for source, side in ((c.scaled_source, "scaled"),
+                                              (c.unscaled_source, "unscaled"))),
+                       *c.spread.tables]
+
+    def draw(self, s: Setting, fields: dict) -> None:
+        """Draw the one draw at ``s`` from core, its texts from ``fields`` (prose
+        text.fields_of of the same state, and what the page adds)."""
+        self.charts.update(core.compute_state(s.d_k, s.temperature, s.seed, s.keys, s.align),
+                           s.rule, fields)
+
+    def question(self, s: Setting) -> quiz.Question:
+        return quiz.draw_question(s.d_k, s.temperature, s.seed, s.keys, s.align)
 
 
 class VarianceTab(TabView):
@@ -709,8 +746,8 @@ class BudgetTab(TabView):
 
 
 #: The argument's tabs, by key (each a row of state.TABS): the class that builds and draws it.
-TAB_VIEWS: dict[str, type[TabView]] = {
-    cls.key: cls for cls in (VarianceTab, SaturationTab, GradientTab, TrainingTab, BudgetTab)}
+TAB_VIEWS: dict[str, type[TabView]] = {cls.key: cls for cls in (
+    OneDrawTab, VarianceTab, SaturationTab, GradientTab, TrainingTab, BudgetTab)}
 
 
 def trains(key: str) -> bool:
@@ -719,8 +756,16 @@ def trains(key: str) -> bool:
     return cls is not None and cls.trains
 
 
+def with_page(key: str) -> bool:
+    """Whether the tab ``key`` (a row of state.TABS) is built and drawn with the page
+    (:attr:`TabView.with_page`)."""
+    cls = TAB_VIEWS.get(key)
+    return cls is not None and cls.with_page
+
+
 class Argument:
-    """The argument's tabs ``tab_keys`` (all of :data:`TAB_VIEWS` by default), built once, and
+    """The argument's tabs ``tab_keys`` (by default all of :data:`TAB_VIEWS` but those built
+    with the page), built once, and
     what they share (``shared``: another Argument's, for tabs that join it, :meth:`adopt`).
     ``figures``: every tab's figures by name; ``rule_lines``: each rule's lines."""
 
@@ -728,7 +773,8 @@ class Argument:
                  ) -> None:
         self.shared = shared = shared or Shared()
         self.tabs: dict[str, TabView] = {}
-        for key in TAB_VIEWS if tab_keys is None else tab_keys:
+        for key in ([k for k in TAB_VIEWS if not with_page(k)] if tab_keys is None
+                    else tab_keys):
             cls = TAB_VIEWS[key]
             self.tabs[key] = (cls(shared, css, button_css) if cls.trains else cls(shared))
         self.rule_lines = shared.rule_lines

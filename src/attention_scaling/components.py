@@ -7,11 +7,11 @@ from bokeh.layouts import column, row
 from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGroup, Slider,
                           Tabs, Toggle)
 
-from .argument import TAB_VIEWS, Argument
+from .argument import TAB_VIEWS, Argument, with_page
 from .prose import quiz
 from .prose.lead import try_html
 from .prose.text import TITLE, idle_note_html
-from .state import CONTROLS, ONE_DRAW, TABS, Setting
+from .state import CONTROLS, TABS, Setting
 from .style import position_formatter, script
 
 #: A question's block (QuestionPanel.block): a card; in present mode, where the page sets
@@ -283,7 +283,7 @@ class Downloads:
         names = TAB[tab].names
         buttons = {}
         for kind in ("png", "svg", "csv"):
-            name = f"download-{kind}" if tab == ONE_DRAW else f"download-{kind}-{tab}"
+            name = f"download-{kind}" if with_page(tab) else f"download-{kind}-{tab}"
             buttons[kind] = button = Button(label=f"Download {kind.upper()}", name=name,
                                             margin=(5, 10), width=140,
                                             stylesheets=self._button_css)
@@ -468,7 +468,7 @@ class ArgumentTabs:
 
     def unbuilt(self) -> list[str]:
         """The tabs not built yet, by key, in order."""
-        return [tab.key for tab in TABS if tab.key != ONE_DRAW
+        return [tab.key for tab in TABS if not with_page(tab.key)
                 and (self.argument is None or tab.key not in self.argument.tabs)]
 
     def new(self, keys: list) -> Argument:

@@ -251,8 +251,8 @@ class _Progress:
 
 
 def _questions_index() -> dict[str, str]:
-    """Each step's question's index (the one draw's: ``setting``), for the steps with one."""
-    index = {ONE_DRAW: "setting", **{key: cls.asked for key, cls in TAB_VIEWS.items()}}
+    """Each step's question's index (argument.TabView.asked), for the steps with one."""
+    index = {key: cls.asked for key, cls in TAB_VIEWS.items()}
     return {key: index[key] for key in index if TAB[key].ask}
 
 

@@ -16,7 +16,7 @@ from bokeh.models import (Button, CustomJS, Div, InlineStyleSheet, RadioButtonGr
 
 from . import core
 from .prose import quiz
-from .argument import Argument
+from .argument import Argument, OneDrawTab, with_page
 from .components import (NO_PRINT_CSS, TAB, ArgumentTabs, Downloads, PresentMode, QuestionPanel,
                          Sidebar, more_detail, wrapping_row)
 from .figures import Charts
@@ -132,11 +132,6 @@ HANDOUT_TABS_CSS = (" :host(.handout) { display: block !important; } "
                                "font-size: 20px; font-weight: 600; margin: 0 10px 4px; }"
                                for i, tab in enumerate(TABS)))
 
-
-#: The one draw's CSV columns per bar chart: (source column, header before _scaled or
-#: _unscaled), after the key.
-DRAW_COLUMNS = (("logit", "logit"), ("weight", "weight"), ("pq", "p_1_minus_p"),
-                ("gq", "grad_to_query"))
 
 
 #: The busy note's class, and its tag and class while it is shown (assets/js/busy.js,
@@ -321,32 +316,31 @@ class View:
         the readout, "Try this" (the guide), the heat maps, its downloads, and "More detail" (caption, formulas, explanation, the
         readout's other rows)."""
         c = self.charts
+        #: The tabs built and drawn with the page (argument.TabView.with_page), by key.
+        tab = OneDrawTab(c)
+        self.page_tabs = {tab.key: tab}
         css = self._css
         formulas = Div(text=FORMULAS if self._tex else FORMULAS_HTML, stylesheets=[
             *css, InlineStyleSheet(css=FULL_WIDTH_CSS)], disable_math=not self._tex,
             sizing_mode="stretch_width")
-        #: The one draw's buttons to take it away: PNG, SVG and CSV (assets/js/download.js).
-        self._draw_downloads = self.download.row(
-            ONE_DRAW, [c.scaled_fig, c.unscaled_fig, c.spread.fig], [
-                (c.scaled_source, [["key", "key"]]),
-                *((src, [[k, f"{head}_{side}"] for k, head in DRAW_COLUMNS])
-                  for src, side in ((c.scaled_source, "scaled"), (c.unscaled_source,
-                                                                  "unscaled"))),
-                *c.spread.tables],
-            keyed=c.scaled_source)
+        #: The one draw's buttons to take it away, by key: PNG, SVG and CSV
+        #: (assets/js/download.js).
+        self._page_downloads = {tab.key: self.download.row(
+            tab.key, [c.scaled_fig, c.unscaled_fig, c.spread.fig], tab.tables,
+            keyed=c.scaled_source)}
         guide = Div(text=self._guide, name="guide", disable_math=True, margin=(5, 10),
                     stylesheets=[*css, InlineStyleSheet(css=NO_PRINT_CSS)],
                     sizing_mode="stretch_width") if self._guide else None
         return column(
             *self._text(c.lead),
             wrapping_row(c.scaled_fig, c.unscaled_fig), c.bars_text,
-            *self._text(*self.ask.block(ONE_DRAW)),
+            *self._text(*self.ask.block(tab.key)),
             wrapping_row(c.spread.fig, c.readout),
-            self._draw_downloads,
+            self._page_downloads[tab.key],
             *self._text(guide),
             wrapping_row(c.jacobian_fig, c.diagonal_fig), c.heatmaps_text,
-            *self._text(more_detail(ONE_DRAW, self._controls_css, c.caption, formulas, c.explanation,
-                                   c.readout_detail, self._glossary())),
+            *self._text(more_detail(tab.key, self._controls_css, c.caption, formulas,
+                                    c.explanation, c.readout_detail, self._glossary())),
             sizing_mode="stretch_width", stylesheets=[InlineStyleSheet(css=FIT_CSS)])
 
     def _glossary(self) -> Div:
@@ -361,7 +355,7 @@ class View:
         #: The argument over many draws and through training (components.ArgumentTabs).
         self.arguments = ArgumentTabs(self._css, self._controls_css, self.widgets, self.ask,
                                       self.download, self._text)
-        self.tabs = Tabs(tabs=[TabPanel(title=tab.title, child=one_draw if tab.key == ONE_DRAW
+        self.tabs = Tabs(tabs=[TabPanel(title=tab.title, child=one_draw if with_page(tab.key)
                                         else Div(text="<p class='status'>Drawing…</p>",
                                                  stylesheets=self._css, disable_math=True))
                                for tab in TABS], sizing_mode="stretch_width", name="sections",
@@ -432,7 +426,7 @@ class View:
     @property
     def downloads(self) -> dict:
         """Each built tab's row of downloads, by key."""
-        return {ONE_DRAW: self._draw_downloads, **self.arguments.downloads}
+        return {**self._page_downloads, **self.arguments.downloads}
 
     def unbuilt(self) -> list[str]:
         """The argument's tabs not built yet, by key, in order."""
@@ -469,6 +463,11 @@ class View:
         """Draw the argument's tab ``key`` (any but the training's) at ``setting``
         (components.ArgumentTabs.draw; its question: :meth:`show_question`)."""
         self.arguments.draw(key, setting)
+
+    def tab_view(self, key: str):
+        """Tab ``key``'s TabView (argument.TabView): built with the page, or built by now
+        among the argument's tabs."""
+        return self.page_tabs.get(key) or self.argument.tabs[key]
 
     def show_question(self, key: str, question: quiz.Question | None) -> None:
         """Tab ``key``'s question (:meth:`components.QuestionPanel.show`)."""

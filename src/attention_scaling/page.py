@@ -17,11 +17,10 @@ from tornado.ioloop import IOLoop
 
 from . import core, seams, work
 from .documents import held, on_click, served
-from .prose import quiz
-from .argument import trains
+from .argument import trains, with_page
 from .layout import View, ViewOptions
 from .runner import TrainingRunner
-from .state import (CONTROLS, MAX_SEED, ONE_DRAW, ExplorerState, Setting, parse_query,
+from .state import (CONTROLS, MAX_SEED, ExplorerState, Setting, parse_query,
                     preset_links, presenting, to_query)
 from .style import ASSETS, script
 from .prose.text import TITLE, fields_of, guide_html, notice_html, presets_html
@@ -183,7 +182,7 @@ class Explorer(pn.viewable.Viewer):
         one draw's texts; changes that come first share that second message. (Splitting the
         one draw's change, the bars first, costs the browser a second frame per change and
         answers a drag later.)"""
-        if self.state.tab == ONE_DRAW:
+        if with_page(self.state.tab):
             self._refresh_page()
             return
         self._refresh_argument()
@@ -202,10 +201,11 @@ class Explorer(pn.viewable.Viewer):
     def _refresh_page(self) -> None:
         """Everything the controls set: the one draw's charts and texts, the seed, the
         visible argument tab (left as it is when drawn already)."""
-        r = self.state.result
-        self.charts.update(r, self.state.rule, self._fields())
-        self.view.show_seed(r.seed)
-        self._ask_later(ONE_DRAW)
+        setting, fields = self.argument_setting(), self._fields()
+        for key, tab in self.view.page_tabs.items():
+            tab.draw(setting, fields)
+            self._ask_later(key)
+        self.view.show_seed(setting.seed)
         self._refresh_argument()
 
     def _refresh_address(self, *_events) -> None:
@@ -220,7 +220,7 @@ class Explorer(pn.viewable.Viewer):
         """Bring the visible tab of the argument up to date with the controls (the others
         when they are shown)."""
         key = self.state.tab
-        if key == ONE_DRAW:
+        if with_page(key):
             return
         if self._served():
             if self._pending is not None:
@@ -329,8 +329,8 @@ class Explorer(pn.viewable.Viewer):
             if self._built is not None:    # the open tab is the one draw or waits for the pool
                 self.view.build_argument(self._wire_argument, self._built)
                 self._built = None
-                if self.state.tab == ONE_DRAW:
-                    self._draw_unshown(ONE_DRAW)
+                if with_page(self.state.tab):
+                    self._draw_unshown(self.state.tab)
         self.build_rest()
 
     def _wire_argument(self, view, keys: list) -> None:
@@ -377,21 +377,17 @@ class Explorer(pn.viewable.Viewer):
                 if trains(key) or not self._served() or work.ready(
                         {**controls, "tab": key}):
                     self._ask(key)
-                elif key in (ONE_DRAW, self.state.tab):
+                elif with_page(key) or key == self.state.tab:
                     self._asks_pending.add(key)     # asked once the pool has computed it
                     self._wait_for(controls)
                 else:
                     self._shown.pop(key, None)      # a hidden tab: drawn again when shown
 
     def _ask(self, key: str) -> None:
-        if key == ONE_DRAW:
-            r = self.state.result
-            question = quiz.draw_question(r.d_k, r.temperature, r.seed, len(r.raw_logits),
-                                          r.align)
-        else:
-            tab, s = self.view.argument.tabs[key], self._shown[key]
-            question = (tab.question(s, running=self.training.runs_at(s) is not None)
-                        if tab.trains else tab.question(s))
+        tab = self.view.tab_view(key)
+        s = self.argument_setting() if tab.with_page else self._shown[key]
+        question = (tab.question(s, running=self.training.runs_at(s) is not None)
+                    if tab.trains else tab.question(s))
         self.view.show_question(key, question)
 
     def _served(self) -> bool:

@@ -18,8 +18,8 @@ from concurrent.futures.process import BrokenProcessPool
 
 from . import blas, core
 from .prose import quiz
-from .argument import Argument, trains
-from .state import CONTROLS, ONE_DRAW, TABS, ExplorerState, Setting
+from .argument import Argument, trains, with_page
+from .state import CONTROLS, TABS, ExplorerState, Setting
 from .prose.text import fields_of
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def needs(values: dict) -> None:
     r = state.result
     quiz.draw_question(r.d_k, r.temperature, r.seed, len(r.raw_logits), r.align)
     key = state.tab
-    if key == ONE_DRAW or trains(key):
+    if with_page(key) or trains(key):
         return
     setting = Setting.of(state)
     argument = _argument()

@@ -19,6 +19,7 @@ from attention_scaling import core
 from attention_scaling import server as served
 from attention_scaling.page import Explorer
 from attention_scaling.server.first_views import FirstViews
+from attention_scaling.server.line import CONNECTING_AFTER_S
 from attention_scaling.state import ExplorerState
 from attention_scaling.state import FIG3_SEED
 from attention_scaling.prose.text import TITLE
@@ -297,6 +298,16 @@ def test_a_waiting_page_shows_its_title_connecting_and_the_first_view_then_goes_
     page.add_init_script(INIT)
     page.goto(url, wait_until="commit")
     notice = page.locator("#as-connecting")
+    # hidden for its first CONNECTING_AFTER_S of waiting, shown after: the notice's own clock
+    # (its CSS animation's time, paused and set), not the test's
+    notice.wait_for(state="attached", timeout=UI_WAIT_MS)
+    ms = 1000 * CONNECTING_AFTER_S
+    assert page.evaluate("""(ms) => { const box = document.getElementById('as-connecting');
+      const late = box.getAnimations().find((a) => a.animationName === 'as-late');
+      late.pause();
+      return [0, ms - 50, ms + 50].map((t) => { late.currentTime = t;
+                                                 return getComputedStyle(box).visibility; });
+      }""", ms) == ["hidden", "hidden", "visible"]
     notice.wait_for(state="visible", timeout=UI_WAIT_MS)
     text = notice.inner_text()
     assert TITLE in text and "Connecting" in text

@@ -122,16 +122,21 @@ class OpeningLine:
             self.release()
 
 
-# Over the page rather than in its flow: the explorer's layout never moves when it goes.
+# Over the page rather than in its flow: the explorer's layout never moves when it goes. It
+# shows once the page has waited CONNECTING_AFTER_S (a CSS animation's delay, from the
+# notice's first bytes): a session that attaches sooner never says it is connecting.
+CONNECTING_AFTER_S = 2
 CONNECTING_CSS = """#as-connecting{font:17px/1.5 system-ui,"Segoe UI",Arial,sans-serif;
 color:var(--as-theme-ink,#1d2433);padding:16px 24px;position:fixed;top:0;left:0;right:0;
-z-index:10;background:var(--as-theme-card,#fff)}#as-connecting h1{font-size:1.4em;
+z-index:10;background:var(--as-theme-card,#fff);animation:as-late 0s AFTER_Ss both}
+@keyframes as-late{from{visibility:hidden}to{visibility:visible}}#as-connecting h1{font-size:1.4em;
 margin:0 0 .3em}#as-connecting p{margin:0;color:var(--as-theme-muted,#4a5568)}
 @media (prefers-color-scheme:dark){#as-connecting{color:var(--as-theme-ink,#e4e7eb);
 background:var(--as-theme-card,#11161b)}#as-connecting p{color:var(--as-theme-muted,#bcc6d0)}}#as-connecting .dot{display:inline-block;width:.6em;
 height:.6em;border-radius:50%;background:#3b6fd4;margin-right:.5em;animation:as-pulse 1s
 ease-in-out infinite alternate}@keyframes as-pulse{from{opacity:.25}to{opacity:1}}
-@media (prefers-reduced-motion:reduce){#as-connecting .dot{animation:none}}"""
+@media (prefers-reduced-motion:reduce){#as-connecting .dot{animation:none}}""".replace(
+    "AFTER_S", str(CONNECTING_AFTER_S))
 
 # The ready-made first view lies over the place where the live explorer is drawn, so that
 # nothing moves when it goes.

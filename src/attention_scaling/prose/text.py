@@ -117,6 +117,18 @@ GLOSSARY = (
     ("barely learn", "said of a draw whose gradient to the query is under a tenth of the "
      "÷√d<sub>k</sub> median: at a learning rate that suits ÷√d<sub>k</sub>, its step is "
      "under a tenth of a typical one."),
+    ("SGD, learning rate", "stochastic gradient descent, the way the Training tab trains: "
+     "each step moves every weight a little against its gradient on a batch of examples; the "
+     "learning rate sets how far."),
+    ("batch", f"the {core.TRAIN_BATCH} examples whose mean loss one training step follows."),
+    ("equal-step rate", "a rule's learning rate base · s²/d<sub>k</sub> (s its divisor): "
+     "every rule's logits then take the same step per unit of the loss's gradient at the "
+     "logits (÷√d<sub>k</sub> trains at the base rate, unscaled at base/d<sub>k</sub>)."),
+    ("learning-rate sweep", "the same training at a row of rates (each rule's equal-step rate "
+     "times powers of 4), to find each rule's best rate: where it ends lowest."),
+    ("μP", "maximal update parametrization (Tensor Programs V): a recipe that scales the "
+     "initial weights and learning rates with width, so that a rate tuned on a narrow model "
+     "suits a wide one; it divides the logits by d<sub>k</sub>."),
     ("a median as a range (96%–97%)", f"a median over {core.CURVE_DRAWS:,} draws is known "
      "only to within a few draws: where those draws round to different numbers, the page "
      "prints the range that holds the median with 95% confidence, not one number."),
@@ -629,7 +641,8 @@ def _linear_spread(i: int, curves: dict) -> str:
 TRAINING_INTRO = (
     "<p><b>Train</b> runs one attention head under each rule at the current d<sub>k</sub>, T "
     f"and number of keys, from {core.TRAIN_SEEDS} seeds (the seed shown and the next ones), "
-    "with the same starts and batches under each rule: it learns by plain SGD to copy the "
+    "with the same starts and batches under each rule: it learns by plain SGD (small steps "
+    "against each batch's gradient; the words are in the one draw's glossary) to copy the "
     "token of the key that matches a noisy query. The loss sits after the softmax, so every "
     "gradient reaching <i>W</i><sub><i>Q</i></sub> and <i>W</i><sub><i>K</i></sub> passes "
     "through its Jacobian.</p>"

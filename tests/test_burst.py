@@ -368,6 +368,10 @@ def test_a_first_view_is_the_explorer_at_its_address_built_once():
 
 
 def test_first_views_are_bounded_and_nothing_sent_can_end_their_script(caplog):
+    """A ready-made first view carries nothing from its address that could end its script
+    or add markup; the views kept are bounded, and addresses new faster than the build rate
+    get the notice alone, said once in the log (about 2 s alone; 24 s once, with the
+    machine's two cores shared with another suite)."""
     views = FirstViews()
     views.builds_per_s = 1e9
     views.size = 3

@@ -127,9 +127,15 @@ def test_the_training_answer_is_the_rule_with_the_lowest_final_loss():
     assert q.choices[q.value] == "÷√dₖ" and plain(q.answer).startswith("÷√dk ends lowest.")
     assert "per unit of the loss's gradient at the logits, not the same step" in q.answer
     assert "saturates" in q.answer
-    # at d_k = 1 every rule divides by one: the same model, and no talk of saturation
+    # at d_k = 1 every rule divides by one: the same model, so the question is whether they
+    # end alike (its choices can differ), and no talk of saturation
     tie = quiz.training_question(1, 1.0, {r: _Run(0.5) for r in core.RULES})
-    assert plain(tie.answer).split(".")[0].endswith("tie") and "saturat" not in tie.answer
+    assert "apart or alike" in tie.ask and tie.choices[tie.value] == "They end alike"
+    assert plain(tie.answer).startswith("They end alike.") and "saturat" not in tie.answer
+    apart = quiz.training_question(1, 1.0, {"none": _Run(0.5), "sqrt": _Run(0.4),
+                                            "linear": _Run(0.5)})
+    assert apart.choices[apart.value] == "They end apart"
+    assert quiz.training_question(1, 1.0).value is None
 
 
 def _value(answer: str) -> str:

@@ -190,6 +190,8 @@ def training_question(d_k: int, temperature: float, runs: dict | None = None,
     core.SeededTraining, done) answer it, and before them there is no answer yet
     (``running``: they are under way)."""
     at = "" if temperature == 1 else f", {_t(temperature)}"
+    if d_k == 1:
+        return _one_model_question(at, runs, running)
     ask = (f"Trained at {_DK} = {d_k}{at}, each rule at a learning rate that gives its logits "
            "the same step per unit of gradient: which will end with the lowest loss?")
     choices = tuple(core.RULE_LABELS[r] for r in core.RULES)
@@ -200,9 +202,7 @@ def training_question(d_k: int, temperature: float, runs: dict | None = None,
     final, shown = final_losses(runs)
     best = min(core.RULES, key=lambda r: final[r])
     tied = [r for r in core.RULES if fmt(final[r]) == fmt(final[best])]
-    why = ("At d<sub>k</sub> = 1 every rule divides by 1: the three runs are one model."
-           if d_k == 1 else
-           "These rates give every rule's logits the same step per unit of the loss's gradient "
+    why = ("These rates give every rule's logits the same step per unit of the loss's gradient "
            "at the logits, not the same step: that gradient passes through the softmax's "
            "Jacobian, which shrinks it where the softmax saturates (unscaled logits have "
            f"typical size {_size(d_k, temperature)}). The learning-rate sweep gives each rule "
@@ -212,6 +212,28 @@ def training_question(d_k: int, temperature: float, runs: dict | None = None,
         ask=ask,
         answer=f"{head}. {shown}. {why}",
         value=core.RULES.index(best), choices=choices)
+
+
+#: The choices of the training question at d_k = 1, where no rule can end lower than another.
+ONE_MODEL_CHOICES = ("They end apart", "They end alike")
+
+
+def _one_model_question(at: str, runs: dict | None, running: bool) -> Question:
+    """4 Training at d_k = 1: every rule divides by 1 and trains at the same rate, so the
+    question is whether the three end alike, not which ends lowest."""
+    ask = (f"Trained at {_DK} = 1{at}, where every rule divides its logits by 1: will the "
+           "three rules end apart or alike?")
+    if runs is None:
+        return Question(ask=ask, value=None, choices=ONE_MODEL_CHOICES, answer=(
+            "The runs under way answer it: Reveal again once they end." if running else
+            "Press <b>Train</b> first: the runs answer it."))
+    final, shown = final_losses(runs)
+    alike = len({fmt(final[r]) for r in core.RULES}) == 1
+    return Question(
+        ask=ask, value=int(alike), choices=ONE_MODEL_CHOICES,
+        answer=(f"<b>{ONE_MODEL_CHOICES[int(alike)]}</b>. {shown}. At {_DK} = 1 every rule "
+                "divides by 1 and trains at the same rate (s²/" + _DK + " = 1): the three runs "
+                "are one model."))
 
 
 def budget_question(width: int, heads: int, temperature: float, n_keys: int,

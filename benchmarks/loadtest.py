@@ -61,9 +61,12 @@ The client sets TCP_NODELAY as browsers do (without it each change waits ~40 ms 
 ACK between the frames of one message).
 
 Latency of a change: the client's PATCH-DOC written -> the server's PATCH-DOC updating
-'scaled-weights-source' read (matched in order per session: each change produces exactly one
-such update). Errors: HTTP errors, websocket connect failures, ERROR messages, disconnects,
-timeouts (no update within --timeout, 5 s), lost changes (no update by the end of the phase).
+'scaled-weights-source' read, matched per session to the newest change waiting whose width,
+temperature and rule the update's text-source shows (the oldest where it does not say). A
+change the server replaced by a newer one while its setting was computed (the newest wins:
+one update for both) is counted as replaced, not as an error. Errors: HTTP errors, websocket
+connect failures, ERROR messages, disconnects, timeouts (no update within --timeout, 5 s),
+lost changes (no update by the end of the phase).
 
 Starts its own `attention-scaling serve --stats` on a free 127.0.0.1 port (stopped by its process
 group at the end), or with --backends N that many behind nginx made from
@@ -112,6 +115,17 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 #: Names the scaling control may have in the document ("scaled": a Switch, "rule": a
 #: RadioButtonGroup of the scaling rules).
 SWITCH_NAMES = ("scaled", "rule")
+#: The text fields that tell which controls an update of the one draw shows (its width, its
+#: temperature and its rule, as the page's text-source writes them).
+SHOWN = ("d", "t", "rule")
+
+
+def _columns(data) -> dict:
+    """A ColumnDataSource's data as Bokeh's protocol sends it (a map of column -> list, or
+    {"type": "map", "entries": [[column, list], ...]}), as a dict; {} if it is neither."""
+    if isinstance(data, dict) and data.get("type") == "map":
+        return {k: v for k, v in data.get("entries", []) if isinstance(v, list)}
+    return data if isinstance(data, dict) else {}
 GOALS = {"sessions": 300, "p95_ms": 150.0, "errors": 0, "sessions_after_close": 0,
          "growth_after_cycles_MB": 50.0}
 #: Time to first chart in a burst (issue 20): a class of 300 on the 2-core set-up, p50 <= 5 s
@@ -288,6 +302,7 @@ class Recorder:
         self.errors = collections.Counter()                # kind -> count
         self.error_examples: dict[str, str] = {}
         self.unsolicited = 0
+        self.coalesced = 0      # changes answered by a later one's update (the newest wins)
         self.open_ms: list[float] = []
         self.get_ms: list[float] = []
         self.cycle_ms: list[float] = []
@@ -310,10 +325,12 @@ class Session:
         self.ws = None
         self.closing = False
         self.msg_n = 0
-        self.pending: collections.deque = collections.deque()  # [t_sent, phase, kind, timed_out]
+        # [t_sent, phase, kind, timed_out, the text fields the change should show]
+        self.pending: collections.deque = collections.deque()
         self.ok_wait: dict[str, tuple[float, str]] = {}
         self.controls: dict[str, dict] = {}
         self.source_id = None
+        self.text_id, self.text_at = None, {}   # text-source's id, its fields' rows
         self.reader_task = self.driver_task = None
         self.ready_ok = asyncio.Event()
         self.ready_id = None
@@ -442,6 +459,10 @@ class Session:
                     elif o["name"] == "ColumnDataSource" and \
                             attrs.get("name") == "scaled-weights-source":
                         self.source_id = o["id"]
+                    elif o["name"] == "ColumnDataSource" and attrs.get("name") == "text-source":
+                        fields = _columns(attrs.get("data")).get("field") or []
+                        self.text_id = o["id"]
+                        self.text_at = {k: fields.index(k) for k in SHOWN if k in fields}
                 for v in o.values():
                     walk(v)
             elif isinstance(o, list):
@@ -506,10 +527,43 @@ class Session:
                     if not self.pending:
                         rec.unsolicited += 1
                         continue
-                    t_sent, phase, ctl, timed_out = self.pending.popleft()
+                    for _ in range(self._answered(events)):      # replaced by a newer one
+                        if not self.pending.popleft()[3]:
+                            rec.coalesced += 1
+                    t_sent, phase, ctl, timed_out, _shows = self.pending.popleft()
                     ms = (t - t_sent) * 1000
                     rec.latency[phase].append(ms)
                     rec.latency_by_kind[f"{phase} {ctl}"].append(ms)
+
+    def _shows(self) -> dict | None:
+        """The text fields (SHOWN) the controls as now set will show, or None where this
+        page's controls cannot say (another page than the explorer's)."""
+        c = self.controls
+        try:
+            from attention_scaling import core
+            from attention_scaling.prose.formatting import fmt
+            shown = {"d": str(core.D_K_VALUES[c["d_k"]["value"]]),
+                     "t": fmt(core.TEMPERATURES[c["temperature"]["value"]])}
+            if c.get("scaled", {}).get("choices"):
+                shown["rule"] = core.RULES[c["scaled"]["value"]]
+        except (ImportError, KeyError, IndexError, TypeError):
+            return None
+        return shown
+
+    def _answered(self, events: list) -> int:
+        """How many changes waiting come before the one an update answers: the newest whose
+        text fields (SHOWN) the update's text-source shows, where the update says; the
+        changes before it were replaced by it while the pool computed (the newest change
+        wins), not lost. 0 (the oldest) where the update does not say."""
+        data = next((e.get("data") for e in events if e.get("model", {}).get("id") ==
+                     self.text_id and e.get("attr") == "data"), None)
+        values = _columns(data).get("value")
+        if not values or not self.text_at:
+            return 0
+        shown = {k: values[i] for k, i in self.text_at.items() if i < len(values)}
+        matches = [i for i, item in enumerate(self.pending)
+                   if item[4] and all(shown.get(k) == v for k, v in item[4].items())]
+        return matches[-1] if matches else 0
 
     # -- driving
     async def _change(self, ctl: str, value) -> None:
@@ -520,7 +574,7 @@ class Session:
         phase = self.rec.phase
         self.rec.sent[phase] += 1
         t = now()
-        self.pending.append([t, phase, ctl, False])
+        self.pending.append([t, phase, ctl, False, self._shows()])
         self.ok_wait[message.header["msgid"]] = (t, phase)
         await self.ws.send_message(message)
 
@@ -835,6 +889,7 @@ class LoadTest:
         out["errors"] = dict(rec.errors)
         out["error_examples"] = rec.error_examples
         out["unsolicited_updates"] = rec.unsolicited
+        out["coalesced_changes"] = rec.coalesced
         out["client_loop_lag_ms"] = dist(rec.lag_ms)
         return out
 
@@ -1159,6 +1214,8 @@ def table(res: dict) -> str:
             f"{cpu.get('other_cpu_pct')}", "% of one core")
         row("errors (ramp + driving)", sum(r["errors_drive"].values()),
             ", ".join(f"{k}: {v}" for k, v in r["errors_drive"].items()))
+        row("changes replaced by a newer one before their update (the newest wins)",
+            r.get("coalesced_changes", 0))
         rows.append("-- memory and sessions")
         row(f"server RSS with {rp['opened']} open", r["rss_open_MiB"], "MiB")
         if "pss_open_MiB" in r:

@@ -22,7 +22,7 @@ from attention_scaling.server.first_views import FirstViews
 from attention_scaling.server.line import CONNECTING_AFTER_S
 from attention_scaling.state import ExplorerState
 from attention_scaling.state import FIG3_SEED
-from attention_scaling.prose.text import TITLE
+from attention_scaling.prose.text import TITLE, fields_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -449,3 +449,44 @@ def test_the_load_test_finds_the_scaling_control_by_name(kind):
     else:
         assert found["choices"] == 3
         assert {loadtest.toggled(found, rng) for _ in range(50)} == {0, 2}
+
+
+def test_the_load_test_counts_a_change_replaced_by_a_newer_one_as_replaced_not_lost():
+    """While the worker pool computes a setting, a newer change replaces the one waiting
+    (the newest wins) and one update answers both: the load test gives that update to the
+    change whose text fields (width, temperature, rule) it shows, and counts the older as
+    replaced, instead of handing it to the oldest and timing the newer out as lost. The
+    page's own document: the fields' rows come from its text-source."""
+    import types
+
+    from bokeh.core.json_encoder import serialize_json
+    from bokeh.document import Document
+    from benchmarks import loadtest
+
+    explorer = Explorer(ExplorerState())
+    doc = Document()
+    doc.add_root(explorer.view.root)
+    lt = types.SimpleNamespace(rec=None, args=types.SimpleNamespace(seed=1))
+    session = loadtest.Session(lt, 0)
+    session._find_models(json.loads(serialize_json(doc.to_json())))
+    d_k = core.D_K_VALUES.index(64)
+    expected = []
+    for position in (d_k + 1, d_k + 2):          # 80, then 96 before 80's update
+        session.controls["d_k"]["value"] = position
+        expected.append(session._shows())
+        session.pending.append([0.0, "steady", "d_k", False, expected[-1]])
+    assert [e["d"] for e in expected] == ["80", "96"] and expected[0]["t"] == "1"
+
+    def update(d: int) -> list:
+        """The text-source's event of an update that shows width ``d``, as the server sends
+        it (the values' column, in the document's row order)."""
+        state = ExplorerState(d_k=d)
+        fields = fields_of(state)
+        rows = list(explorer.charts.text_source.data["field"])
+        values = [fields.get(k, "") for k in rows]    # (the page's own rows: its address)
+        return [{"kind": "ColumnDataChanged", "model": {"id": session.text_id}, "attr": "data",
+                 "data": {"type": "map", "entries": [["value", values]]}}]
+
+    assert session._answered(update(96)) == 1     # the newer: 80 was replaced by it
+    assert session._answered(update(80)) == 0     # 80's own update: the oldest
+    assert session._answered([]) == 0             # an update that does not say: the oldest

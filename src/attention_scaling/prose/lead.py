@@ -134,15 +134,15 @@ TRY = {
                   "√d<sub>k</sub>, the scaled one stays put.</li>", {"d_k"}),
                  ("<li>Read the lower chart: the measured spread sits on the √d<sub>k</sub> "
                   "line.</li>", set())),
-    "saturation": (("<li>Drag <b>d<sub>k</sub></b>: the unscaled median climbs toward 100%, "
-                    "÷√d<sub>k</sub> stays flat.</li>", {"d_k"}),
-                   ("<li>Set <b>ρ</b> to 0.5: now ÷√d<sub>k</sub> climbs too, ÷d<sub>k</sub> "
-                    "does not.</li>", {"align"})),
-    "gradient": (("<li>Drag <b>d<sub>k</sub></b> from 16 to 512: the unscaled share in the "
-                  "upper chart climbs.</li>", {"d_k"}),
+    "saturation": (("<li>At ρ = 0, drag <b>d<sub>k</sub></b>: the unscaled median "
+                    "climbs toward 100%, ÷√d<sub>k</sub> stays flat.</li>", {"d_k"}),
+                   ("<li>Then set <b>ρ</b> to 0.5: now ÷√d<sub>k</sub> climbs too, "
+                    "÷d<sub>k</sub> does not.</li>", {"align"})),
+    "gradient": (("<li>At T = 1 and ρ = 0, drag <b>d<sub>k</sub></b> from 16 to 512: "
+                  "the unscaled share in the upper chart climbs.</li>", {"d_k"}),
                  ("<li>Set <b>T</b> to 0.125: ÷√d<sub>k</sub>'s logits grow as large as "
-                  "unscaled's at d<sub>k</sub> = 64 and T = 1, and its share, none at T = 1, "
-                  "climbs to about a quarter.</li>",
+                  "unscaled's at d<sub>k</sub> = 64 and T = 1, and many of ÷√d<sub>k</sub>'s "
+                  "draws barely learn too.</li>",
                   {"temperature"})),
     "training": (("<li>Press <b>Train</b> at d<sub>k</sub> = 64: every rule learns, unscaled "
                   "least.</li>", set()),

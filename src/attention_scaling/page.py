@@ -464,13 +464,15 @@ class Explorer(pn.viewable.Viewer):
             self._ask_again()
             return
         failed = job.exception() is not None
-        if not failed and target == job.target and not work.ready(target):
+        ready = not failed and work.ready(target)
+        if not failed and not ready and target == job.target:
             # the pool computed these very controls and the caches still miss some of it (a
             # cache the worker's records do not reach): computed here, not asked for again
             log.warning("The worker pool's results for %s left the caches short: "
                         "computing on the server's loop", target)
             work.needs(target)
-        if failed or work.ready(target):
+            ready = True
+        if failed or ready:
             # (a failed job: drawn here, on the loop, rather than never)
             with held(self.view.root.document):
                 self._busy(False)

@@ -196,9 +196,7 @@ def training_question(d_k: int, temperature: float, runs: dict | None = None,
            "the same step per unit of gradient: which will end with the lowest loss?")
     choices = tuple(core.RULE_LABELS[r] for r in core.RULES)
     if runs is None:
-        return Question(ask=ask, value=None, choices=choices, answer=(
-            "The runs under way answer it: Reveal again once they end." if running else
-            "Press <b>Train</b> first: the runs answer it."))
+        return _before_runs(ask, choices, running)
     final, shown = final_losses(runs)
     best = min(core.RULES, key=lambda r: final[r])
     tied = [r for r in core.RULES if fmt(final[r]) == fmt(final[best])]
@@ -214,6 +212,13 @@ def training_question(d_k: int, temperature: float, runs: dict | None = None,
         value=core.RULES.index(best), choices=choices)
 
 
+def _before_runs(ask: str, choices: tuple, running: bool) -> Question:
+    """A training question before its runs answer it (``running``: they are under way)."""
+    return Question(ask=ask, value=None, choices=choices, answer=(
+        "The runs under way answer it: Reveal again once they end." if running else
+        "Press <b>Train</b> first: the runs answer it."))
+
+
 #: The choices of the training question at d_k = 1, where no rule can end lower than another.
 ONE_MODEL_CHOICES = ("They end apart", "They end alike")
 
@@ -224,9 +229,7 @@ def _one_model_question(at: str, runs: dict | None, running: bool) -> Question:
     ask = (f"Trained at {_DK} = 1{at}, where every rule divides its logits by 1: will the "
            "three rules end apart or alike?")
     if runs is None:
-        return Question(ask=ask, value=None, choices=ONE_MODEL_CHOICES, answer=(
-            "The runs under way answer it: Reveal again once they end." if running else
-            "Press <b>Train</b> first: the runs answer it."))
+        return _before_runs(ask, ONE_MODEL_CHOICES, running)
     final, shown = final_losses(runs)
     alike = len({fmt(final[r]) for r in core.RULES}) == 1
     return Question(

@@ -101,6 +101,12 @@ def wait_until_live(url: str, proc: subprocess.Popen, timeout: float = 60,
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
 
 
+#: What `attention-scaling serve` prints when its port is taken, and how many free ports a
+#: :class:`Server` tries.
+PORT_TAKEN = "Address already in use"
+PORT_ATTEMPTS = 5
+
+
 class Server:
     """`attention-scaling serve` in a subprocess on a free loopback port; stopped by its PID."""
 
@@ -108,23 +114,33 @@ class Server:
                  log: Path | None = None, env: dict | None = None) -> None:
         """``log``: a file that takes the server's output (its size can be read while the
         server runs); otherwise a pipe, read by :meth:`stop`. ``env``: variables added to
-        the server's environment."""
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}{prefix}/"
-        self.log = log
+        the server's environment. Without ``port``, a free one; if another process takes it
+        before the server listens (free_port only finds one), the server says so and exits,
+        and it starts again on another."""
         if prefix:
             extra = ("--prefix", prefix, *extra)
-        out = open(log, "w") if log else subprocess.PIPE
-        self.proc = subprocess.Popen(
-            [CLI, "serve", "--port", str(self.port), "--address", "127.0.0.1", *extra],
-            stdout=out, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True, env={**os.environ, **(env or {})},
-        )
-        if log:
-            out.close()
-        if not wait_until_live(self.url + "liveness", self.proc, 60, self.output):
-            self.stop()
-            raise RuntimeError("server did not answer within 60 s")
+        self.log = log
+        for attempt in range(PORT_ATTEMPTS):
+            self.port = port or free_port()
+            self.url = f"http://127.0.0.1:{self.port}{prefix}/"
+            out = open(log, "w") if log else subprocess.PIPE
+            self.proc = subprocess.Popen(
+                [CLI, "serve", "--port", str(self.port), "--address", "127.0.0.1", *extra],
+                stdout=out, stderr=subprocess.STDOUT, text=True,
+                start_new_session=True, env={**os.environ, **(env or {})},
+            )
+            if log:
+                out.close()
+            try:
+                live = wait_until_live(self.url + "liveness", self.proc, 60, self.output)
+            except RuntimeError as exc:
+                if port is None and PORT_TAKEN in str(exc) and attempt + 1 < PORT_ATTEMPTS:
+                    continue
+                raise
+            if not live:
+                self.stop()
+                raise RuntimeError("server did not answer within 60 s")
+            return
 
     def output(self) -> str:
         """What the server printed so far (with ``log``), or all of it once it has stopped."""

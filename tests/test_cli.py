@@ -122,6 +122,46 @@ def test_serve_with_prefix_serves_the_page():
     assert "serving on http://127.0.0.1:" in out
 
 
+def test_a_taken_port_is_one_clear_line_and_a_test_server_moves_to_another(monkeypatch):
+    """`serve` on a port another process holds says so in one line and exits with status 2
+    (no traceback); testkit's Server, whose free port was taken before its server listened,
+    starts again on another."""
+    import socket
+
+    from testkit import processes
+
+    refused = []
+    wait = processes.wait_until_live
+
+    def watched(url, proc, *args, **kwargs):
+        try:
+            return wait(url, proc, *args, **kwargs)
+        except RuntimeError as exc:
+            refused.append((proc.returncode, str(exc)))
+            raise
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        offered = iter([port])
+        free = processes.free_port
+        monkeypatch.setattr(processes, "free_port", lambda: next(offered, None) or free())
+        monkeypatch.setattr(processes, "wait_until_live", watched)
+        srv = processes.Server()
+        try:
+            with urllib.request.urlopen(srv.url + "liveness", timeout=30) as resp:
+                assert resp.status == 200 and srv.port != port
+        finally:
+            srv.stop()
+    assert len(refused) == 1, refused
+    status, message = refused[0]
+    assert status == 2
+    assert (f"attention-scaling serve: error: cannot listen on 127.0.0.1:{port}: "
+            f"{processes.PORT_TAKEN}") in message
+    assert "Traceback" not in message and "serving on" not in message
+
+
 def run_env(env, *args):
     import os
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60,

@@ -430,15 +430,12 @@ def _server_options(args: argparse.Namespace) -> dict:
 
 def _serve(args: argparse.Namespace) -> int:
     import panel as pn
+    from tornado import process
 
     from . import server, work
     from .page import create_page
 
     _install(args)
-    print(f"attention-scaling: serving on http://{args.address}:{args.port}{args.prefix or ''}/ "
-          f"(websocket origins: {', '.join(_origins(args))}; browsers from other "
-          f"hosts need {ENVIRONMENT['allow_websocket_origin']} or --allow-websocket-origin)",
-          flush=True)
 
     def session_page():
         page = create_page()
@@ -449,7 +446,20 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         # started here rather than by pn.serve: with --num-procs each process (forked by the
         # server's constructor) warms its own worker pool once its loop runs
-        served = pn.serve(session_page, start=False, **_server_options(args))
+        try:
+            served = pn.serve(session_page, start=False, **_server_options(args))
+        except OSError as exc:      # the port taken, or the address not this machine's
+            work.shutdown()
+            print(f"attention-scaling serve: error: cannot listen on {args.address}:{args.port}: "
+                  f"{exc.strerror or exc} (choose another --port or --address)",
+                  file=sys.stderr, flush=True)
+            return 2
+        if process.task_id() in (None, 0):     # once, not in every process of --num-procs
+            print(f"attention-scaling: serving on http://{args.address}:{args.port}"
+                  f"{args.prefix or ''}/ "
+                  f"(websocket origins: {', '.join(_origins(args))}; browsers from other "
+                  f"hosts need {ENVIRONMENT['allow_websocket_origin']} or --allow-websocket-origin)",
+                  flush=True)
         served.io_loop.add_callback(work.warm)
         served.start()
         served.io_loop.start()

@@ -42,9 +42,29 @@ def caption_html(extra: str = "") -> str:
 
 
 #: Said of the unscaled draw when it is in the lowest or highest third of the draws.
-MILD = (" Unscaled, this draw is milder than two draws in three: it understates how much "
-        "weight a typical draw piles on one key. Resample to see others.")
-EXTREME = " Unscaled, this draw is more extreme than two draws in three."
+MILD = (" Unscaled, this draw is milder than {share}: it understates how much weight a "
+        "typical draw piles on one key. Resample to see others.")
+EXTREME = " Unscaled, this draw is more extreme than {share}."
+#: How many in ten: the words of :func:`place_sentence`'s shares.
+TENTHS = {6: "six", 7: "seven", 8: "eight", 9: "nine"}
+
+
+def place_sentence(pct: float, draws: int) -> str:
+    """The sentence on where the unscaled draw falls among the Monte Carlo's ``draws``
+    draws (``pct``: its percentile), past a third of them either way: the largest share of
+    draws it is milder (or more extreme) than, in tenths ("seven draws in ten") or "99
+    draws in 100", at the end of the percentile's sampling error nearer the middle (as
+    :func:`percentile_phrase`); "" in the middle third."""
+    if 100 / 3 <= pct <= 200 / 3:
+        return ""
+    spread = 200 * math.sqrt(pct * (100 - pct) / 1e4 / draws) + 0.1
+    beyond = pct - spread if pct > 50 else 100 - pct - spread
+    if beyond >= 99:
+        share = "99 draws in 100"
+    else:
+        tenths = min(max(math.floor(beyond / 10), 6), 9)
+        share = f"{TENTHS[tenths]} draws in ten"
+    return (EXTREME if pct > 50 else MILD).format(share=share)
 
 
 #: The gradient comparison of the live explanation, by which variant lets more through in
@@ -277,7 +297,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         "s_pct": percentile_phrase(s_pct, typ.draws),
         "u_pct": percentile_phrase(u_pct, typ.draws),
         # by the draw's place among the Monte Carlo's (exact where both weights round to 1)
-        "mild": MILD if u_pct < 100 / 3 else EXTREME if u_pct > 200 / 3 else "",
+        "mild": place_sentence(u_pct, typ.draws),
         **align_texts(r, NUMBER_WORDS.get(n_keys, str(n_keys))),
     }
 

@@ -581,6 +581,11 @@ def _share_claims(i: int, curves: dict):
          r"unit of gradient \(the Training tab\)\.",
          lambda m: d_k > 1 and gap < -2 * se and own <= 0.05 and _own_share_shows(m["own"], own)
          and _factor_shows(m["f"], -gap, se)),
+        # near the line: ÷d_k's median within a factor 1.5 of a tenth of ÷√d_k's
+        (r"Its median is near the count's line \(a tenth of ÷√dk's\), so its alike draws cross "
+         r"that line together as dk changes: its count can jump between none and most\.",
+         lambda m: d_k > 1 and gap < -2 * se and own <= 0.05
+         and 1 / 1.5 < 10 ** -gap / 10 < 1.5),
         (r"÷dk's median is (?P<f>.+) times smaller than ÷√dk's, and its gradients are spread "
          r"\((?P<own>.+)\)\.",
          lambda m: d_k > 1 and gap < -2 * se and own > 0.05 and _own_share_shows(m["own"], own)

@@ -631,11 +631,17 @@ def _yardstick(i: int, curves: dict) -> str:
     return ""
 
 
+#: ÷d_k's median is called near the count's line (a tenth of ÷√d_k's) within this many
+#: decades of it (a factor 1.5).
+NEAR_THE_LINE = math.log10(1.5)
+
+
 def _linear_spread(i: int, curves: dict) -> str:
     """÷d_k's median gradient against ÷√d_k's at width index ``i`` (with the digits the
     sample supports) and the share of ÷d_k's draws under a tenth of its own median, in the
-    words that hold for them: smaller but alike (at most :data:`ALIKE_SHARE` so far below),
-    smaller and spread, larger, or the same within two standard errors."""
+    words that hold for them: smaller but alike (at most :data:`ALIKE_SHARE` so far below;
+    where its median is near a tenth of ÷√d_k's, a count that can jump), smaller and spread,
+    larger, or the same within two standard errors."""
     gap = float(curves["log10_grad_q_median_linear"][i] - curves["log10_grad_q_median_sqrt"][i])
     se = math.hypot(curves["log10_grad_q_median_se_linear"][i],
                     curves["log10_grad_q_median_se_sqrt"][i])
@@ -650,9 +656,13 @@ def _linear_spread(i: int, curves: dict) -> str:
         return (f"Here ÷d<sub>k</sub>'s median is {factor} ÷√d<sub>k</sub>'s ({below}): the "
                 "÷d<sub>k</sub> draws counted are its low tail.")
     if own <= ALIKE_SHARE:
+        near = abs(abs(gap) - 1) < NEAR_THE_LINE
         return (f"÷d<sub>k</sub>'s gradients are smaller ({factor} at the median) but alike "
                 f"({below}): a learning rate d<sub>k</sub> times ÷√d<sub>k</sub>'s gives them "
-                "the same step per unit of gradient (the Training tab).")
+                "the same step per unit of gradient (the Training tab)." + (
+                    " Its median is near the count's line (a tenth of ÷√d<sub>k</sub>'s), so "
+                    "its alike draws cross that line together as d<sub>k</sub> changes: its "
+                    "count can jump between none and most." if near else ""))
     return (f"÷d<sub>k</sub>'s median is {factor} smaller than ÷√d<sub>k</sub>'s, and its "
             f"gradients are spread ({below}).")
 

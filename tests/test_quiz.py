@@ -99,18 +99,57 @@ def test_the_variance_choices_come_in_an_order_set_by_the_state():
     assert places == {0, 1, 2}
 
 
-@pytest.mark.parametrize("d_k,temperature", [(64, 1.0), (512, 0.125), (1, 2.5), (4096, 10.0)])
+def _asked_temperature(question) -> float:
+    return float(re.match(r"At T = (\S+) instead of", question.ask)[1])
+
+
+@pytest.mark.parametrize("d_k,temperature", [(64, 1.0), (512, 0.125), (1, 2.5), (4096, 10.0),
+                                             (4096, 1.0)])
 def test_the_argument_answers_are_cores_curves_at_the_moved_temperature(d_k, temperature):
-    t = quiz.temperature_move(temperature)
+    """Each temperature question's answer is core's curve at the temperature it asks about:
+    temperature_move's where the answer prints apart from the value now, else the first of
+    temperature_moves where it does (at d_k = 512, T = 0.125 the median prints >99.9% at
+    0.25 and at 0.0625 alike, and 99% at T = 2)."""
+    from attention_scaling.prose.formatting import distinct, percent
     i = core.D_K_VALUES.index(d_k)
-    curves = core.saturation_curves(t, core.N_KEYS, 0.0)
-    assert quiz.saturation_question(d_k, temperature, core.N_KEYS, 0.0).value == \
-        curves["max_weight_median_none"][i]
-    assert quiz.gradient_question(d_k, temperature, core.N_KEYS, 0.0).value == \
-        curves["frozen_share_none"][i]
+
+    def curve(t, column):
+        return core.saturation_curves(t, core.N_KEYS, 0.0)[column][i]
+
+    def budget_weight(t):
+        budget = core.head_budget(BUDGET_WIDTH, t, core.N_KEYS, 0.0)
+        return budget["max_weight_median_none"][list(budget["heads"]).index(BUDGET_HEADS)]
+
+    asked = {
+        "saturation": (quiz.saturation_question(d_k, temperature, core.N_KEYS, 0.0),
+                       lambda t: curve(t, "max_weight_median_none"), distinct),
+        "gradient": (quiz.gradient_question(d_k, temperature, core.N_KEYS, 0.0),
+                     lambda t: curve(t, "frozen_share_none"),
+                     lambda a, b: (percent(a), percent(b))),
+        "budget": (quiz.budget_question(BUDGET_WIDTH, BUDGET_HEADS, temperature, core.N_KEYS,
+                                        0.0), budget_weight, distinct)}
+    for key, (q, value, shown) in asked.items():
+        t = _asked_temperature(q)
+        moves = quiz.temperature_moves(temperature)
+        assert q.value == value(t), key
+        apart = [m for m in moves if shown(value(m), value(temperature))[0]
+                 != shown(value(m), value(temperature))[1]]
+        assert t == (apart[0] if apart else moves[0]), (key, t, moves)
+    if (d_k, temperature) == (512, 0.125):      # further away, where halving changes nothing
+        assert _asked_temperature(asked["saturation"][0]) == 2.0
     # eight heads of 64 are heads of d_k = 64: the saturation curve's point there
-    budget = quiz.budget_question(BUDGET_WIDTH, BUDGET_HEADS, temperature, core.N_KEYS, 0.0)
-    assert budget.value == curves["max_weight_median_none"][core.D_K_VALUES.index(64)]
+    t = _asked_temperature(asked["budget"][0])
+    assert asked["budget"][0].value == core.saturation_curves(t, core.N_KEYS, 0.0)[
+        "max_weight_median_none"][core.D_K_VALUES.index(64)]
+
+
+def test_the_temperatures_a_question_tries_are_core_s_each_once_nearest_first():
+    for temp in core.TEMPERATURES:
+        moves = quiz.temperature_moves(temp)
+        assert moves[0] == quiz.temperature_move(temp)
+        assert len(set(moves)) == len(moves) and temp not in moves
+        assert set(moves) <= set(core.TEMPERATURES)
+    assert quiz.temperature_moves(1.0) == [0.5, 2.0, 4.0, 7.9, 0.25, 0.125]
 
 
 class _Run:

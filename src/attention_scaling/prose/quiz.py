@@ -47,6 +47,31 @@ def temperature_move(temperature: float) -> float:
     return min(core.TEMPERATURES, key=lambda t: abs(math.log(t / goal)))
 
 
+def temperature_moves(temperature: float) -> list[float]:
+    """The temperatures a question may ask about, in the order it tries them:
+    :func:`temperature_move`'s, then of core.TEMPERATURES the nearest to twice
+    ``temperature``, 4, 8, ... times it, then to half, a quarter, ... of it (each once, none
+    of them ``temperature`` itself)."""
+    up = [temperature * 2 ** k for k in range(1, 8)]
+    down = [temperature / 2 ** k for k in range(1, 8)]
+    moves = [temperature_move(temperature)]
+    for goal in up + down:
+        if core.TEMPERATURES[0] / 1.3 <= goal <= core.TEMPERATURES[-1] * 1.3:
+            t = min(core.TEMPERATURES, key=lambda x: abs(math.log(x / goal)))
+            if t != temperature and t not in moves:
+                moves.append(t)
+    return moves
+
+
+def _moved(temperature: float, shown) -> float:
+    """Of :func:`temperature_moves`, the first at which ``shown(t)`` (the answer as printed,
+    against the value now) prints a value apart from the value now: a question whose
+    answer would print as what the page shows already (">99.9%" at both, "all" at both) is
+    asked about a temperature further away, or the other way."""
+    moves = temperature_moves(temperature)
+    return next((t for t in moves if shown(t)[0] != shown(t)[1]), moves[0])
+
+
 def _t(temperature: float) -> str:
     return f"T = {temperature:g}"
 
@@ -143,19 +168,25 @@ def _against(values: tuple[float, float], shown: tuple[str, str], temperature: f
 
 
 def _curve_move(column: str, d_k: int, temperature: float, n_keys: int,
-                align: float) -> tuple[float, float, float]:
-    """The temperature :func:`temperature_move`, and the saturation curves' ``column`` at
-    ``d_k`` there and at ``temperature`` (core.saturation_curves)."""
-    t = temperature_move(temperature)
+                align: float, show) -> tuple[float, float, float]:
+    """The temperature :func:`_moved` picks (``show(after, now)``: the two values as
+    printed), and the saturation curves' ``column`` at ``d_k`` there and at ``temperature``
+    (core.saturation_curves)."""
     i = core.D_K_VALUES.index(d_k)
-    return (t, float(core.saturation_curves(t, n_keys, align)[column][i]),
-            float(core.saturation_curves(temperature, n_keys, align)[column][i]))
+
+    def at(t: float) -> float:
+        return float(core.saturation_curves(t, n_keys, align)[column][i])
+
+    now = at(temperature)
+    t = _moved(temperature, lambda t: show(at(t), now))
+    return t, at(t), now
 
 
 def saturation_question(d_k: int, temperature: float, n_keys: int, align: float) -> Question:
     """2 Saturation: the unscaled median max weight at this width and the temperature
-    :func:`temperature_move`."""
-    t, after, now = _curve_move("max_weight_median_none", d_k, temperature, n_keys, align)
+    :func:`_moved` picks."""
+    t, after, now = _curve_move("max_weight_median_none", d_k, temperature, n_keys, align,
+                                distinct)
     return Question(
         ask=(f"At {_t(t)} instead of {temperature:g}, {_DK} = {d_k}: what will the unscaled "
              "median max weight be over many draws?"),
@@ -170,9 +201,10 @@ def saturation_question(d_k: int, temperature: float, n_keys: int, align: float)
 
 
 def gradient_question(d_k: int, temperature: float, n_keys: int, align: float) -> Question:
-    """3 Gradient: at this width and the temperature :func:`temperature_move`, the share of
+    """3 Gradient: at this width and the temperature :func:`_moved` picks, the share of
     unscaled draws under a tenth of the ÷√d_k median gradient to the query."""
-    t, after, now = _curve_move("frozen_share_none", d_k, temperature, n_keys, align)
+    t, after, now = _curve_move("frozen_share_none", d_k, temperature, n_keys, align,
+                                lambda a, b: (percent(a), percent(b)))
     return Question(
         ask=(f"At {_t(t)} instead of {temperature:g}, {_DK} = {d_k}: what share of unscaled "
              f"draws will get under a tenth of ÷√{_DK}'s median gradient to the query?"),
@@ -241,16 +273,16 @@ def _one_model_question(at: str, runs: dict | None, running: bool) -> Question:
 
 def budget_question(width: int, heads: int, temperature: float, n_keys: int,
                     align: float) -> Question:
-    """5 Heads: at the temperature :func:`temperature_move`, the unscaled median max weight
+    """5 Heads: at the temperature :func:`_moved` picks, the unscaled median max weight
     of ``heads`` heads of ``width`` / ``heads`` (core.head_budget)."""
-    t = temperature_move(temperature)
-
     def weight(temp: float) -> float:
         budget = core.head_budget(width, temp, n_keys, align)
         return float(budget["max_weight_median_none"][
             [int(h) for h in budget["heads"]].index(heads)])
 
-    after, now = weight(t), weight(temperature)
+    now = weight(temperature)
+    t = _moved(temperature, lambda t: distinct(weight(t), now))
+    after = weight(t)
     d = width // heads
     return Question(
         ask=(f"At {_t(t)} instead of {temperature:g}: what will the unscaled median max "

@@ -386,16 +386,49 @@ def _every_tab_in_detail_at(page, widths):
             yield width
 
 
+#: Of each question shown, the box around its choices' buttons, its Reveal button's box, and
+#: the choices whose label does not fit its button ([name, [l, t, r, b], [l, t, r, b], [clipped labels]]).
+QUESTION_ROWS = """() => {
+  const doc = Bokeh.documents[0], out = [];
+  const box = (m) => { const v = m && window.__AS.view(m);
+    if (v == null || !window.__shown(v.el)) return null;
+    const r = v.el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  for (const m of doc.all_models) {
+    if (m.type !== 'RadioButtonGroup' || !(m.name || '').endsWith('-guess')) continue;
+    const key = m.name.slice(0, -'-guess'.length);
+    const reveal = box(doc.get_model_by_name(key + '-reveal'));
+    if (box(m) == null || reveal == null) continue;
+    const buttons = [...window.__AS.root(m).querySelectorAll('.bk-btn')];
+    const rects = buttons.map((b) => b.getBoundingClientRect());
+    const guess = [Math.min(...rects.map((r) => r.left)), Math.min(...rects.map((r) => r.top)),
+                   Math.max(...rects.map((r) => r.right)), Math.max(...rects.map((r) => r.bottom))];
+    const clipped = buttons.filter((b) => b.scrollWidth > b.clientWidth + 1)
+      .map((b) => b.textContent);
+    out.push([key, guess, reveal, clipped]);
+  }
+  return out; }"""
+
+
+def _apart(a, b) -> bool:
+    return a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+
+
 def test_text_is_at_least_14_px_and_lines_of_prose_at_most_80_characters(browser, server):
     """One page, its window resized from a phone to a wide screen, every tab with "More
     detail" open and every control shown: on the phone (375 px) and the wide screen (1920),
     text of at least 14 px, on controls 13 px; on desktops (1280 and 1920), every line of
-    prose holds at most 80 characters (counted letter by letter). Over 20 s: six tabs at
-    three widths, each drawn, opened in detail and measured."""
+    prose holds at most 80 characters (counted letter by letter); at every width, each
+    question's Reveal button clear of its choices, and every choice's label inside its
+    button. Over 20 s: six tabs at three widths, each drawn, opened in detail and
+    measured."""
     with _opened(browser, server, 375) as page:
         _open_more_controls(page)
-        small, long = set(), set()
+        small, long, crowded, asked = set(), set(), [], set()
         for width in _every_tab_in_detail_at(page, (375, 1280, 1920)):
+            for key, guess, reveal, clipped in page.evaluate(QUESTION_ROWS):
+                asked.add((width, key))
+                if not _apart(guess, reveal) or clipped:
+                    crowded.append((width, key, guess, reveal, clipped))
             if width in (375, 1920):
                 sizes = page.evaluate(SIZES)
                 assert any(control for _, control, _ in sizes)
@@ -408,6 +441,8 @@ def test_text_is_at_least_14_px_and_lines_of_prose_at_most_80_characters(browser
                 long |= {(width, n, text) for n, text in lines if n > 80}
         assert sorted(small) == [], "\n".join(map(str, sorted(small)))
         assert sorted(long) == []
+        assert crowded == []
+        assert {key for width, key in asked if width == 375} >= {"variance", "training"}, asked
 
 
 @pytest.mark.parametrize("width", (768, 1280))

@@ -18,6 +18,11 @@ from .style import position_formatter, script
 #: ``--as-ask-order: -1``, the first thing of its step.
 ASK_CSS = (":host { order: var(--as-ask-order, 0); border: 1px solid var(--as-theme-line, #BBBBBD); "
            "border-radius: 6px; background: var(--as-theme-card, #F5F7FA); padding: 4px 0; }")
+#: The narrowest a question's three choices are laid out (CSS px): on a phone the Reveal
+#: button goes below them.
+CHOICES_MIN_WIDTH = 250
+#: A choice's label may take two lines where the row is narrower still (a 320 px phone).
+CHOICES_CSS = ":host .bk-btn { white-space: normal; }"
 #: A question's guess of a percentage: the labels of its slider's positions.
 PERCENTS = tuple(f"{p}%" for p in range(101))
 #: For the rows of charts: wrap onto the next line where the screen is too narrow for both.
@@ -177,9 +182,11 @@ class QuestionPanel:
                            name=f"{key}-guess", sizing_mode="stretch_width", margin=(5, 10),
                            format=position_formatter(list(PERCENTS)), stylesheets=buttons)
         else:
+            # at least as wide as three choices need: on a phone, Reveal wraps below them
             guess = RadioButtonGroup(labels=["", "", ""], active=None, name=f"{key}-guess",
                                      margin=(5, 10), sizing_mode="stretch_width",
-                                     stylesheets=buttons)
+                                     min_width=CHOICES_MIN_WIDTH,
+                                     stylesheets=[*buttons, InlineStyleSheet(css=CHOICES_CSS)])
         reveal = Button(label="Reveal", button_type="primary", name=f"{key}-reveal", width=120,
                         margin=(5, 10), stylesheets=buttons)
         answer = Div(text="", name=f"{key}-answer", stylesheets=css, disable_math=True,

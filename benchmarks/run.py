@@ -77,6 +77,9 @@ NAVIGATION_MS = 120_000
 PATCH_ROW = "control change -> patch built"
 PATCH_UNCACHED_ROW = "control change -> patch built, state not cached"
 LOAD_ROW = "{kind} navigation -> first chart drawn"
+SESSION_CPU_ROW = "{kind} server CPU per page opened (server and its workers)"
+SESSION_CPU_RATIO_ROW = "server CPU per page opened: ours / floor (median)"
+WIRE_ROW = "{kind} first view on the wire beyond the static files (page + websocket)"
 LINE_ROW = "{kind} first chart drawn, right after 30 page requests that never connect"
 LINE_RATIO_ROW = "after 30 page requests that never connect: ours / floor (first chart, median)"
 MEMORY_ROW = "memory per session"
@@ -552,27 +555,95 @@ DRAWN_JS = """() => {
 }"""
 
 
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds (user + system) the live processes of process group ``pgid`` have used:
+    a server started with start_new_session and its worker processes."""
+    hz, total = os.sysconf("SC_CLK_TCK"), 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:                    # pgrp
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / hz
+
+
+#: After the first chart is drawn, how long a page open's server CPU is still counted (the
+#: rest of its first view, its idle work).
+SETTLE_MS = 1000
+
+
+def _wire_counter(page) -> dict:
+    """Bytes the page receives beyond the static files: the page's HTML as sent (encoded)
+    and every websocket frame (binary frames decoded from the protocol's base64), from
+    Chromium's own network events."""
+    import base64
+    got = {"bytes": 0}
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    documents = set()
+
+    def sent(event):
+        if event.get("type") == "Document":
+            documents.add(event["requestId"])
+
+    def finished(event):
+        if event["requestId"] in documents:
+            got["bytes"] += int(event["encodedDataLength"])
+
+    def frame(event):
+        r = event["response"]
+        data = r.get("payloadData", "")
+        got["bytes"] += (len(base64.b64decode(data)) if r.get("opcode") == 2
+                         else len(data.encode()))
+    cdp.on("Network.requestWillBeSent", sent)
+    cdp.on("Network.loadingFinished", finished)
+    cdp.on("Network.webSocketFrameReceived", frame)
+    return got
+
+
 def bench_load(servers: dict, n: int) -> dict:
     """Cold page loads (a fresh browser context each), the servers taking turns: round i loads
     each once, in reverse order every other round, so a change in this VM's speed during
-    the section falls on all of them alike. Round 0 is a warm-up."""
+    the section falls on all of them alike. Round 0 is a warm-up. Per load also the server's
+    CPU (its process group, from navigation to :data:`SETTLE_MS` after the first chart) and
+    what the page received beyond the static files (:func:`_wire_counter`)."""
     from playwright.sync_api import sync_playwright
     times: dict[str, list] = {kind: [] for kind in servers}
+    cpu: dict[str, list] = {kind: [] for kind in servers}
+    wire: dict[str, list] = {kind: [] for kind in servers}
     with sync_playwright() as p:
         browser = _launch(p)
         for i in range(n + 1):
             for kind in (list(servers) if i % 2 else list(servers)[::-1]):
                 ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
                 page = ctx.new_page()
+                counted = _wire_counter(page)
+                before = group_cpu_s(servers[kind].proc.pid)
                 page.goto(servers[kind].url, wait_until="commit", timeout=NAVIGATION_MS)
                 page.wait_for_function(DRAWN_JS, polling="raf", timeout=60_000)
                 t = page.evaluate("() => performance.now()")   # ms since navigation start
+                page.wait_for_timeout(SETTLE_MS)
                 if i:
                     times[kind].append(t)
+                    cpu[kind].append(1e3 * (group_cpu_s(servers[kind].proc.pid) - before))
+                    wire[kind].append(counted["bytes"] / 1e3)
                 ctx.close()
         browser.close()
-    return {LOAD_ROW.format(kind=kind): summary(v, "ms")
-            for kind, v in times.items()}
+    rows = {}
+    for kind in servers:
+        rows[LOAD_ROW.format(kind=kind)] = summary(times[kind], "ms")
+        rows[SESSION_CPU_ROW.format(kind=kind)] = summary(cpu[kind], "ms")
+        rows[WIRE_ROW.format(kind=kind)] = summary(wire[kind], "KB")
+    if cpu.get("ours") and cpu.get("floor"):
+        exact = pct(cpu["ours"], 0.5) / pct(cpu["floor"], 0.5)
+        rows[SESSION_CPU_RATIO_ROW] = {"median": round(exact, 2), "exact": exact, "n": n,
+                                       "unit": "x"}
+    return rows
 
 
 def _get_only(url: str, count: int) -> list:
@@ -909,6 +980,10 @@ GOALS = [
      "median", 1000, False),
     ("page load: first chart drawn <= 1.5 s", "load", LOAD_ROW.format(kind="ours"),
      LOAD_ROW.format(kind="floor"), None, "median", 1500, False),
+    ("server CPU per page opened: <= 1.0x the floor", "load", SESSION_CPU_RATIO_ROW, None,
+     None, "exact", 1.0, False),
+    ("first view on the wire beyond the static files: <= 300 KB", "load",
+     WIRE_ROW.format(kind="ours"), WIRE_ROW.format(kind="floor"), None, "median", 300, False),
     ("page load after 30 requests that never connect: <= 1.5x the floor", "load",
      LINE_RATIO_ROW, None, None, "median", 1.5, False),
     ("memory per session <= 2 MiB", "sessions", MEMORY_ROW, None, None, "median", 2, False),

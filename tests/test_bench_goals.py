@@ -43,7 +43,10 @@ def figures(**over):
                    run.PATCH_UNCACHED_ROW: row(999.9, 1500, "µs")},
         "load": {run.LOAD_ROW.format(kind="ours"): row(1500, 1900),
                  run.LOAD_ROW.format(kind="floor"): row(1500.1, 1900),
-                 run.LINE_RATIO_ROW: row(1.5, unit="x")},
+                 run.LINE_RATIO_ROW: row(1.5, unit="x"),
+                 run.SESSION_CPU_RATIO_ROW: {"median": 1.0, "exact": 1.0, "unit": "x"},
+                 run.WIRE_ROW.format(kind="ours"): row(300, 300, "KB"),
+                 run.WIRE_ROW.format(kind="floor"): row(48, 48, "KB")},
         "sessions": {run.MEMORY_ROW: row(2, unit="MiB")},
     }
     for section, rows in over.items():
@@ -58,7 +61,7 @@ def missed(got):
 
 def test_every_goal_is_read_and_a_value_at_its_limit_meets_it():
     got = run.goals(figures())
-    assert len(got) == 17
+    assert len(got) == 19
     assert all(g["met"] is True for g in got.values()), missed(got)
     # ratios: 60 / 10 = 6.0x, exactly the "at least 6x"
     assert got["keyboard: >= 6x faster than default Panel"]["ours"] == 6.0
@@ -70,7 +73,9 @@ def test_just_past_a_limit_is_missed_on_the_right_side():
     got = run.goals(figures(
         browser={data("ours", "keyboard"): row(10.01, 15.01),      # 60 / 10.01 = 5.994x
                  data("panel", "model drag"): row(59.995, 70)},    # 5.9995x: 6.0 rounded
-        load={run.LOAD_ROW.format(kind="ours"): row(1500.1)},
+        load={run.LOAD_ROW.format(kind="ours"): row(1500.1),
+              run.SESSION_CPU_RATIO_ROW: {"median": 1.0, "exact": 1.004, "unit": "x"},
+              run.WIRE_ROW.format(kind="ours"): row(300.1, unit="KB")},
         server={run.PATCH_UNCACHED_ROW: row(1000.5, unit="µs")},
         sessions={run.MEMORY_ROW: row(2.001, unit="MiB")}))
     assert missed(got) == sorted([
@@ -78,6 +83,8 @@ def test_just_past_a_limit_is_missed_on_the_right_side():
         "keyboard: >= 6x faster than default Panel",
         "model drag: >= 6x faster than default Panel",   # judged unrounded
         "page load: first chart drawn <= 1.5 s",
+        "server CPU per page opened: <= 1.0x the floor",       # judged unrounded
+        "first view on the wire beyond the static files: <= 300 KB",
         "server: the same, state not cached",
         "memory per session <= 2 MiB"])
 
@@ -112,12 +119,12 @@ def test_a_figure_missing_from_a_section_that_ran_is_not_measured():
         del results["browser"][data("panel", mode)]
     del results["server"][run.PATCH_UNCACHED_ROW]
     got = run.goals(results)
-    assert len(got) == 17
+    assert len(got) == 19
     not_measured = sorted(name for name, g in got.items() if g["met"] is None)
     assert not_measured == sorted([f"{mode}: >= 6x faster than default Panel"
                                    for mode in run.MODES] + ["server: the same, state not cached"])
     text = run.goals_table(got, {})
-    assert "met by ours: 13 of 13 (4 not measured)" in text
+    assert "met by ours: 15 of 15 (4 not measured)" in text
     assert "not measured" in text.splitlines()[7]      # the first ratio goal's line
     # ours against the floor is still there without Panel
     assert run.FLOOR_RATIO_ROW.format(mode="keyboard") in run.ratios(results["browser"])
@@ -140,7 +147,7 @@ def test_slow_phases_are_the_share_of_each_sections_probe_samples():
     assert phases == {"browser": 0.25, "load": 0.0}
     text = run.goals_table(run.goals(figures()), phases)
     assert text.splitlines()[-1].endswith("by section: browser 25%")
-    assert "met by ours: 17 of 17" in text
+    assert "met by ours: 19 of 19" in text
     assert run.slow_phases({}) == {}
 
 
@@ -186,7 +193,7 @@ def test_each_viewport_of_the_browser_section_has_the_browser_goals_of_its_own()
     results[narrow][data("ours", "keyboard")] = row(12, 15)      # past 10 on the phone only
     got = run.goals(results)
     browser_goals = [g for g in run.GOALS if g[1] == "browser"]
-    assert len(got) == 17 + len(browser_goals)
+    assert len(got) == 19 + len(browser_goals)
     assert missed(got) == sorted(["keyboard: new data median <= 10 ms (at 375x812)",
                                   "keyboard: >= 6x faster than default Panel (at 375x812)",
                                   "keyboard: within 1.1x of the Bokeh floor (at 375x812)"])

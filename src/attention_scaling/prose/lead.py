@@ -84,15 +84,19 @@ def saturation_lead(d_k: int, align: float, curves: dict) -> str:
     med = {r: curves[f"max_weight_median_{r}"] for r in ("none", "sqrt", "linear")}
     if not align:
         lo, hi = distinct(min(med["sqrt"]), max(med["sqrt"]))
+        widest = core.D_K_VALUES[-1]
+        across = (f"from d<sub>k</sub> = 1 to {widest}" if d_k == widest else
+                  f"up to d<sub>k</sub> = {widest} unscaled reaches "
+                  f"{median_weight(med['none'][-1])},")
         return (f"Median max weight at d<sub>k</sub> = {d_k}: unscaled "
                 f"{median_interval(curves, 'none', i)}, ÷√d<sub>k</sub> "
-                f"{median_interval(curves, 'sqrt', i)}; up to d<sub>k</sub> = 4096 unscaled "
-                f"reaches {median_weight(med['none'][-1])}, ÷√d<sub>k</sub> stays between "
-                f"{lo} and {hi}.")
+                f"{median_interval(curves, 'sqrt', i)}; {across} ÷√d<sub>k</sub> stays "
+                f"between {lo} and {hi}.")
     j = core.D_K_VALUES.index(64)
     a, b = median_weight(med["sqrt"][j]), median_weight(med["sqrt"][-1])
     la, lb = median_weight(med["linear"][j]), median_weight(med["linear"][-1])
-    linear = f"÷d<sub>k</sub>'s stays at {la}" if la == lb else f"÷d<sub>k</sub>'s: {la}, {lb}"
+    linear = (f"÷d<sub>k</sub>'s stays at {la}" if la == lb
+              else f"÷d<sub>k</sub>'s goes from {la} to {lb}")
     grows = a != b and med["sqrt"][-1] > med["sqrt"][j]
     return (f"With k1 aligned (ρ = {align:g}), ÷√d<sub>k</sub>'s median max weight "
             + (f"climbs from {a} at d<sub>k</sub> = 64 to {b} at 4096" if grows

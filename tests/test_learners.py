@@ -1188,7 +1188,10 @@ CHART_COLOURS = """() => {
       const own = [fill(rv.visuals.background_fill)];
       for (const [name, vis] of Object.entries(rv.visuals)) {
         if (!vis.get_text_color) continue;
-        const color = rgba(vis.get_text_color(), vis.get_text_alpha());
+        // a colour bar draws its title and labels through parts of its own, which the CSS
+        // variables do not reach: with its properties' colours
+        const color = r.type === 'ColorBar' ? rgba(r[`${name}_color`], r[`${name}_alpha`])
+          : rgba(vis.get_text_color(), vis.get_text_alpha());
         if (color) texts.push({where: `${where} ${name}`, color,
                                under: [base, ...own.filter((x) => x)]});
       }

@@ -4,8 +4,11 @@
 // own (--as-theme-*) and Bokeh's overrides of the charts' visual properties (--bk-*), so the
 // figures are drawn dark by Bokeh itself, not filtered. `rule_inks` are the rules' names'
 // colours on the dark page (--as-theme-text-<rule>, from core.RULE_TABLE); `chart_colors`
-// the charts' dark colours as Bokeh's variables (style.CHART_THEMES).
-/* global AS, buttons, cb_obj, chart_colors, rule_inks */
+// the charts' dark colours as Bokeh's variables (style.CHART_THEMES). A colour bar draws its
+// title and tick labels through parts of its own that those variables do not reach (BokehJS
+// 3.9): `bar_colors` ({light, dark}: {title, label}) are set on each ColorBar as properties,
+// here and when the system's theme changes under "auto".
+/* global AS, bar_colors, buttons, cb_obj, chart_colors, rule_inks */
 const DARK = `color-scheme: dark;
   --as-theme-ink: #e4e7eb; --as-theme-muted: #bcc6d0; --as-theme-line: #3e4c59;
   --as-theme-panel: #1a2027; --as-theme-card: #11161b; --as-theme-highlight: #4a3a12;
@@ -33,6 +36,23 @@ if (buttons.active !== themes.indexOf(want)) buttons.active = themes.indexOf(wan
 if (want === 'auto') url.searchParams.delete('theme'); else url.searchParams.set('theme', want);
 if (url.href !== window.location.href && window.location.protocol !== 'file:') {
   window.history.replaceState(window.history.state, '', url.href);
+}
+const SYSTEM_DARK = window.matchMedia('(prefers-color-scheme: dark)');
+const colourBars = () => {
+  const set = document.documentElement.dataset.theme;
+  const colors = bar_colors[set === 'dark' || (set === undefined && SYSTEM_DARK.matches) ? 'dark' : 'light'];
+  for (const doc of AS.documents()) {
+    for (const model of doc.all_models) {
+      if (model.type !== 'ColorBar') continue;
+      if (model.title_text_color !== colors.title) model.title_text_color = colors.title;
+      if (model.major_label_text_color !== colors.label) model.major_label_text_color = colors.label;
+    }
+  }
+};
+colourBars();
+if (!AS.noted(document, 'colour bars follow the system')) {
+  AS.note(document, 'colour bars follow the system', true);
+  SYSTEM_DARK.addEventListener('change', colourBars);
 }
 // the charts read those variables when they paint: paint them again now
 for (const doc of AS.documents()) {

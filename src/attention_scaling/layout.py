@@ -21,7 +21,7 @@ from .components import (NO_PRINT_CSS, TAB, ArgumentTabs, Downloads, PresentMode
                          Sidebar, more_detail, wrapping_row)
 from .figures import Charts
 from .state import CONTROLS, ONE_DRAW, TABS, Setting
-from .style import page_css, programs, script, theme_css
+from .style import CHART_THEMES, page_css, programs, script, theme_css
 from .prose.text import (BUSY_HTML, FORMULAS, FORMULAS_HTML, GLOSSARY_HTML, TITLE,
                          header_html)
 
@@ -297,7 +297,10 @@ class View:
                                               stylesheets=self._controls_css)
         theme = CustomJS(args=dict(buttons=self.theme_buttons, rule_inks=" ".join(
             f"--as-theme-text-{r.key}: {r.ink_dark};" for r in core.RULE_TABLE),
-            chart_colors=theme_css("dark")),
+            chart_colors=theme_css("dark"), bar_colors={
+                theme: {"title": CHART_THEMES[theme]["title-text-color"],
+                        "label": CHART_THEMES[theme]["major-label-text-color"]}
+                for theme in CHART_THEMES}),
             code=script("theme"))
         self.theme_buttons.js_on_change("active", theme)
         #: The presets' links (assets/js/presets.js), or None.

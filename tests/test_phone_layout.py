@@ -10,6 +10,8 @@ import pytest
 from conftest import INIT, LIVE, UI_WAIT_MS, column, wait_still
 from playwright.sync_api import expect
 
+from attention_scaling.figures import LABEL_CAP
+
 pytestmark = pytest.mark.browser
 
 WIDTHS = (375, 768, 1280, 1920)
@@ -409,6 +411,19 @@ QUESTION_ROWS = """() => {
   return out; }"""
 
 
+#: Of each bar chart shown: its name, how high its "max weight" label reaches at the highest
+#: it is placed (figures.LABEL_CAP, on a bar of weight 1), and the top of its y range, in
+#: weights: the label's text (1.2 lines of its font), its padding and offset over the chart's
+#: inner height (Plot.inner_height).
+LABEL_ROOM = """(cap) => ['scaled-weights', 'unscaled-weights'].map((name) => {
+  const fig = Bokeh.documents[0].get_model_by_name(name);
+  const label = fig.renderers.map((r) => r.glyph).find((g) => g.type === 'Text');
+  const px = 1.2 * parseFloat(label.text_font_size.value ?? label.text_font_size)
+    + 2 * label.padding + Math.abs(label.y_offset.value ?? label.y_offset);
+  const span = fig.y_range.end - fig.y_range.start;
+  return [name, cap + px / fig.inner_height * span, fig.y_range.end]; })"""
+
+
 def _apart(a, b) -> bool:
     return a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
 
@@ -419,12 +434,17 @@ def test_text_is_at_least_14_px_and_lines_of_prose_at_most_80_characters(browser
     text of at least 14 px, on controls 13 px; on desktops (1280 and 1920), every line of
     prose holds at most 80 characters (counted letter by letter); at every width, each
     question's Reveal button clear of its choices, and every choice's label inside its
-    button. Over 20 s: six tabs at three widths, each drawn, opened in detail and
+    button; on the phone, the bar charts' "max weight" label inside the chart even on a bar
+    of weight 1. Over 20 s: six tabs at three widths, each drawn, opened in detail and
     measured."""
     with _opened(browser, server, 375) as page:
         _open_more_controls(page)
         small, long, crowded, asked = set(), set(), [], set()
         for width in _every_tab_in_detail_at(page, (375, 1280, 1920)):
+            if width == 375:
+                for name, reach, top in page.evaluate(LABEL_ROOM, LABEL_CAP):
+                    if reach > top:
+                        crowded.append((width, name, "max weight label", reach, top))
             for key, guess, reveal, clipped in page.evaluate(QUESTION_ROWS):
                 asked.add((width, key))
                 if not _apart(guess, reveal) or clipped:

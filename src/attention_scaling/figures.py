@@ -12,9 +12,10 @@ import math
 import numpy as np
 from bokeh.core.properties import value
 from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, CustomJSHover,
-                          CustomJSTickFormatter, Div, FactorRange,
+                          CustomJSTickFormatter, CustomJSTransform, Div, FactorRange,
                           HoverTool, LinearColorMapper, Range1d)
 from bokeh.plotting import figure
+from bokeh.transform import transform
 
 from . import core
 from .style import (DIVERGING, FONT, KEY_LABELS, LABEL_ALPHA, MARK, MUTED_ALPHA, RULE_COLORS,
@@ -41,6 +42,12 @@ def scaled_note(rule: str) -> str:
     return f"logits q·k/{divisor_text(core.RULE[rule])}: {spread}"
 
 
+#: The highest weight at which a bar chart's "max weight" label sits on its bar's top; on a
+#: taller bar it sits at this height, across the bar, where a phone's 100 px chart still
+#: holds it under the chart's top (assets/js/label-height.js).
+LABEL_CAP = 0.8
+
+
 def _bars(name: str, title: str, color: str, note: str) -> tuple:
     """A bar chart of attention weights over the keys: its figure, source, bars' glyph and
     second line (the left chart's follow the rule it shows)."""
@@ -61,7 +68,9 @@ def _bars(name: str, title: str, color: str, note: str) -> tuple:
     bars = fig.vbar(x="key", top="weight", width=0.72, source=source, fill_color=color,
                     fill_alpha="alpha", line_color=MARK, line_width="line", name=f"{name}-bars")
     # dark on a light pill: readable over the light and the dark theme's backgrounds
-    fig.text(x="key", y="weight", text="label", source=source, text_align="align",
+    fig.text(x="key", y=transform("weight", CustomJSTransform(
+                 args=dict(cap=LABEL_CAP), v_func=script("label-height"))),
+             text="label", source=source, text_align="align",
              text_baseline="bottom", y_offset=-6, text_font=value(FONT), text_font_size="14px",
              text_font_style="bold", text_color="#1f2933", background_fill_color="#ffffff",
              background_fill_alpha="label_alpha", padding=2)

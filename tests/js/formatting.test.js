@@ -25,3 +25,8 @@ test('the sweep labels every width where the slanted labels have room, else the 
   const unlaid = {get inner_width() { throw new Error('no layout'); }};
   assert.equal(run('sweep-ticks', {fig: unlaid, angle: 0.7, every: [], tick: '2', ticks}), '2');
 });
+
+test('a bar chart\'s max-weight label sits on its bar, or at the cap on a taller bar', () => {
+  const heights = run('label-height', {xs: new Float64Array([0.1, 0.8, 0.97, 1.0]), cap: 0.8});
+  assert.deepEqual(heights, [0.1, 0.8, 0.8, 0.8]);
+});

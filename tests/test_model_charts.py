@@ -203,3 +203,19 @@ def test_an_update_leaves_bokeh_s_property_checks_on_for_every_thread(monkeypatc
     state = ExplorerState()
     Charts().update(state.result, state.rule, fields_of(state))
     assert seen and all(seen)
+
+
+@pytest.mark.parametrize("d_k,t", [(64, 1.0), (4096, 0.1), (1, 10.0)])
+def test_the_gradient_spread_axis_leaves_room_beyond_every_mark(d_k, t):
+    """The spread chart's x range reaches past every box end, whisker and dot by at least 2%
+    of its span at either end (a marker drawn at the edge is cut in half: at d_k = 4096,
+    T = 0.1 the span is hundreds of decades)."""
+    state, charts = _bound()
+    state.d_k, state.temperature = d_k, t
+    spread, dots = charts.spread.source.data, charts.spread.this_draw_source.data
+    marks = [spread[f"{q}_{r}"][0] for q in core.SPREAD_QUANTILES for r in core.RULES] + [
+        spread["tenth"][0], *(v[0] for v in dots.values())]
+    rng = charts.spread.fig.x_range
+    room = 0.02 * (rng.end - rng.start)
+    assert rng.start <= min(marks) - room and max(marks) + room <= rng.end, (
+        rng.start, rng.end, min(marks), max(marks))

@@ -42,6 +42,8 @@ def scaled_note(rule: str) -> str:
     return f"logits q·k/{divisor_text(core.RULE[rule])}: {spread}"
 
 
+#: The gradient spread chart's margin beyond its data at either end, a share of its span.
+SPREAD_MARGIN = 0.03
 #: The highest weight at which a bar chart's "max weight" label sits on its bar's top; on a
 #: taller bar it sits at this height, across the bar, where a phone's 100 px chart still
 #: holds it under the chart's top (assets/js/label-height.js).
@@ -309,7 +311,7 @@ class SpreadChart:
 
     def update(self, spread: dict, this_draw: dict) -> None:
         """The spread (core.gradient_spread) and this draw's log10 ||dp/dq||_F (rule ->
-        value); the axis spans both."""
+        value); the axis spans both, with :data:`SPREAD_MARGIN` to spare."""
         rules = core.RULES
         if spread is not self._shown:
             self.source.data = {**{f"{c}_{r}": [float(spread[f"{c}_{r}"])]
@@ -320,7 +322,10 @@ class SpreadChart:
         lo = min(spread["q05_" + r] for r in rules)
         hi = max(spread["q95_" + r] for r in rules)
         lo, hi = min(lo, *this_draw.values()), max(hi, *this_draw.values())
-        start, end = math.floor(lo - 0.3), math.ceil(hi + 0.3)
+        # a margin of a few percent of the span (at least 0.3 decades) keeps the markers at
+        # either end whole on a span of hundreds of decades
+        pad = max(0.3, SPREAD_MARGIN * (hi - lo))
+        start, end = math.floor(lo - pad), math.ceil(hi + pad)
         rng = self.fig.x_range
         if (rng.start, rng.end) != (start, end):
             rng.start, rng.end = start, end

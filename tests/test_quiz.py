@@ -137,10 +137,10 @@ def test_the_argument_answers_are_cores_curves_at_the_moved_temperature(d_k, tem
         assert t == (apart[0] if apart else moves[0]), (key, t, moves)
     if (d_k, temperature) == (512, 0.125):      # further away, where halving changes nothing
         assert _asked_temperature(asked["saturation"][0]) == 2.0
-    # eight heads of 64 are heads of d_k = 64: the saturation curve's point there
+    # the question's heads of BUDGET_WIDTH / BUDGET_HEADS: the saturation curve's point there
     t = _asked_temperature(asked["budget"][0])
     assert asked["budget"][0].value == core.saturation_curves(t, core.N_KEYS, 0.0)[
-        "max_weight_median_none"][core.D_K_VALUES.index(64)]
+        "max_weight_median_none"][core.D_K_VALUES.index(BUDGET_WIDTH // BUDGET_HEADS)]
 
 
 def test_the_temperatures_a_question_tries_are_core_s_each_once_nearest_first():

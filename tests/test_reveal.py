@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from attention_scaling import core
+from attention_scaling.argument import BUDGET_HEADS, BUDGET_WIDTH
 from attention_scaling.prose import quiz
 from attention_scaling.state import ExplorerState
 from attention_scaling.prose.formatting import fmt, percent
@@ -55,6 +56,8 @@ def _draw_truth(d_k, temperature, seed):
 
 
 def _curve_truth(metric):
+    """At d_k, the curve ``metric`` at temperature_move's temperature (the cases' states are
+    where the answer there prints apart from the value now)."""
     def truth(d_k, temperature, _seed):
         t = quiz.temperature_move(temperature)
         value = core.saturation_curves(t, core.N_KEYS, 0.0)[metric][core.D_K_VALUES.index(d_k)]
@@ -77,7 +80,7 @@ CASES = [
      _curve_truth("max_weight_median_none")),
     ("gradient", "?tab=gradient&d_k=512&temperature=0.5", (512, 0.5, 2288),
      _curve_truth("frozen_share_none")),
-    ("budget", "?tab=budget&temperature=2", (64, 2.0, 2288),
+    ("budget", "?tab=budget&temperature=2", (BUDGET_WIDTH // BUDGET_HEADS, 2.0, 2288),
      _curve_truth("max_weight_median_none")),
 ]
 

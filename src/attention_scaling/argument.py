@@ -33,8 +33,10 @@ WIDTH_TICKS = (1, 4, 16, 64, 256, 1024, 4096)
 BUDGET_METRICS = ("max_weight", "log10_grad_q")
 #: The model width the head-budget tab splits into heads.
 BUDGET_WIDTH = 512
-#: The heads the Heads step's question splits it into.
-BUDGET_HEADS = 8
+#: The heads the Heads step's question splits it into: 64 heads of 8, a split its lead does
+#: not print (one head of 512 and eight of 64) and whose answer is not the Saturation
+#: question's (d_k = 64).
+BUDGET_HEADS = 64
 #: Steps of a training run.
 TRAINING_STEPS = 300
 

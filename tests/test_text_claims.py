@@ -787,7 +787,7 @@ def test_the_heads_try_this_steps_show_what_they_say_from_the_fewest_keys_to_the
     steps = plain(try_html("budget"))
     assert "set T to 0.5: every line rises, and ÷√dk's stays flat from 1 head to 64" in steps
     assert "ρ to 0.5: now ÷√dk's line climbs toward one head as well" in steps
-    assert "and ÷dk's stays flat." in steps
+    assert "and ÷dk's stays flat from 1 head to 64." in steps
     keys = next(c.values for c in CONTROLS if c.name == "keys")
     for n in (keys[0], core.N_KEYS, keys[-1]):
         cold, hot, aligned = (core.head_budget(BUDGET_WIDTH, t, n, a)

@@ -156,11 +156,11 @@ TRY = {
     "budget": (("<li>Read the unscaled line from 1 head to 64: narrower heads saturate "
                 "less.</li>", set()),
                ("<li>At ρ = 0, set <b>T</b> to 0.5: every line rises, and "
-                "÷√d<sub>k</sub>'s stays flat from 1 head to 64: a temperature sharpens "
-                "every head alike, however the width is split.</li>", {"temperature"}),
+                "÷√d<sub>k</sub>'s stays flat from 1 head to 64.</li>", {"temperature"}),
                ("<li>Then set <b>ρ</b> to 0.5: now ÷√d<sub>k</sub>'s line climbs toward "
-                "one head as well (aligned logits grow like d<sub>k</sub>), and "
-                "÷d<sub>k</sub>'s stays flat.</li>", {"align"})),
+                "one head as well (the aligned key's q·k grows like ρ·d<sub>k</sub>, so its "
+                "logit ÷√d<sub>k</sub> like ρ√d<sub>k</sub>), and ÷d<sub>k</sub>'s stays "
+                "flat from 1 head to 64.</li>", {"align"})),
 }
 
 

@@ -313,8 +313,8 @@ def test_the_served_document_holds_each_answer_only_once_reveal_asks_for_it():
 def test_no_answer_sets_a_value_against_itself(temperature):
     """Where the value asked for and the value now print alike (">99.9%" twice at saturated
     states), the answer says that the change is below what a percent shows (or, for a share
-    of draws that is equal, that it is the same) instead of "X against X"; elsewhere it
-    names both, and they differ."""
+    of draws, that it is the same or within sampling noise) instead of "X against X";
+    elsewhere it names both, and they differ."""
     for d_k in core.D_K_VALUES[::4]:
         asked = [(quiz.saturation_question(d_k, temperature, core.N_KEYS, 0.0), False),
                  (quiz.gradient_question(d_k, temperature, core.N_KEYS, 0.0), True),
@@ -323,14 +323,27 @@ def test_no_answer_sets_a_value_against_itself(temperature):
         for q, counted in asked:
             head = plain(q.answer).split(". ")[0]
             shown = _value(q.answer)
-            m = re.search(r", against (\S+) at T = ", head)
+            m = re.search(r", against (.+?) at T = ", head)
             if m:
                 assert m[1] != plain(shown), head
                 continue
             assert f"as at T = {temperature:g}: " in head, head
             same = "the same" in head
-            assert same or head.endswith("the change is below what a percent shows"), head
+            assert same or head.endswith(
+                "the difference is within the sampling noise of 2,000 draws" if counted
+                else "the change is below what a percent shows"), head
             # "the same" only for an equal share of draws, never for a weight
             assert not same or (counted and q.value == core.saturation_curves(
                 temperature, core.N_KEYS, 0.0)["frozen_share_none"][
                     core.D_K_VALUES.index(d_k)]), (d_k, head)
+
+
+def test_a_share_question_asks_where_the_share_moves_beyond_sampling_noise():
+    """At d_k = 128, T = 0.5, 8 keys, ρ = 0.5 the unscaled share is all 2,000 draws and at
+    T = 1 one draw fewer: sampling noise. The question asks about a temperature where the
+    share moves by more than two standard errors of the difference."""
+    q = quiz.gradient_question(128, 0.5, core.N_KEYS, 0.5)
+    t = _asked_temperature(q)
+    i = core.D_K_VALUES.index(128)
+    a, b = (core.saturation_curves(x, core.N_KEYS, 0.5)["frozen_share_none"][i] for x in (t, 0.5))
+    assert t != 1.0 and abs(a - b) > 2 * math.sqrt((a * (1 - a) + b * (1 - b)) / core.CURVE_DRAWS)

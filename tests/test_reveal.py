@@ -17,7 +17,7 @@ from attention_scaling import core
 from attention_scaling.argument import BUDGET_HEADS, BUDGET_WIDTH
 from attention_scaling.prose import quiz
 from attention_scaling.state import ExplorerState
-from attention_scaling.prose.formatting import fmt, percent
+from attention_scaling.prose.formatting import fmt, percent, share_of_draws
 from attention_scaling.prose.text import plain
 from conftest import INIT, UI_WAIT_MS, open_at, wait_still
 
@@ -61,8 +61,9 @@ def _curve_truth(metric):
     def truth(d_k, temperature, _seed):
         t = quiz.temperature_move(temperature)
         value = core.saturation_curves(t, core.N_KEYS, 0.0)[metric][core.D_K_VALUES.index(d_k)]
-        return (percent(value) if metric.startswith("frozen")
-                else percent(value, below_one=True))
+        # a share as the page words it ("89% of draws"): its first word, as the test reads
+        return (share_of_draws(value, core.CURVE_DRAWS).split()[0]
+                if metric.startswith("frozen") else percent(value, below_one=True))
     return truth
 
 

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 
 from .. import core
-from .formatting import distinct, fmt, percent, percent_range
+from .formatting import distinct, fmt, percent, percent_range, share_of_draws
 from .text import final_losses, rule_names, weight_label
 
 _DK = "d<sub>k</sub>"
@@ -154,17 +154,20 @@ def variance_question(d_k: int) -> Question:
 
 
 def _against(values: tuple[float, float], shown: tuple[str, str], temperature: float,
-             draws: str, counted: bool = False) -> str:
+             draws: str = "", counted: bool = False) -> str:
     """The revealed value (``values[0]``, printed ``shown[0]``, over ``draws``) beside the
     value at ``temperature`` (``values[1]``, ``shown[1]``); where both print the same
-    (">99.9%" twice), that they differ by less than a percent shows, or, for a share of
-    draws (``counted``) that is equal, that it is the same, instead of the same number twice.
-    A weight is never called the same: float64 may round two saturated weights to one 1.0."""
+    (">99.9%" twice), why instead of the same number twice: for a share of draws
+    (``counted``), that it is the same or within sampling noise; for a weight, that the
+    change is below what a percent shows (never "the same": float64 may round two saturated
+    weights to one 1.0)."""
+    over = f" {draws}" if draws else ""
     if shown[0] != shown[1]:
-        return f"<b>{shown[0]}</b> {draws}, against {shown[1]} at {_t(temperature)}"
+        return f"<b>{shown[0]}</b>{over}, against {shown[1]} at {_t(temperature)}"
     how = ("the same" if counted and values[0] == values[1] else
-           "the change is below what a percent shows")
-    return f"<b>{shown[0]}</b> {draws}, as at {_t(temperature)}: {how}"
+           f"the difference is within the sampling noise of {core.CURVE_DRAWS:,} draws"
+           if counted else "the change is below what a percent shows")
+    return f"<b>{shown[0]}</b>{over}, as at {_t(temperature)}: {how}"
 
 
 def _curve_move(column: str, d_k: int, temperature: float, n_keys: int,
@@ -200,16 +203,26 @@ def saturation_question(d_k: int, temperature: float, n_keys: int, align: float)
         value=after)
 
 
+def _shares(a: float, b: float) -> tuple[str, str]:
+    """Two shares of the curves' draws as the page words them (share_of_draws); the same
+    words for both where they differ by no more than two standard errors of their
+    difference (sampling noise, not an effect)."""
+    n = core.CURVE_DRAWS
+    wa, wb = share_of_draws(a, n), share_of_draws(b, n)
+    noise = 2 * math.sqrt((a * (1 - a) + b * (1 - b)) / n)
+    return (wa, wa) if abs(a - b) <= noise and wa != wb and noise > 0 else (wa, wb)
+
+
 def gradient_question(d_k: int, temperature: float, n_keys: int, align: float) -> Question:
-    """3 Gradient: at this width and the temperature :func:`_moved` picks, the share of
-    unscaled draws under a tenth of the ÷√d_k median gradient to the query."""
-    t, after, now = _curve_move("frozen_share_none", d_k, temperature, n_keys, align,
-                                lambda a, b: (percent(a), percent(b)))
+    """3 Gradient: at this width and the temperature :func:`_moved` picks (where the share
+    there differs from the share now by more than sampling noise, :func:`_shares`), the share
+    of unscaled draws under a tenth of the ÷√d_k median gradient to the query."""
+    t, after, now = _curve_move("frozen_share_none", d_k, temperature, n_keys, align, _shares)
     return Question(
         ask=(f"At {_t(t)} instead of {temperature:g}, {_DK} = {d_k}: what share of unscaled "
              f"draws will get under a tenth of ÷√{_DK}'s median gradient to the query?"),
-        answer=(_against((after, now), (percent(after), percent(now)), temperature,
-                         f"of {core.CURVE_DRAWS:,} draws", counted=True) + ". A draw gets almost no gradient "
+        answer=(_against((after, now), _shares(after, now), temperature, counted=True)
+                + ". A draw gets almost no gradient "
                 "where its softmax is nearly one-hot and p(1 − p) vanishes; at "
                 f"{_t(t)} the unscaled logits' typical size is {_size(d_k, t, align)}."),
         value=after)

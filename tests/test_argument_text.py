@@ -176,6 +176,11 @@ def _ratio_shows(printed: str, log10_ratio: float, se: float) -> None:
         assert re.fullmatch(r"[\d.]+( × 10\d+)?", printed), printed
         value = tiny_value(printed) if "×" in printed else math.log10(float(printed))
         assert abs(value - log10_ratio) <= math.log10(1.051)
+    elif se <= 1 and log10_ratio + 2 * se < 3:
+        lo, hi = map(lambda x: int(x.replace(",", "")),
+                     re.fullmatch(r"([\d,]+) to ([\d,]+)", printed).groups())
+        assert lo <= 10 ** (log10_ratio - 2 * se) and hi >= 10 ** (log10_ratio + 2 * se)
+        assert all(len(str(x).rstrip("0")) == 1 for x in (lo, hi)), printed   # one digit
     elif se <= 1:
         assert printed == f"about 10{round(log10_ratio)}", printed
     else:

@@ -454,16 +454,28 @@ def _factor(x: float) -> str:
     return f"{mantissa} × 10<sup>{int(exponent)}</sup> times"
 
 
+def _one_digit(x: float, rounding) -> str:
+    """``x`` (at least 1) to one significant digit, rounded by ``rounding`` (math.floor or
+    math.ceil): 2.83 -> "2", 7.61 -> "8", 431 -> "500" with ceil."""
+    scale = 10 ** math.floor(math.log10(x))
+    return f"{rounding(x / scale) * scale:,.0f}"
+
+
 def _log_factor(log10_ratio: float, se: float) -> str:
     """A ratio known by its log10 and that log's standard error (in decades), with the
-    digits its sample supports: two significant digits (:func:`_factor`) for se <= 0.1,
-    "about 10<sup>10</sup> times" for se <= 1, else the range of two standard errors either
-    side, widened to multiples of 5 ("10<sup>240</sup> to 10<sup>275</sup> times")."""
+    digits its sample supports: two significant digits (:func:`_factor`) for se <= 0.1; for
+    se <= 1, the range of two standard errors either side to one digit ("3 to 8 times")
+    where it stays under 1,000, else "about 10<sup>10</sup> times"; for a larger se that
+    range widened to multiples of 5 in the exponent ("10<sup>240</sup> to 10<sup>275</sup>
+    times")."""
     if se <= 0.1:
         if log10_ratio < 300:
             return _factor(10.0 ** log10_ratio)
         exponent = math.floor(log10_ratio)
         return f"{10.0 ** (log10_ratio - exponent):.1f} × 10<sup>{exponent}</sup> times"
+    if se <= 1 and log10_ratio + 2 * se < 3:
+        return (f"{_one_digit(10 ** (log10_ratio - 2 * se), math.floor)} to "
+                f"{_one_digit(10 ** (log10_ratio + 2 * se), math.ceil)} times")
     if se <= 1:
         return f"about 10<sup>{round(log10_ratio)}</sup> times"
     lo = 5 * math.floor((log10_ratio - 2 * se) / 5)

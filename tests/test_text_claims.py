@@ -24,7 +24,8 @@ from attention_scaling.prose.lead import DRAW_LEAD
 from attention_scaling.state import CONTROLS, FIG3_SEED, TABS, ExplorerState
 from attention_scaling.prose.text import (EXPLANATION, EXTREME, MILD, NUMBER_WORDS, WHICH,
                                           caption_html, fields_of, fill, guide_html,
-                                          place_sentence, plain)
+                                          place_sentence, plain, weight_label)
+from attention_scaling.prose.formatting import percent_range
 
 
 # ---- independent numbers -------------------------------------------------------------------
@@ -314,6 +315,18 @@ def _extreme(c):
     return c.pct(False) > 200 / 3 and c.logs[False][0] < _median_log_rest(c, False)
 
 
+#: Where the draw's weight and the median print alike, what its place among the draws is by.
+_BY = r"(?: \(by the weight left for the other keys: both print as (?P<both>\S+)\))?"
+
+
+def _by_holds(m, c) -> bool:
+    """The place's "both print as X" is said exactly where the unscaled draw's weight and
+    the median print alike, as X."""
+    shown = weight_label(c.state.unscaled)
+    alike = shown == percent_range(*c.typ.median_range[False])
+    return (m["both"] == shown) if alike else m["both"] is None
+
+
 def _share_holds(words: str, beyond: float) -> bool:
     """``words`` ("seven draws in ten", "99 draws in 100") is a share the draw lies beyond
     (``beyond``: the percent of the Monte Carlo's draws it is milder, or more extreme, than)
@@ -367,12 +380,12 @@ CLAIMS: list[tuple[str, callable]] = [
      r"\((?P<up>[^)]+)\)\.",
      lambda m, c: percent_shows(m["s"], *c.weight(True)) and percent_shows(m["u"], *c.weight(False))
      and ordinal_ok(m["sp"], c.pct(True)) and ordinal_ok(m["up"], c.pct(False))),
-    (r"Unscaled, this draw is milder than (?P<share>.+?): it understates how much weight a "
-     r"typical draw piles on one key\.",
-     lambda m, c: _mild(c) and _share_holds(m["share"], 100 - c.pct(False))),
+    (rf"Unscaled, this draw is milder than (?P<share>.+?){_BY}: it understates how much "
+     r"weight a typical draw piles on one key\.",
+     lambda m, c: _mild(c) and _share_holds(m["share"], 100 - c.pct(False)) and _by_holds(m, c)),
     (r"Resample to see others\.", lambda m, c: _mild(c)),
-    (r"Unscaled, this draw is more extreme than (?P<share>.+?)\.",
-     lambda m, c: _extreme(c) and _share_holds(m["share"], c.pct(False))),
+    (rf"Unscaled, this draw is more extreme than (?P<share>.+?){_BY}\.",
+     lambda m, c: _extreme(c) and _share_holds(m["share"], c.pct(False)) and _by_holds(m, c)),
     (r"This one draw changes with dk in its own way: each width extends the same q and k by "
      r"more components, and the ÷√dk logits(?P<indep> of the independent keys)? at widths d "
      r"and d′ correlate by only √\(d/d′\)\.", _nested),
@@ -706,15 +719,18 @@ def test_try_this_asks_only_for_controls_the_page_has(controls):
 
 def test_a_draw_beyond_two_in_three_says_so_where_its_weights_round_to_one():
     """At d_k = 512, T = 0.1, seed 0 the unscaled max weight and the Monte Carlo's median both
-    round to 1 in float64; the draw's place among the draws still decides the sentence."""
+    round to 1 in float64; the draw's place among the draws still decides the sentence, and
+    it says what that place is by, since both print as >99.9%."""
     state = ExplorerState(d_k=512, temperature=0.1, seed=0)
     f = fields_of(state)
     typ = core.typical(512, 0.1, state.keys, state.align)
     pct = typ.percentile(False, state.result.unscaled.log10_rest)
     assert state.result.unscaled.max_weight == typ.median[False] == 1.0
     assert pct > 200 / 3 or pct < 100 / 3, pct
-    assert f["mild"] == place_sentence(pct, typ.draws)
+    assert f["mild"] == place_sentence(pct, typ.draws, alike=">99.9%")
     assert f["mild"].startswith(EXTREME.split("{")[0] if pct > 200 / 3 else MILD.split("{")[0])
+    # both print as >99.9%: the sentence says what the place is measured by
+    assert "(by the weight left for the other keys: both print as >99.9%)" in f["mild"]
 
 
 def test_a_median_and_a_place_among_the_draws_carry_only_the_digits_their_sample_supports():

@@ -42,19 +42,23 @@ def caption_html(extra: str = "") -> str:
 
 
 #: Said of the unscaled draw when it is in the lowest or highest third of the draws.
-MILD = (" Unscaled, this draw is milder than {share}: it understates how much weight a "
+MILD = (" Unscaled, this draw is milder than {share}{by}: it understates how much weight a "
         "typical draw piles on one key. Resample to see others.")
-EXTREME = " Unscaled, this draw is more extreme than {share}."
+EXTREME = " Unscaled, this draw is more extreme than {share}{by}."
+#: Where the draw's weight and the median print alike (">99.9%"): what the place is by.
+BY_THE_REST = " (by the weight left for the other keys: both print as {shown})"
 #: How many in ten: the words of :func:`place_sentence`'s shares.
 TENTHS = {6: "six", 7: "seven", 8: "eight", 9: "nine"}
 
 
-def place_sentence(pct: float, draws: int) -> str:
+def place_sentence(pct: float, draws: int, alike: str | bool = False) -> str:
     """The sentence on where the unscaled draw falls among the Monte Carlo's ``draws``
     draws (``pct``: its percentile), past a third of them either way: the largest share of
     draws it is milder (or more extreme) than, in tenths ("seven draws in ten") or "99
     draws in 100", at the end of the percentile's sampling error nearer the middle (as
-    :func:`percentile_phrase`); "" in the middle third."""
+    :func:`percentile_phrase`); "" in the middle third. ``alike``: the draw's weight as
+    printed where it prints as the median does (">99.9%" both), said with what the place is
+    measured by (:data:`BY_THE_REST`)."""
     if 100 / 3 <= pct <= 200 / 3:
         return ""
     spread = 200 * math.sqrt(pct * (100 - pct) / 1e4 / draws) + 0.1
@@ -64,7 +68,8 @@ def place_sentence(pct: float, draws: int) -> str:
     else:
         tenths = min(max(math.floor(beyond / 10), 6), 9)
         share = f"{TENTHS[tenths]} draws in ten"
-    return (EXTREME if pct > 50 else MILD).format(share=share)
+    by = BY_THE_REST.format(shown=alike) if alike else ""
+    return (EXTREME if pct > 50 else MILD).format(share=share, by=by)
 
 
 #: The gradient comparison of the live explanation, by which variant lets more through in
@@ -297,7 +302,8 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         "s_pct": percentile_phrase(s_pct, typ.draws),
         "u_pct": percentile_phrase(u_pct, typ.draws),
         # by the draw's place among the Monte Carlo's (exact where both weights round to 1)
-        "mild": place_sentence(u_pct, typ.draws),
+        "mild": place_sentence(u_pct, typ.draws, alike=(
+            weight_label(u) == percent_range(*typ.median_range[False]) and weight_label(u))),
         **align_texts(r, NUMBER_WORDS.get(n_keys, str(n_keys))),
     }
 

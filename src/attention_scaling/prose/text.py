@@ -51,6 +51,14 @@ BY_THE_REST = " (by the weight left for the other keys: both print as {shown})"
 TENTHS = {6: "six", 7: "seven", 8: "eight", 9: "nine"}
 
 
+def _place(u: core.Variant, pct: float, typ) -> str:
+    """:func:`place_sentence` for the unscaled draw ``u`` at percentile ``pct`` of the Monte
+    Carlo ``typ``, with its weight as printed where the median prints alike."""
+    shown = weight_label(u)
+    return place_sentence(pct, typ.draws,
+                          alike=shown == percent_range(*typ.median_range[False]) and shown)
+
+
 def place_sentence(pct: float, draws: int, alike: str | bool = False) -> str:
     """The sentence on where the unscaled draw falls among the Monte Carlo's ``draws``
     draws (``pct``: its percentile), past a third of them either way: the largest share of
@@ -302,8 +310,7 @@ def _text_fields(d_k: int, temperature: float, seed: int, rule: str,
         "s_pct": percentile_phrase(s_pct, typ.draws),
         "u_pct": percentile_phrase(u_pct, typ.draws),
         # by the draw's place among the Monte Carlo's (exact where both weights round to 1)
-        "mild": place_sentence(u_pct, typ.draws, alike=(
-            weight_label(u) == percent_range(*typ.median_range[False]) and weight_label(u))),
+        "mild": _place(u, u_pct, typ),
         **align_texts(r, NUMBER_WORDS.get(n_keys, str(n_keys))),
     }
 

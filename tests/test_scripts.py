@@ -22,8 +22,9 @@ BOKEH_NAMES = {CustomJS: {"cb_obj", "cb_data", "cb_context"},
                CustomJSTransform: {"x", "xs"}}
 FILES = {p.stem: p.read_text(encoding="utf-8") for p in (ASSETS / "js").glob("*.js")}
 HELPERS = FILES["helpers.js".removesuffix(".js")]
-#: A slider's own labels, written inline (charts.position_formatter).
-POSITIONS = re.compile(r"return \[.*\]\[tick\] \?\? '';")
+#: A slider's own labels, written inline (style.position_formatter): listed, or percentages.
+POSITIONS = re.compile(r"return \[.*\]\[tick\] \?\? '';|"
+                       + re.escape("return Number.isInteger(tick) ? tick + '%' : '';"))
 
 
 def _code(program) -> str:

@@ -5,8 +5,10 @@
 // every step of a drag, however slowly it goes: each change puts the announcement off).
 // Written once the charts have been still for 0.25 s (a change of the bars runs this for each
 // source; a drag writes it once, at its end): off the path from a change to the new chart,
-// and no work for the page while a slider moves.
-/* global AS, scaled, unscaled, div */
+// and no work for the page while a slider moves. The left chart's rule (its title `left`, in
+// `left_names`: title -> [its name in the summary, its logit column's header]) names its
+// column and its half of the summary: "Scaled" for ÷√d_k, "Scaled by 1/dₖ" for ÷d_k.
+/* global AS, scaled, unscaled, div, left, left_names */
 clearTimeout(AS.noted(div, 'described'));
 clearTimeout(AS.noted(div, 'announce'));   // a change meanwhile: the summary waits again
 AS.note(div, 'described', setTimeout(() => {
@@ -29,7 +31,10 @@ AS.note(div, 'described', setTimeout(() => {
     }
     const top = (src) => { const labels = col(src, 'label'), i = labels.findIndex((t) => t);
                            return labels[i].replace('max weight ', '') + ' on ' + keys[i]; };
-    const sentence = 'Scaled: max weight ' + top(scaled) + '; unscaled: max weight '
+    const [name, header] = left_names[String(left.text).split('◀')[0].trim()] ?? ['Scaled', null];
+    const column = view.querySelector('[data-left-logit]');
+    if (column != null && header != null && column.textContent !== header) column.textContent = header;
+    const sentence = name + ': max weight ' + top(scaled) + '; unscaled: max weight '
                      + top(unscaled) + '.';
     const live = view.querySelector('[data-summary]');
     if (live != null) {

@@ -246,7 +246,7 @@ BARS_TEXT = (
     "<div class='sr-only'><p aria-live='polite' data-summary></p>"
     "<table><caption>The two bar charts as a table: each key's logit, attention weight and "
     "p(1 − p), divided by √d<sub>k</sub> and raw</caption><thead><tr><th scope='col'>key</th>"
-    "<th scope='col'>logit ÷√d<sub>k</sub></th><th scope='col'>weight, scaled</th>"
+    "<th scope='col' data-left-logit>logit ÷√d<sub>k</sub></th><th scope='col'>weight, scaled</th>"
     "<th scope='col'>p(1 − p), scaled</th><th scope='col'>logit, raw</th>"
     "<th scope='col'>weight, unscaled</th><th scope='col'>p(1 − p), unscaled</th></tr></thead>"
     "<tbody data-bars></tbody></table></div>"
@@ -370,8 +370,13 @@ class Charts:
         self.jacobian_fig, self.jacobian_source, self.jacobian_labels_source = self._jacobian()
         self.bars_text = Div(text=BARS_TEXT, name="bars-text", disable_math=True,
                              sizing_mode="stretch_width", margin=0)
+        # the left chart's rule as the table and the summary name it, by its chart's title
+        left_names = {scaled_title(r): ["Scaled" if r == "sqrt" else scaled_title(r),
+                                        f"logit ÷{divisor_text(core.RULE[r])}"]
+                      for r in core.RULES if r != "none"}
         describe = CustomJS(args=dict(scaled=self.scaled_source, unscaled=self.unscaled_source,
-                                      div=self.bars_text), code=script("describe-bars"))
+                                      div=self.bars_text, left=self.scaled_fig.title,
+                                      left_names=left_names), code=script("describe-bars"))
         for source in (self.scaled_source, self.unscaled_source):
             source.js_on_change("data", describe)
         self.diagonal_fig, self.diagonal_source, self.marker_source = self._diagonal()

@@ -171,8 +171,15 @@ def script(name: str) -> str:
             f"[{json.dumps(name)}]({', '.join(_params(name))});")
 
 
+#: A slider's position as a percentage (positions 0 to 100): its label, computed.
+PERCENT_POSITIONS = "return Number.isInteger(tick) ? tick + '%' : '';"
+
+
 def position_formatter(labels: list[str]) -> CustomJSTickFormatter:
-    """Show ``labels[position]`` for a slider over positions, formatted in the browser."""
+    """Show ``labels[position]`` for a slider over positions, formatted in the browser; labels
+    that are the positions as percentages ("0%" to "100%") are computed, not listed."""
+    if labels == [f"{i}%" for i in range(len(labels))]:
+        return CustomJSTickFormatter(code=PERCENT_POSITIONS)
     return CustomJSTickFormatter(code=f"return {json.dumps(labels)}[tick] ?? '';")
 FONT = "'Inter', 'Segoe UI', 'Helvetica Neue', Arial, sans-serif"
 

@@ -3,6 +3,10 @@ const assert = require('node:assert');
 const {program, clock, source} = require('./load.js');
 
 // A text Div's view whose marked elements are `els` (selector -> element stub).
+// The left chart's title and what each title names (figures.Charts: left_names).
+const LEFT_NAMES = {'Scaled by 1/√dₖ': ['Scaled', 'logit ÷√dₖ'],
+                    'Scaled by 1/dₖ': ['Scaled by 1/dₖ', 'logit ÷dₖ']};
+
 const divPage = (div, els) => {
   const time = clock();
   const view = {shadow_el: {querySelector: (sel) => els[sel] ?? null}};
@@ -17,7 +21,9 @@ test('the bars as a table and a sentence, written once the charts are still', ()
                          pq: [0.00039984, 0.00039984], label: ['max weight >99.9%', '']});
   const unscaled = source({key: ['k1', 'k2'], logit: [0.1, 0.2], weight: [0.475, 0.525],
                            pq: [0.249375, 0.249375], label: ['', 'max weight 52.5%']});
-  const describe = program('describe-bars', {scaled, unscaled, div}, p.globals);
+  const left = {text: 'Scaled by 1/√dₖ  ◀ model uses this'};
+  const describe = program('describe-bars', {scaled, unscaled, div, left, left_names: LEFT_NAMES},
+                           p.globals);
   describe(); describe();                        // one change per source: written once
   p.time.flush(1);
   assert.strictEqual(p.time.flush(), 1);        // the announcement, 0.7 s later
@@ -30,13 +36,30 @@ test('the bars as a table and a sentence, written once the charts are still', ()
   assert.strictEqual(els['[data-summary]'].textContent, sentence);
 });
 
+test('the left chart showing ÷d_k names its column and its half of the summary so', () => {
+  const div = {}, els = {'[data-bars]': {innerHTML: ''}, '[data-summary]': {textContent: ''},
+                         '[data-left-logit]': {textContent: 'logit ÷√dₖ'}};
+  const p = divPage(div, els);
+  const scaled = source({key: ['k1', 'k2'], logit: [0.6, 0.1], weight: [0.6, 0.4],
+                         pq: [0.24, 0.24], label: ['max weight 60.0%', '']});
+  const unscaled = source({key: ['k1', 'k2'], logit: [29, 5], weight: [0.99, 0.01],
+                           pq: [0.0099, 0.0099], label: ['max weight 99.0%', '']});
+  program('describe-bars', {scaled, unscaled, div, left: {text: 'Scaled by 1/dₖ'},
+                            left_names: LEFT_NAMES}, p.globals)();
+  p.time.flush();
+  assert.strictEqual(els['[data-left-logit]'].textContent, 'logit ÷dₖ');
+  assert.strictEqual(els['[data-summary]'].textContent,
+    'Scaled by 1/dₖ: max weight 60.0% on k1; unscaled: max weight 99.0% on k1.');
+});
+
 test('bars of different numbers of keys (a change half-way through) are not described', () => {
   const div = {}, els = {'[data-bars]': {innerHTML: 'before'}};
   const p = divPage(div, els);
   const scaled = source({key: ['k1', 'k2'], logit: [0, 0], weight: [0.5, 0.5], pq: [0.25, 0.25],
                          label: ['max weight 50.0%', '']});
   const unscaled = source({key: ['k1'], logit: [0], weight: [1], pq: [0], label: ['max weight 100%']});
-  program('describe-bars', {scaled, unscaled, div}, p.globals)();
+  program('describe-bars', {scaled, unscaled, div, left: {text: 'Scaled by 1/√dₖ'},
+                            left_names: LEFT_NAMES}, p.globals)();
   p.time.flush();
   assert.strictEqual(els['[data-bars]'].innerHTML, 'before');
 });

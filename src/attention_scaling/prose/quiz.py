@@ -40,6 +40,21 @@ def width_move(d_k: int) -> int:
     return min(core.D_K_VALUES, key=lambda d: abs(math.log(d / goal)))
 
 
+def width_moves(d_k: int) -> list[int]:
+    """The widths the one draw's question may ask about, in the order it tries them:
+    :func:`width_move`'s, then of core.D_K_VALUES the nearest to 8 times ``d_k`` the other
+    way, then 64 times it, the first way and the other (each once, none of them ``d_k``)."""
+    first = width_move(d_k)
+    way = WIDTH_FACTOR if first > d_k else 1 / WIDTH_FACTOR
+    moves = [first]
+    for goal in (d_k / way, d_k * way ** 2, d_k / way ** 2):
+        if core.D_K_VALUES[0] / 2 <= goal <= core.D_K_VALUES[-1] * 2:
+            w = min(core.D_K_VALUES, key=lambda d: abs(math.log(d / goal)))
+            if w != d_k and w not in moves:
+                moves.append(w)
+    return moves
+
+
 def temperature_move(temperature: float) -> float:
     """The temperature a question asks about: of core.TEMPERATURES, the nearest to half of
     ``temperature``, or to twice it where half is below the lowest."""
@@ -89,13 +104,20 @@ def _size(d_k: int, temperature: float, align: float = 0.0) -> str:
 
 def draw_question(d_k: int, temperature: float, seed: int, n_keys: int = core.N_KEYS,
                   align: float = 0.0) -> Question:
-    """The one draw: this draw's largest unscaled weight at the width :func:`width_move`; or,
-    where this draw moves against the distribution (its largest weight falls while the
-    median's rises, or the other way), the median's, which is what the lesson predicts."""
-    t = width_move(d_k)
+    """The one draw: this draw's largest unscaled weight at the width :func:`width_move` (or,
+    where it prints there as it does now, >99.9% at both, the first of :func:`width_moves`
+    where it does not); or, where this draw moves against the distribution (its largest
+    weight falls while the median's rises, or the other way), the median's, which is what
+    the lesson predicts."""
+    now = core.compute_state(d_k, temperature, seed, n_keys, align).unscaled
+
+    def apart(w: int) -> bool:
+        return weight_label(core.compute_state(w, temperature, seed, n_keys, align)
+                            .unscaled) != weight_label(now)
+    moves = width_moves(d_k)
+    t = next((w for w in moves if apart(w)), moves[0])
     at = "" if temperature == 1 else f", {_t(temperature)}"
     after = core.compute_state(t, temperature, seed, n_keys, align).unscaled
-    now = core.compute_state(d_k, temperature, seed, n_keys, align).unscaled
     typical = [core.typical(w, temperature, n_keys, align) for w in (d_k, t)]
     med_d, med_t = (typ.median[False] for typ in typical)
     # the medians to the digits the Monte Carlo's draws support

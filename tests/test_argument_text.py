@@ -117,9 +117,13 @@ def test_saturation_sentences_hold_in_every_setting(d_k, t, n, rho):
         # the aligned logit rho |q|^2 has mean rho d_k exactly (E|q|^2 = d_k)
         j = core.D_K_VALUES.index(64)
         s, lin = curves["max_weight_median_sqrt"], curves["max_weight_median_linear"]
-        m = re.search(r"is (\S+) at dk = 64 and (\S+) at 4096; ÷dk keeps it of order ρ, (\S+) "
-                      r"and (\S+)\. μP \(Tensor Programs V\) divides by dk for this reason", text)
-        assert pair_shows(m[1], m[2], s[j], s[-1]) and pair_shows(m[3], m[4], lin[j], lin[-1])
+        m = re.search(rf"is {INTERVAL} at dk = 64 and {INTERVAL} at 4096; ÷dk keeps the logit "
+                      rf"of order ρ, and its median max weight is {INTERVAL} at 64 and {INTERVAL} "
+                      rf"at 4096\. "
+                      r"μP \(Tensor Programs V\) divides by dk for this reason", text)
+        end = len(core.D_K_VALUES) - 1
+        assert all(interval_shows(m[k + 1], curves, r, x) for k, (r, x) in enumerate(
+            [("sqrt", j), ("sqrt", end), ("linear", j), ("linear", end)])), m.groups()
     else:
         s = curves["max_weight_median_sqrt"]
         m = re.search(r"stays between (\S+) and (\S+)\.", text)

@@ -557,14 +557,18 @@ def saturation_html(d_k: int, temperature: float, n_keys: int, align: float, cur
             "</p>").format(*distinct(first["none"], last["none"]), lo, hi,
                            fmt(100 / n_keys), *distinct(first["linear"], last["linear"]))
     else:
-        j = core.D_K_VALUES.index(64)
-        sq = distinct(sqrt_all[j], sqrt_all[-1])
-        lin = distinct(curves["max_weight_median_linear"][j], last["linear"])
+        # the medians to the digits their 95% intervals support (never a digit 2,000 draws
+        # do not fix, as two values made to print apart would get)
+        j, end = core.D_K_VALUES.index(64), len(core.D_K_VALUES) - 1
+        sq = [median_interval(curves, "sqrt", x) for x in (j, end)]
+        lin = [median_interval(curves, "linear", x) for x in (j, end)]
         tail = (
             f"<p>With ρ = {align:g} the aligned logit ρ|q|² has mean ρ·d<sub>k</sub>: "
             f"÷√d<sub>k</sub> lets it grow like ρ√d<sub>k</sub>, and its median max weight is "
-            f"{sq[0]} at d<sub>k</sub> = 64 and {sq[1]} at 4096; ÷d<sub>k</sub> keeps it of "
-            f"order ρ, {lin[0]} and {lin[1]}. μP (Tensor Programs V) divides by d<sub>k</sub> "
+            f"{sq[0]} at d<sub>k</sub> = 64 and {sq[1]} at 4096; ÷d<sub>k</sub> keeps the "
+            f"logit of order ρ, and its median max weight is {lin[0]} at 64 and {lin[1]} at "
+            f"4096. "
+            f"μP (Tensor Programs V) divides by d<sub>k</sub> "
             f"for this reason, within a scaling of every update with width; a sharp peak on "
             f"the aligned key can be what a trained head wants, and heads of 64–128 train "
             f"well with ÷√d<sub>k</sub>.</p>")

@@ -573,7 +573,7 @@ def test_train_shows_core_s_run_where_the_copy_holds_one_and_says_so_elsewhere(o
     status = "() => window.__model('training-status').text"
     seeds = export.seed_list(export.DEFAULT_SEEDS)
     assert page.evaluate(status) == export.OFFLINE_TRAINING.format(seed=seeds[0])
-    page.get_by_text("Train runs each rule for 300 steps").wait_for()
+    page.get_by_text("Train runs every rule 300 steps").wait_for()
     for d_k in (16, 64):
         show(page, seeds[0], d_k, 1.0, "sqrt")
         page.get_by_role("button", name="Train").click()

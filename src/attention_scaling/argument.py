@@ -502,7 +502,7 @@ class TrainingTab(TabView):
         fig.y_range = Range1d(-3, 1)
         log10_axis(fig.yaxis)
         fig.xaxis.axis_label = "step"
-        fig.yaxis.axis_label = "Frobenius norm ‖∂L/∂W‖ (log)"
+        fig.yaxis.axis_label = "‖∂L/∂W‖ (log)"    # short enough for a phone's chart
         subtitle(fig, "median; thin lines: the key's weights")
         self.figures["training-gradients"] = fig
         self.figures["training-lr-sweep"] = self._sweep_figure(shared)
@@ -524,7 +524,9 @@ class TrainingTab(TabView):
         self.sweep_source = ColumnDataSource(
             {f"{c}_{r}": [] for r in core.RULES for c in SWEEP_COLUMNS},
             name="training-lr-sweep-source")
+        # min_border_right: room for the last tick's label (10³), centred on the frame's edge
         fig = figure(name="training-lr-sweep", title=SWEEP_TITLE, height=280,
+                     min_border_right=24,
                      sizing_mode="stretch_width", min_width=260, tools="", x_axis_type="log",
                      y_axis_type="log", x_range=Range1d(1e-3, 1e3), y_range=Range1d(1e-3, 1))
         subtitle(fig, "filled: best rate; ring: Train's rate")

@@ -22,9 +22,9 @@ DRAW_LEAD = ("At d<sub>k</sub> = {d}, this draw's max weight: {none_max_w} unsca
 
 
 #: The training tab's lead before a run (core.rule_learning_rate: base · s²/d_k).
-TRAINING_LEAD = (f"<b>Train</b> runs each rule for 300 steps from {core.TRAIN_SEEDS} seeds, at "
-                 "the learning rate giving its logits the same step per unit of gradient: "
-                 "unscaled 1/d<sub>k</sub>, ÷√d<sub>k</sub> 1, ÷d<sub>k</sub> d<sub>k</sub>.")
+TRAINING_LEAD = (f"<b>Train</b> runs every rule 300 steps from {core.TRAIN_SEEDS} seeds at the "
+                 "rate giving their logits equal steps per unit of gradient: unscaled at "
+                 "1/d<sub>k</sub>, ÷√d<sub>k</sub> at 1, ÷d<sub>k</sub> at d<sub>k</sub>.")
 
 
 def never_learns(sweep: dict) -> list[str]:

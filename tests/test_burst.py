@@ -230,12 +230,15 @@ def burst(url: str, n: int, tmp_path) -> dict:
 
 
 def test_a_burst_is_served_first_come_first_served(tmp_path):
-    """Sessions requested in the same second, one opened at a time: every one opens, pages are
-    sent in the order their requests were sent, and each session's steps follow one another.
-    How the documents follow the pages is a matter of time (a session's websocket does not
-    wait in the line): the loadtest reports it ("later arrival ready before an earlier one");
-    the line's own order is asserted causally above. Over 20 s on a loaded machine: eight
-    sessions, each built in turn by a server that opens one at a time."""
+    """Sessions requested in the same second, one opened at a time: every one opens, and each
+    session's steps follow one another. That pages go out in the order the server received
+    their requests is asserted causally by
+    test_the_line_admits_at_once_then_serves_waiters_in_arrival_order. The load test's own
+    clock is not that order: it stamps a request when its client begins it, and on a busy
+    machine two requests begun 90 ms apart reached the server the other way round (Tornado's
+    client resolves the address on threads). How pages and documents follow the stamps is the
+    load test's figure ("later arrival ready before an earlier one"). Over 20 s on a loaded
+    machine: eight sessions, each built in turn by a server that opens one at a time."""
     srv = Server("--stats", "--open-at-once", "1")
     try:
         b = burst(srv.url, 8, tmp_path)
@@ -244,9 +247,7 @@ def test_a_burst_is_served_first_come_first_served(tmp_path):
     assert b["ready"] == 8 and b["errors"] == {}
     # [requested, page received, document received, ready], in the order requests were sent
     timeline = sorted(b["timeline_s"])
-    pages = [t[1] for t in timeline]
-    assert pages == sorted(pages), timeline
-    assert all(t[0] < t[1] <= t[2] <= t[3] for t in timeline), timeline
+    assert len(timeline) == 8 and all(t[0] < t[1] <= t[2] <= t[3] for t in timeline), timeline
 
 
 def hold_the_only_place(url: str):

@@ -12,7 +12,7 @@ from .prose import quiz
 from .prose.lead import try_html
 from .prose.text import TITLE, idle_note_html
 from .state import CONTROLS, TABS, Setting
-from .style import position_formatter, script
+from .style import percent_formatter, position_formatter, script
 
 #: A question's block (QuestionPanel.block): a card; in present mode, where the page sets
 #: ``--as-ask-order: -1``, the first thing of its step.
@@ -180,7 +180,7 @@ class QuestionPanel:
         if kind == "percent":
             guess = Slider(title="Your guess", start=0, end=100, step=1, value=50,
                            name=f"{key}-guess", sizing_mode="stretch_width", margin=(5, 10),
-                           format=position_formatter(list(PERCENTS)), stylesheets=buttons)
+                           format=percent_formatter(), stylesheets=buttons)
         else:
             # at least as wide as three choices need: on a phone, Reveal wraps below them
             guess = RadioButtonGroup(labels=["", "", ""], active=None, name=f"{key}-guess",

@@ -176,11 +176,13 @@ PERCENT_POSITIONS = "return Number.isInteger(tick) ? tick + '%' : '';"
 
 
 def position_formatter(labels: list[str]) -> CustomJSTickFormatter:
-    """Show ``labels[position]`` for a slider over positions, formatted in the browser; labels
-    that are the positions as percentages ("0%" to "100%") are computed, not listed."""
-    if labels == [f"{i}%" for i in range(len(labels))]:
-        return CustomJSTickFormatter(code=PERCENT_POSITIONS)
+    """Show ``labels[position]`` for a slider over positions, formatted in the browser."""
     return CustomJSTickFormatter(code=f"return {json.dumps(labels)}[tick] ?? '';")
+
+
+def percent_formatter() -> CustomJSTickFormatter:
+    """Show a slider's position (0 to 100) as a percentage, formatted in the browser."""
+    return CustomJSTickFormatter(code=PERCENT_POSITIONS)
 FONT = "'Inter', 'Segoe UI', 'Helvetica Neue', Arial, sans-serif"
 
 #: The charts' colours that differ between the light and the dark theme, by the name of the

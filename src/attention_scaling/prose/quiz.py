@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 
 from .. import core
-from .formatting import distinct, fmt, percent, percent_range, share_of_draws
+from .formatting import distinct, fmt, percent_range, share_of_draws
 from .text import final_losses, rule_names, weight_label
 
 _DK = "d<sub>k</sub>"
@@ -33,11 +33,16 @@ class Question:
     choices: tuple[str, ...] = ()
 
 
+def _nearest(values, goal: float):
+    """Of ``values``, the nearest to ``goal`` on a log scale."""
+    return min(values, key=lambda v: abs(math.log(v / goal)))
+
+
 def width_move(d_k: int) -> int:
     """The width a question asks about: of core.D_K_VALUES, the nearest to 8 d_k, or to
     d_k / 8 where 8 d_k is past the widest."""
     goal = d_k * WIDTH_FACTOR if d_k * WIDTH_FACTOR <= core.D_K_VALUES[-1] else d_k / WIDTH_FACTOR
-    return min(core.D_K_VALUES, key=lambda d: abs(math.log(d / goal)))
+    return _nearest(core.D_K_VALUES, goal)
 
 
 def width_moves(d_k: int) -> list[int]:
@@ -49,7 +54,7 @@ def width_moves(d_k: int) -> list[int]:
     moves = [first]
     for goal in (d_k / way, d_k * way ** 2, d_k / way ** 2):
         if core.D_K_VALUES[0] / 2 <= goal <= core.D_K_VALUES[-1] * 2:
-            w = min(core.D_K_VALUES, key=lambda d: abs(math.log(d / goal)))
+            w = _nearest(core.D_K_VALUES, goal)
             if w != d_k and w not in moves:
                 moves.append(w)
     return moves
@@ -59,7 +64,7 @@ def temperature_move(temperature: float) -> float:
     """The temperature a question asks about: of core.TEMPERATURES, the nearest to half of
     ``temperature``, or to twice it where half is below the lowest."""
     goal = temperature / 2 if temperature / 2 >= core.TEMPERATURES[0] else temperature * 2
-    return min(core.TEMPERATURES, key=lambda t: abs(math.log(t / goal)))
+    return _nearest(core.TEMPERATURES, goal)
 
 
 def temperature_moves(temperature: float) -> list[float]:
@@ -72,7 +77,7 @@ def temperature_moves(temperature: float) -> list[float]:
     moves = [temperature_move(temperature)]
     for goal in up + down:
         if core.TEMPERATURES[0] / 1.3 <= goal <= core.TEMPERATURES[-1] * 1.3:
-            t = min(core.TEMPERATURES, key=lambda x: abs(math.log(x / goal)))
+            t = _nearest(core.TEMPERATURES, goal)
             if t != temperature and t not in moves:
                 moves.append(t)
     return moves
@@ -84,7 +89,7 @@ def _moved(temperature: float, shown) -> float:
     answer would print as what the page shows already (">99.9%" at both, "all" at both) is
     asked about a temperature further away, or the other way."""
     moves = temperature_moves(temperature)
-    return next((t for t in moves if shown(t)[0] != shown(t)[1]), moves[0])
+    return next((t for t in moves if len(set(shown(t))) == 2), moves[0])
 
 
 def _t(temperature: float) -> str:
@@ -232,7 +237,7 @@ def _shares(a: float, b: float) -> tuple[str, str]:
     n = core.CURVE_DRAWS
     wa, wb = share_of_draws(a, n), share_of_draws(b, n)
     noise = 2 * math.sqrt((a * (1 - a) + b * (1 - b)) / n)
-    return (wa, wa) if abs(a - b) <= noise and wa != wb and noise > 0 else (wa, wb)
+    return (wa, wa) if abs(a - b) <= noise else (wa, wb)
 
 
 def gradient_question(d_k: int, temperature: float, n_keys: int, align: float) -> Question:

@@ -69,7 +69,7 @@ def place_sentence(pct: float, draws: int, alike: str | bool = False) -> str:
     measured by (:data:`BY_THE_REST`)."""
     if 100 / 3 <= pct <= 200 / 3:
         return ""
-    spread = 200 * math.sqrt(pct * (100 - pct) / 1e4 / draws) + 0.1
+    spread = percentile_error(pct, draws)
     beyond = pct - spread if pct > 50 else 100 - pct - spread
     if beyond >= 99:
         share = "99 draws in 100"
@@ -369,6 +369,12 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+def percentile_error(pct: float, draws: int) -> float:
+    """How far a percentile ``pct`` read from ``draws`` draws may be off, in percentiles: two
+    standard errors of the share below it, and the quantiles' 0.1% steps."""
+    return 200 * math.sqrt(pct * (100 - pct) / 1e4 / draws) + 0.1
+
+
 def percentile_phrase(pct: float, draws: int | None = None) -> str:
     """Where a draw falls among the Monte Carlo's ``draws`` draws: "24th percentile", or,
     where two standard errors of the share (and the quantiles' 0.1% steps) span two whole
@@ -380,8 +386,7 @@ def percentile_phrase(pct: float, draws: int | None = None) -> str:
         return "below the 1st percentile"
     if whole(pct) > 99:
         return "above the 99th percentile"
-    spread = 0.0 if draws is None else (
-        200 * math.sqrt(pct * (100 - pct) / 1e4 / draws) + 0.1)
+    spread = 0.0 if draws is None else percentile_error(pct, draws)
     lo, hi = max(whole(pct - spread), 1), min(whole(pct + spread), 99)
     return f"{ordinal(lo)} percentile" if lo == hi else f"{ordinal(lo)}–{ordinal(hi)} percentile"
 

@@ -22,6 +22,7 @@ from attention_scaling.server.first_views import FirstViews
 from attention_scaling.server.line import CONNECTING_AFTER_S
 from attention_scaling.state import ExplorerState
 from attention_scaling.state import FIG3_SEED
+from attention_scaling.style import library_file
 from attention_scaling.prose.text import TITLE, fields_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -339,8 +340,9 @@ def test_a_waiting_page_shows_its_title_connecting_and_the_first_view_then_goes_
     scripts = page.evaluate("() => Array.from(document.scripts, s => s.src).filter(Boolean)")
     names = sorted(Path(s.split("?")[0]).name for s in scripts)
     # only what the page uses (BokehJS's MathJax draws the formulas): no WebGL plot, no
-    # ES-module component, no Panel model, no table
-    assert names == ["bokeh-mathjax.min.js", "bokeh-widgets.min.js", "bokeh.min.js"], names
+    # ES-module component, no Panel model, no table; and the programs' library
+    assert names == ["bokeh-mathjax.min.js", "bokeh-widgets.min.js", "bokeh.min.js",
+                     library_file()[0]], names
 
 
 def _first_view_document(html_text: str):

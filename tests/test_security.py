@@ -489,6 +489,43 @@ def test_the_page_loads_every_resource_without_an_error(page, request, prefix, q
     assert not page.failed_requests, page.failed_requests
 
 
+def test_the_programs_library_is_one_file_kept_for_a_year_and_in_no_session_document(server):
+    """The browser programs' library reaches a page as one file named by its content's hash,
+    loaded before Bokeh's scripts and kept by the browser (immutable for a year), not in
+    each session's document; any other name on its route is a 404."""
+    import hashlib
+    import re
+
+    from testkit.bokeh_client import models_by_name
+
+    from attention_scaling.style import LIBRARY, library_code
+    status, _, body = status_of(server.url)
+    page = body.decode()
+    found = re.findall(r'<script src="(/as/static/programs-([0-9a-f]{16})\.js)"></script>', page)
+    assert status == 200 and len(found) == 1, page[:2000]
+    (path, digest), = found
+    assert page.index(path) < page.index("bokeh.min.js")
+    origin = server.url.rstrip("/")
+    status, headers, program = status_of(origin + path)
+    assert status == 200 and headers["Cache-Control"] == "public, max-age=31536000, immutable"
+    assert headers["Content-Type"].startswith("text/javascript")
+    assert hashlib.sha256(program).hexdigest()[:16] == digest
+    assert library_code() in program.decode()
+    assert status_of(origin + "/as/static/programs-0123456789abcdef.js")[0] == 404
+    assert status_of(origin + "/as/static/" + "../" * 3 + "etc/passwd")[0] == 404
+
+    async def pulled():
+        connection = await Connection.open(server.url)
+        try:
+            return (await connection.pull()).content["doc"]
+        finally:
+            connection.close()
+    doc = run_in_thread(pulled)
+    assert LIBRARY not in models_by_name(doc)
+    assert library_code()[:400] not in json.dumps(doc)
+    assert "globalThis[Symbol.for('attention-scaling.programs')]" in json.dumps(doc)
+
+
 def test_a_short_signing_key_is_refused():
     import os
     r = subprocess.run([CLI, "serve"], capture_output=True, text=True, timeout=60,

@@ -359,6 +359,7 @@ def _install(args: argparse.Namespace) -> None:
     from . import seams, server
     from .page import FAVICON, TITLE
     from .server.first_views import FirstViews
+    from .style import library_file
 
     seams.check_versions()
     server.skip_document_validation()
@@ -372,7 +373,8 @@ def _install(args: argparse.Namespace) -> None:
         opening_hold_s=(OPENING_HOLD_S if args.opening_hold is None
                         else args.opening_hold),
         trust_forwarded_host=args.use_xheaders,
-        title=TITLE, icon_href=FAVICON, first_view=FirstViews().html))
+        title=TITLE, icon_href=FAVICON, first_view=FirstViews().html,
+        programs=library_file()))
     server.bound_logs()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop_on_signal)
@@ -390,6 +392,7 @@ def _server_options(args: argparse.Namespace) -> dict:
     """pn.serve's options from the command line."""
     from . import server
     from .page import TITLE
+    from .style import library_file
     return dict(
         port=args.port,
         address=args.address,
@@ -402,7 +405,9 @@ def _server_options(args: argparse.Namespace) -> dict:
         # no Panel Location: the page writes its address itself (assets/js/write-url.js), and
         # Panel's would echo the address back to the server after every change
         location=False,
-        extra_patterns=server.not_served_patterns() + (
+        # the browser programs' library, fetched once and kept (create_page(library=False))
+        extra_patterns=server.not_served_patterns()
+        + server.programs_patterns(library_file()) + (
             [("/stats", _stats_handler())] if args.stats else []),
         unused_session_lifetime_milliseconds=args.unused_session_lifetime * 1000,
         check_unused_sessions_milliseconds=min(17_000, args.unused_session_lifetime * 1000),
@@ -438,7 +443,7 @@ def _serve(args: argparse.Namespace) -> int:
     _install(args)
 
     def session_page():
-        page = create_page()
+        page = create_page(library=False)
         server.track_session(pn.state.curdoc)
         server.start_gc_freezer()
         return page

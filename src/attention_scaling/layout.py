@@ -150,7 +150,9 @@ class ViewOptions:
     charts, ``buttons`` names the buttons the runtime wires (``resample``, ``fig3``, ``copy``);
     ``presets`` is HTML shown under the guide; ``controls`` names the controls to show (all by default);
     ``subtitle`` is shown in the title bar, ``caption_extra`` ends the caption, ``tex``: the
-    formulas by MathJax, or in HTML (the offline copy: no MathJax).
+    formulas by MathJax, or in HTML (the offline copy: no MathJax). ``library``: the
+    document holds the browser programs' library (style.programs); without it, the page
+    loads it first as a file of its own (style.library_file: the served page).
     ``on_click(button, action)`` has ``action()`` run in Python when ``button`` is clicked
     (documents.on_click), on a page with Python behind it: there each step's answer stays in
     Python until its Reveal, or the handout, asks for it (View.reveal); without it (the
@@ -167,6 +169,7 @@ class ViewOptions:
     controls: tuple | None = None
     on_click: Callable | None = None
     tex: bool = True
+    library: bool = True
 
 
 class View:
@@ -227,9 +230,10 @@ class View:
                 css=FULL_WIDTH_CSS)], disable_math=True, sizing_mode="stretch_width",
                 margin=0)]
         #: The page: title bar over the controls (left) and the charts and text; its tags
-        #: hold the browser programs' library (style.programs), once per document.
+        #: hold the browser programs' library (style.programs), once per document, unless
+        #: the page loads it as a file (``library``).
         self.root = column(*header, body, sizing_mode="stretch_width", margin=0,
-                           tags=[programs()])
+                           tags=[programs()] if o.library else [])
         #: Browser programs to run once the document is shown (doc.js_on_event
         #: "document_ready"): names and keys for the controls, "More controls" saying it is
         #: closed, the bars' text.

@@ -117,17 +117,18 @@ def _position(value, count: int) -> int | None:
 
 class Explorer(pn.viewable.Viewer):
     """The attention-scaling explorer: the shared :class:`layout.View`, bound to an
-    :class:`ExplorerState` by Python callbacks. ``hidden`` and ``notices``: see View."""
+    :class:`ExplorerState` by Python callbacks. ``hidden`` and ``notices``: see View;
+    ``library``: ViewOptions.library."""
 
     def __init__(self, state: ExplorerState | None = None, hidden=frozenset(), notices=(),
-                 **params):
+                 library: bool = True, **params):
         _load_extension_in_notebook()
         super().__init__(**params)
         self.state = s = state or ExplorerState()
         self.view = View(ViewOptions(
             values={c.name: getattr(s, c.name) for c in CONTROLS}, guide=guide_html(),
             hidden=frozenset(hidden), notice=notice_html(list(notices)), presets=PRESETS_HTML,
-            on_click=on_click))
+            on_click=on_click, library=library))
         self.charts = self.view.charts
         for name, widget in self.view.widgets.items():
             bind(widget, "active" if isinstance(widget, (Tabs, RadioButtonGroup)) else "value",
@@ -515,8 +516,10 @@ def _load_extension_in_notebook() -> None:
         pn.extension("mathjax")
 
 
-def create_page():
+def create_page(library: bool = True):
     """A fresh explorer page for one browser session, set up from the URL's query string.
+    ``library``: ViewOptions.library (the server that loads the library as a file of its own
+    gives False).
 
     Controls (state.CONTROLS) are read with state.parse_query (bad values are
     clamped or ignored, with a visible notice) and written back to the URL on every change.
@@ -533,7 +536,8 @@ def create_page():
         doc.js_on_event("connection_lost", CustomJS(code=script("reconnect")))
     args = pn.state.session_args or {}
     values, hidden, notices = parse_query(args)
-    explorer = Explorer(ExplorerState(**values), hidden=hidden, notices=notices)
+    explorer = Explorer(ExplorerState(**values), hidden=hidden, notices=notices,
+                        library=library)
     explorer.sync_url(doc)
     if doc is not None:
         steps = presenting(args)

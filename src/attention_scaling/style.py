@@ -5,6 +5,7 @@ assets/js). Imports Bokeh for models and palettes only; builds no layout."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -154,6 +155,18 @@ def programs(offline: bool = False) -> CustomJS:
     programs that declare AS find it by its name, :data:`LIBRARY`. It is never run as a
     callback."""
     return CustomJS(code=library_code(offline), name=LIBRARY)
+
+
+@functools.cache
+def library_file() -> tuple[str, bytes]:
+    """The served page's library as a script file of its own: (its file name, named by its
+    content's hash, and its bytes). Loaded before any document of the page, it compiles the
+    library where :func:`script`'s calls look first, so that a session's document needs no
+    :func:`programs` model: the browser fetches the library once and keeps it in its cache,
+    instead of receiving it in every session's document."""
+    body = (f"globalThis[{_LIBRARY_KEY}] ??= (function () {{\n{library_code()}\n}})();\n"
+            ).encode("utf-8")
+    return f"programs-{hashlib.sha256(body).hexdigest()[:16]}.js", body
 
 
 @functools.cache

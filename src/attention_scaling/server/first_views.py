@@ -62,8 +62,10 @@ class FirstViews:
 
 def first_view_html(values: dict, hidden=frozenset(), notices=()) -> str:
     """The explorer for these controls as standalone HTML: an inert box, the document's JSON
-    and the script that draws it (assets/js/first-view.js)."""
-    explorer = Explorer(ExplorerState(**values), hidden=hidden, notices=notices)
+    and the script that draws it (assets/js/first-view.js). Without the programs' library:
+    the page has loaded it before (ConnectingPage.programs)."""
+    explorer = Explorer(ExplorerState(**values), hidden=hidden, notices=notices,
+                        library=False)
     doc = Document()
     doc.add_root(explorer.view.root)
     # its theme, labels and tables as the live page's; the address is left to the live page

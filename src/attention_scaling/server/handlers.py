@@ -28,7 +28,7 @@ from .limits import (DEFAULT_MAX_SESSIONS, DEFAULT_TRAINING_RUNS_PER_ADDRESS,
                      OPENS_EVERY_S, PULL_DOC_BURST, PULL_DOC_EVERY_S, WEBSOCKETS_PER_SESSION,
                      Allowance, MessageBounds)
 from .line import (DEFAULT_OPENING_AT_ONCE, LINE_PROGRESS_S, LINE_WAIT_MAX_S, OPENING_HOLD_S,
-                   ConnectingPage, OpeningLine, unused_bundles)
+                   PROGRAMS_ROUTE, ConnectingPage, OpeningLine, unused_bundles)
 
 log = logging.getLogger("attention_scaling.server")
 
@@ -48,6 +48,9 @@ class ServerConfig:
     #: query arguments -> the ready-made first view's HTML ("" for none), for a visitor who
     #: arrives while other sessions are opening (first_views.FirstViews.html)
     first_view: Callable | None = None
+    #: (file name, bytes) of a script every page loads before its documents, served at
+    #: PROGRAMS_ROUTE (style.library_file), or None
+    programs: tuple[str, bytes] | None = None
 
 
 def open_sessions(tornado_app) -> int:
@@ -62,7 +65,8 @@ class Classroom:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.line = OpeningLine(config.open_at_once, config.opening_hold_s)
-        self.page = ConnectingPage(config.title, config.icon_href)
+        self.page = ConnectingPage(config.title, config.icon_href,
+                                   config.programs[0] if config.programs else "")
         self.building = 0                         # page requests past the cap, not done
         self.websockets: weakref.WeakSet = weakref.WeakSet()
         #: session id -> its live websocket (one per session: a newer one replaces it)
@@ -224,7 +228,7 @@ class CappedDocHandler(DocHandler):
             self.set_header("Content-Type", "text/html; charset=UTF-8")
             room = self.classroom
             self._sent_scripts = room.page.scripts
-            self.write(room.page.head(room.line.ahead()))
+            self.write(room.page.head(room.line.ahead(), prefix))
             if room.config.first_view is not None and self._sent_scripts and room.line.opening():
                 try:
                     self.write(room.config.first_view(self.request.arguments))
@@ -542,6 +546,27 @@ class NotServed(web.RequestHandler):
 def not_served_patterns() -> list[tuple]:
     """Routes for ``pn.serve(extra_patterns=...)``, matched before Panel's own."""
     return [(r"/components(/.*)?", NotServed)]
+
+
+
+def programs_patterns(programs: tuple[str, bytes]) -> list[tuple]:
+    """The route for ``pn.serve(extra_patterns=...)`` that serves the script ``programs``
+    (file name, bytes): named by its content's hash, so kept by browsers and proxies for a
+    year; any other name under the route is a 404."""
+    name, body = programs
+
+    class ProgramsFile(web.RequestHandler):
+        def initialize(self, **_route_context) -> None:
+            """Bokeh hands its routes their context; this one needs none."""
+
+        def get(self, asked: str) -> None:
+            if asked != name:
+                raise web.HTTPError(404)
+            self.set_header("Content-Type", "text/javascript; charset=UTF-8")
+            self.set_header("Cache-Control", "public, max-age=31536000, immutable")
+            self.finish(body)
+
+    return [(PROGRAMS_ROUTE + r"([^/]+)", ProgramsFile)]
 
 
 def install(config: ServerConfig) -> Classroom:

@@ -158,6 +158,11 @@ if(m)m.textContent='Still connecting: the server is busy opening the explorer fo
 'class. This page keeps trying.';}},100);})();"""
 
 
+#: Where the server's own script (ConnectingPage.programs) is served, under the prefix: a path
+#: with /static/ in it, so that it is compressed once (http.GzipStaticOnce).
+PROGRAMS_ROUTE = "/as/static/"
+
+
 class ConnectingPage:
     """The first bytes of every page, sent before the session is built: the title and a
     "connecting" notice (also in embed mode) and the page's scripts, which the browser then
@@ -165,14 +170,21 @@ class ConnectingPage:
     into the body (styles and scripts work there), without the scripts already sent and the
     bundles the document does not use. One per server, with its title and tab icon."""
 
-    def __init__(self, title: str = "Explorer", icon_href: str = "") -> None:
-        self.title, self.icon_href = title, icon_href
+    def __init__(self, title: str = "Explorer", icon_href: str = "",
+                 programs: str = "") -> None:
+        """``programs``: the file name of a script under the route PROGRAMS_ROUTE that
+        every page loads before the page's own scripts, or ""."""
+        self.title, self.icon_href, self.programs = title, icon_href, programs
         #: The script tags of the pages this server has rendered (learnt from the first one;
         #: the same for every page): sent with the notice.
         self.scripts = ""
 
-    def head(self, ahead: int) -> str:
+    def head(self, ahead: int, prefix: str = "") -> str:
+        """The page's first bytes, ``ahead`` visitors before it; its own script's address
+        under the server's URL ``prefix``."""
         title = html.escape(self.title)
+        own = (f'<script src="{html.escape(prefix + PROGRAMS_ROUTE + self.programs)}">'
+               "</script>\n" if self.programs else "")
         icon = (f'<link rel="icon" href="{html.escape(self.icon_href)}">' if self.icon_href
                 else "")
         return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -181,7 +193,7 @@ class ConnectingPage:
                 f'<div id="as-connecting" role="status" aria-live="polite"><h1>{title}</h1>'
                 f'<p><span class="dot"></span><span id="as-connecting-text">{self.waiting(ahead)}'
                 f"</span></p></div><script>{CONNECTING_JS}</script>\n"
-                f"{self.scripts}")
+                f"{own}{self.scripts}")
 
     @staticmethod
     def waiting(ahead: int) -> str:

@@ -8,6 +8,9 @@ Measures, in one run, and prints a table (and writes the same figures as JSON, p
            and a setting found in compute_state's cache of recent states;
   server   one control change to the finished document update (PATCH-DOC message built), µs,
            with the new state in the cache (a setting some session already visited) and not;
+  document what a session's document costs: built and serialised (CPU ms), its models and
+           KB, and each part's (title bar, controls, notes, each block of the open tab, the
+           rest) models and KB of JSON;
   browser  real headless Chromium against three servers on 127.0.0.1, side by side:
              floor   a plain Bokeh app doing the same update (benchmarks/apps/bokeh_floor.py)
              panel   a plain Panel app, default behaviour (benchmarks/apps/panel_default.py)
@@ -907,6 +910,138 @@ def bench_fairness() -> dict:
     return rows
 
 
+#: Section *document*'s rows: a whole session's document, and each part's share of it.
+DOCUMENT_ROWS = ("a session's document: built (create_page)", "a session's document: sent "
+                 "(serialised for PULL-DOC)", "a session's document: models",
+                 "a session's document: JSON")
+
+
+def _own_sizes(doc_json) -> dict:
+    """Each model's own bytes in a document's JSON, by id: its definition with the models it
+    defines inside it written as references (each model is defined once, where it is first
+    referred to)."""
+    from bokeh.core.json_encoder import serialize_json
+
+    def cut(o):
+        if isinstance(o, dict):
+            if o.get("type") == "object" and "id" in o and len(o) > 1:
+                return {"id": o["id"]}
+            return {k: cut(v) for k, v in o.items()}
+        return [cut(v) for v in o] if isinstance(o, (list, tuple)) else o
+
+    sizes, stack = {}, [doc_json]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, dict):
+            if o.get("type") == "object" and "id" in o and len(o) > 1:
+                sizes[o["id"]] = len(serialize_json({k: cut(v) for k, v in o.items()}))
+            stack.extend(o.values())
+        elif isinstance(o, (list, tuple)):
+            stack.extend(o)
+    return sizes
+
+
+def document_parts(doc, every: set) -> list[tuple[str, set]]:
+    """A served session's document cut into the parts a reader sees, in order: the title
+    bar, the controls, the notes, each block of the open tab (named by its named models),
+    then the rest (the tabs' bar and placeholders, the page's programs, Panel's wrapper);
+    each part the ids of the models first reached from it, so that the parts partition
+    ``every`` (the ids of the models the document's JSON holds: those of its roots, and
+    those its own programs are given)."""
+    def having(css: str):
+        return next(m for m in doc.models if css in getattr(m, "css_classes", ()))
+
+    def label(model) -> str:
+        names = [m.name for i in _held([model], set()) if (m := doc.get_model_by_id(i)).name
+                 and type(m).__name__ in ("figure", "Div", "Button")]
+        return ", ".join(sorted(names)) or type(model).__name__
+
+    body = having("app-body")
+    root = next(m for m in doc.models if body in getattr(m, "children", ()))
+    tabs = doc.get_model_by_name("sections")
+    parts = [("title bar", [c for c in root.children if c is not body]),
+             ("controls", [having("app-sidebar")]), ("notes (theme, presets)",
+                                                    [having("app-notes")])]
+    parts += [(f"open tab: {label(child)}", [child])
+              for child in tabs.tabs[tabs.active].child.children]
+    seen, out = set(), []
+    for name, models in parts:
+        ids = _held(models, seen)
+        seen |= ids
+        out.append((name, ids))
+    out.append(("the rest (tabs, the page's programs, Panel's wrapper)", every - seen))
+    return out
+
+
+#: Properties through which a model runs or names others rather than holding them: a part
+#: holds the programs attached to it, not the models those programs are given.
+_NOT_HELD = {"js_property_callbacks", "js_event_callbacks", "args", "tags"}
+
+
+def _held(models, seen: set) -> set:
+    """The ids of ``models`` and of every model they hold, not already in ``seen``."""
+    from bokeh.model import Model
+    from bokeh.model.util import visit_value_and_its_immediate_references
+    found, stack = set(), list(models)
+    while stack:
+        model = stack.pop()
+        if model.id in seen or model.id in found:
+            continue
+        found.add(model.id)
+        for name, value in model.properties_with_values(include_defaults=False).items():
+            if name not in _NOT_HELD:
+                visit_value_and_its_immediate_references(
+                    value, lambda m: stack.append(m) if isinstance(m, Model) else None)
+    return found
+
+
+def session_document():
+    """A session's document at the defaults, built as `attention-scaling serve` builds it
+    (create_page without the programs' library, which the page loads as a file)."""
+    import panel as pn
+    from bokeh.document import Document
+
+    from attention_scaling import page
+    doc = Document()
+    pn.state.curdoc = doc
+    try:
+        page.create_page(library=False).server_doc(doc)
+    finally:
+        pn.state.curdoc = None
+    return doc
+
+
+def bench_document(n: int) -> dict:
+    """What each part of a session's document costs: a session's page built as the server
+    builds it (:func:`session_document`) and serialised as its first message sends it, the
+    whole timed n times (CPU); then each part's models and bytes of JSON
+    (:func:`document_parts`; a part's bytes include the references it holds to others)."""
+    from bokeh.core.json_encoder import serialize_json
+
+    from attention_scaling import server
+
+    server.skip_document_validation()   # as `attention-scaling serve` does
+    session_document()      # imports, caches, the state's first compute
+    built, sent = [], []
+    for _ in range(n):
+        gc.collect()
+        t = time.process_time()
+        doc = session_document()
+        built.append((time.process_time() - t) * 1e3)
+        t = time.process_time()
+        text = serialize_json(doc.to_json(deferred=False))
+        sent.append((time.process_time() - t) * 1e3)
+    doc_json = doc.to_json(deferred=False)
+    sizes = _own_sizes(doc_json)
+    out = {DOCUMENT_ROWS[0]: summary(built, "ms CPU"), DOCUMENT_ROWS[1]: summary(sent, "ms CPU"),
+           DOCUMENT_ROWS[2]: {"median": len(sizes), "n": 1, "unit": "models"},
+           DOCUMENT_ROWS[3]: {"median": round(len(text) / 1e3, 1), "n": 1, "unit": "KB"}}
+    for name, ids in document_parts(doc, set(sizes)):
+        kb = sum(sizes.get(i, 0) for i in ids) / 1e3
+        out[f"part: {name}"] = {"median": round(kb, 1), "n": 1, "unit": f"KB, {len(ids)} models"}
+    return out
+
+
 def bench_sessions(srv: Served, n_sessions: int) -> dict:
     """RSS growth of the server per open session, and time to open one (HTTP page + websocket)."""
     from bokeh.client import pull_session
@@ -1087,6 +1222,9 @@ def run_sections(results: dict, sections: set, probe: SpeedProbe, kinds: str,
     if "server" in sections:
         with probe.section("server"):
             results["server"] = bench_server(n_srv)
+    if "document" in sections:
+        with probe.section("document"):
+            results["document"] = bench_document(5 if quick else 30)
     servers = {}
     try:
         if sections & {"browser", "load"}:
@@ -1163,8 +1301,8 @@ def main(argv=None) -> int:
     ap.add_argument("--servers", default="floor,panel,ours",
                     help="which servers to compare in the browser (default floor,panel,ours)")
     ap.add_argument("--sections",
-                    default="core,server,browser,load,argument,views,bystander,fairness,"
-                            "sessions,sweep,export",
+                    default="core,server,document,browser,load,argument,views,bystander,"
+                            "fairness,sessions,sweep,export",
                     help="which sections to run (default: all)")
     ap.add_argument("--viewports", default=f"{DESKTOP},{PHONE}", type=_viewports,
                     help="the browser section's viewports, WIDTHxHEIGHT in CSS pixels, "

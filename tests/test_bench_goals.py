@@ -199,3 +199,25 @@ def test_each_viewport_of_the_browser_section_has_the_browser_goals_of_its_own()
                                   "keyboard: within 1.1x of the Bokeh floor (at 375x812)"])
     assert got["keyboard: new data median <= 10 ms"]["met"] is True
     assert got["keyboard: new data median <= 10 ms (at 375x812)"]["ours"] == 12
+
+
+def test_the_document_s_parts_hold_each_model_once_and_its_bytes_add_up():
+    """Section *document*'s parts of a served session's document: every model in exactly one
+    part, the controls and the one draw's charts each in a part of their own, the served
+    document without the programs' library, and the models' own bytes adding up to the
+    document's JSON (within the references they share)."""
+    from bokeh.core.json_encoder import serialize_json
+
+    from attention_scaling.style import LIBRARY
+    doc = run.session_document()
+    sizes = run._own_sizes(doc.to_json(deferred=False))
+    assert {m.id for m in doc.models} <= set(sizes)
+    parts = run.document_parts(doc, set(sizes))
+    everything = [i for _, ids in parts for i in ids]
+    assert sorted(everything) == sorted(sizes)
+    names = [name for name, _ in parts]
+    assert "controls" in names and "open tab: scaled-weights, unscaled-weights" in names
+    assert "open tab: jacobian, jacobian-diagonal" in names
+    assert doc.get_model_by_name(LIBRARY) is None
+    whole = len(serialize_json(doc.to_json(deferred=False)))
+    assert abs(sum(sizes.values()) - whole) <= 0.01 * whole

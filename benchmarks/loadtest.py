@@ -37,7 +37,9 @@ no ramp, and no cycles unless --cycles is given. Time to first chart (a proxy fo
 chart drawn): from the page request to the ready-made first view received (the page of a visitor
 who waits in line carries the explorer as it opens, drawn by the browser with no session) or, for
 a page without one, to the server's OK for document_ready, i.e. the page, the websocket, the
-whole document and Panel's on-load callbacks; time to live: the latter for every session. Both
+whole document and Panel's on-load callbacks; time to live: the latter for every session; time
+to interactive: to the new bar data answering a d_k change each session sends as soon as it is
+live (a student's first slider move: no page answers one before its session is live). Each
 p50/p95/max and, for the first chart, the median of each
 tenth of the arrival order (an early student held back by later ones shows as a flat profile,
 and as a share of pairs in which the later arrival was ready first). Goals: p50 <= 5 s and
@@ -102,6 +104,7 @@ from pathlib import Path
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import WebSocketClosedError
 
+from attention_scaling.server.line import FIRST_VIEW_END as _FIRST_VIEW_END
 from benchmarks.run import pct
 from testkit.bokeh_client import Connection, models_by_name, page_token, ready_patch
 from testkit.processes import free_port, stop_group, wait_until_live
@@ -109,8 +112,8 @@ from testkit.processes import free_port, stop_group, wait_until_live
 ROOT = Path(__file__).resolve().parents[1]
 
 CLI = str(Path(sys.executable).with_name("attention-scaling"))
-#: The last words of a page's ready-made first view (assets/js/first-view.js).
-FIRST_VIEW_END = b"end of the first view"
+#: The last bytes of a page's ready-made first view (server/first_views.py).
+FIRST_VIEW_END = _FIRST_VIEW_END.encode("ascii")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 #: Names the scaling control may have in the document ("scaled": a Switch, "rule": a
 #: RadioButtonGroup of the scaling rules).
@@ -337,6 +340,9 @@ class Session:
         # page requested / page received / document received / document_ready answered, and
         # the ready-made first view received (a page sent while its visitor waits in line)
         self.t_request = self.t_page = self.t_doc = self.t_ready = self.t_first_view = None
+        # the first change's new bar data received (time to interactive), and its event
+        self.t_answer = None
+        self.answered = asyncio.Event()
         self.stale = 0   # updates still owed for changes given up at the end of a phase
 
     # -- framing
@@ -531,6 +537,9 @@ class Session:
                         if not self.pending.popleft()[3]:
                             rec.coalesced += 1
                     t_sent, phase, ctl, timed_out, _shows = self.pending.popleft()
+                    if self.t_answer is None:
+                        self.t_answer = t
+                        self.answered.set()
                     ms = (t - t_sent) * 1000
                     rec.latency[phase].append(ms)
                     rec.latency_by_kind[f"{phase} {ctl}"].append(ms)
@@ -917,6 +926,14 @@ class LoadTest:
                 rec.error("open timeout", "no answer to document_ready")
                 await s._abort()
                 return False
+            # the student moves d_k as soon as the page answers: time to interactive
+            c = s.controls.get("d_k")
+            if c is not None:
+                await s._change("d_k", c["start"] if c["value"] != c["start"] else c["end"])
+                try:
+                    await asyncio.wait_for(s.answered.wait(), a.open_timeout)
+                except asyncio.TimeoutError:
+                    rec.error("first change unanswered", "no new bar data")
             return True
 
         async def progress() -> None:
@@ -939,6 +956,8 @@ class LoadTest:
                 for s in sessions]
         live = [None if s.t_ready is None else round((s.t_ready - s.t_request) * 1000)
                 for s in sessions]
+        interactive = [round((s.t_answer - s.t_request) * 1000) for s in sessions
+                       if s.t_answer is not None]
         first_views = sum(1 for s in sessions if s.t_first_view is not None)
         served = [v for v in ttfc if v is not None]
         tenths = []
@@ -956,20 +975,23 @@ class LoadTest:
         cpu = self.cpu_between(m0, m1)
         self._say(f"burst done: {len(served)} of {n} ready in {wall:.1f} s, time to first "
                   f"chart p50 {pct(served, .5)} ms, p95 {pct(served, .95)} ms, max "
-                  f"{max(served) if served else None} ms")
+                  f"{max(served) if served else None} ms; time to interactive p50 "
+                  f"{pct(interactive, .5)} ms, p95 {pct(interactive, .95)} ms")
         out = {"burst": {
             "requested": n, "window_s": a.burst_window, "ready": len(served),
             "seconds": round(wall, 1),
             "time_to_first_chart_ms": dist(served, 0),
             "time_to_live_ms": dist([v for v in live if v is not None], 0),
+            "time_to_interactive_ms": dist(interactive, 0),
             "first_views": first_views,
             "by_arrival_tenth_p50_ms": tenths,
             "overtaken_share": round(overtaken / pairs, 3) if pairs else None,
             "time_to_first_chart_ms_in_arrival_order": ttfc,
             # per session, in arrival order: [requested, page received, document received,
-            # ready] in s from the start of the burst (None: did not happen)
+            # ready, first change answered] in s from the start of the burst (None: did not
+            # happen)
             "timeline_s": [[None if t is None else round(t - t0, 3)
-                            for t in (s.t_request, s.t_page, s.t_doc, s.t_ready)]
+                            for t in (s.t_request, s.t_page, s.t_doc, s.t_ready, s.t_answer)]
                            for s in sessions],
             "errors": dict(rec.errors), "cpu": cpu,
             "server_cpu_ms_per_session": round(1000 * cpu["server_cpu_s"] / len(served))
@@ -1233,6 +1255,8 @@ def table(res: dict) -> str:
         row("time to first chart p50 / p95 / max", d(b["time_to_first_chart_ms"]), "ms")
         row("  sent a ready-made first view", f"{b['first_views']} of {b['ready']}", "")
         row("time to live p50 / p95 / max", d(b["time_to_live_ms"]), "ms")
+        row("time to interactive p50 / p95 / max", d(b["time_to_interactive_ms"]),
+            "ms (a d_k change sent once live, to its new bars)")
         row("  p50 by tenth of arrival order", " ".join(
             "-" if v is None else f"{v / 1000:.1f}" for v in b["by_arrival_tenth_p50_ms"]), "s")
         row("  later arrival ready before an earlier one", b["overtaken_share"],

@@ -19,7 +19,7 @@ from attention_scaling import core
 from attention_scaling import server as served
 from attention_scaling.page import Explorer
 from attention_scaling.server.first_views import FirstViews
-from attention_scaling.server.line import CONNECTING_AFTER_S
+from attention_scaling.server.line import CONNECTING_AFTER_S, FIRST_VIEW_END
 from attention_scaling.state import ExplorerState
 from attention_scaling.state import FIG3_SEED
 from attention_scaling.style import library_file
@@ -231,8 +231,9 @@ def burst(url: str, n: int, tmp_path) -> dict:
 
 
 def test_a_burst_is_served_first_come_first_served(tmp_path):
-    """Sessions requested in the same second, one opened at a time: every one opens, and each
-    session's steps follow one another. That pages go out in the order the server received
+    """Sessions requested in the same second, one opened at a time: every one opens, each
+    session's steps follow one another, and its first slider move is answered once it is
+    live (the load test's time to interactive). That pages go out in the order the server received
     their requests is asserted causally by
     test_the_line_admits_at_once_then_serves_waiters_in_arrival_order. The load test's own
     clock is not that order: it stamps a request when its client begins it, and on a busy
@@ -246,9 +247,12 @@ def test_a_burst_is_served_first_come_first_served(tmp_path):
     finally:
         srv.stop()
     assert b["ready"] == 8 and b["errors"] == {}
-    # [requested, page received, document received, ready], in the order requests were sent
+    # [requested, page received, document received, ready, first change answered], in the
+    # order requests were sent: each student's first slider move answered once it was live
     timeline = sorted(b["timeline_s"])
-    assert len(timeline) == 8 and all(t[0] < t[1] <= t[2] <= t[3] for t in timeline), timeline
+    assert len(timeline) == 8 and all(t[0] < t[1] <= t[2] <= t[3] < t[4] for t in timeline), \
+        timeline
+    assert b["time_to_interactive_ms"]["n"] == 8
 
 
 def hold_the_only_place(url: str):
@@ -354,6 +358,33 @@ def _first_view_document(html_text: str):
     return Document.from_json(data["doc"]), data["root"]
 
 
+def test_a_page_request_arriving_with_others_under_way_gets_a_first_view():
+    """A class arriving at once is all at the server before the first page has entered the
+    line: a page request shares the server (and gets a first view) when another request is
+    under way, in the line or not yet, or a session is pulling its document; alone, it does
+    not."""
+    room = served.Classroom(served.ServerConfig(open_at_once=2))
+
+    async def decisions() -> list[bool]:
+        seen = []
+        room.building = 1                     # this request alone
+        seen.append(room.others_opening())
+        room.building = 2                     # another one under way, not in the line yet
+        seen.append(room.others_opening())
+        room.building = 1
+        assert await room.line.enter(1)       # another page in the line, being built
+        seen.append(room.others_opening())
+        room.line.release()
+        seen.append(room.others_opening())
+        room.line.connected("s1")             # a session pulling its document
+        seen.append(room.others_opening())
+        room.line.done("s1")
+        seen.append(room.others_opening())
+        return seen
+
+    assert run_in_thread(decisions) == [False, True, True, False, True, False]
+
+
 def test_a_first_view_is_the_explorer_at_its_address_built_once():
     views = FirstViews()
     args = {"d_k": [b"512"], "rule": [b"none"], "temperature": [b"2.5"], "seed": [b"7"]}
@@ -365,6 +396,8 @@ def test_a_first_view_is_the_explorer_at_its_address_built_once():
     assert doc.get_model_by_name("unscaled-weights-source").data["weight"] == pytest.approx(
         expected.unscaled.probs.tolist(), rel=1e-12)
     assert doc.get_model_by_id(root) is not None
+    # its last bytes say where it ends (the load test reads them, as line.FIRST_VIEW_END)
+    assert first.endswith(FIRST_VIEW_END + "\n") and first.count(FIRST_VIEW_END) == 1
     # the same address again (and its defaults spelled out): the kept one, not a new build
     assert views.html(args) is first
     assert views.html({**args, "keys": [b"8"], "align": [b"0"]}) is first

@@ -47,4 +47,3 @@
   };
   draw();
 })();
-// end of the first view

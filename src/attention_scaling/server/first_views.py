@@ -11,9 +11,10 @@ import time
 
 from bokeh.document import Document
 
-from ..style import script
 from ..page import Explorer
 from ..state import CONTROLS, ExplorerState, parse_query
+from ..style import script
+from .line import FIRST_VIEW_END
 
 log = logging.getLogger("attention_scaling.server")
 
@@ -77,4 +78,4 @@ def first_view_html(values: dict, hidden=frozenset(), notices=()) -> str:
     return ('<div id="as-first-view" inert><div id="as-first-view-root"></div></div>'
             '<script type="application/json" id="as-first-view-doc">'
             + data.replace("<", "\\u003c") + "</script><script>" + script("first-view")
-            + "</script>\n")
+            + "</script>" + FIRST_VIEW_END + "\n")

@@ -83,6 +83,13 @@ class Classroom:
     def max_websockets(self) -> int:
         return self.config.max_sessions * WEBSOCKETS_PER_SESSION
 
+    def others_opening(self) -> bool:
+        """Whether a page request under way shares the server with other sessions opening:
+        another page request under way (before the line, in it or being built: a class
+        arriving at once is all here before the first has entered the line) or a session
+        pulling its document. Its visitor then waits, and gets a ready-made first view."""
+        return self.building > 1 or self.line.opening()
+
     def full(self, tornado_app) -> bool:
         """Whether a new session would pass the cap: open, and being built."""
         return open_sessions(tornado_app) + self.building >= self.config.max_sessions
@@ -229,7 +236,8 @@ class CappedDocHandler(DocHandler):
             room = self.classroom
             self._sent_scripts = room.page.scripts
             self.write(room.page.head(room.line.ahead(), prefix))
-            if room.config.first_view is not None and self._sent_scripts and room.line.opening():
+            if (room.config.first_view is not None and self._sent_scripts
+                    and room.others_opening()):
                 try:
                     self.write(room.config.first_view(self.request.arguments))
                 except Exception:          # the visitor still gets the notice and the page

@@ -158,6 +158,10 @@ if(m)m.textContent='Still connecting: the server is busy opening the explorer fo
 'class. This page keeps trying.';}},100);})();"""
 
 
+#: The last bytes of a ready-made first view (first_views.first_view_html): the load test
+#: tells by them that a page carried one.
+FIRST_VIEW_END = "<!-- end of the first view -->"
+
 #: Where the server's own script (ConnectingPage.programs) is served, under the prefix: a path
 #: with /static/ in it, so that it is compressed once (http.GzipStaticOnce).
 PROGRAMS_ROUTE = "/as/static/"

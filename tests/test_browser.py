@@ -20,6 +20,9 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 def test_page_loads_with_named_plots_and_no_errors(page, server):
+    """The page draws its plots with no error, its programs' library came from the served
+    file (style.library_file), and the library set up BokehJS's layout seam (helpers.js:
+    each document laid out once per task), which it can only do once BokehJS is loaded."""
     open_app(page, server)
     assert "√dₖ" in page.title()
     assert_plots_drawn(page)
@@ -28,6 +31,9 @@ def test_page_loads_with_named_plots_and_no_errors(page, server):
     wait_still(page)                  # the page has done what its first view asked of it
     assert page.console_errors == []
     assert page.failed_requests == []
+    assert any("/as/static/programs-" in url for url in page.requests)
+    assert page.evaluate("() => Bokeh.require('models/layouts/layout_dom').LayoutDOMView"
+                         ".prototype.invalidate_layout.name") == "invalidateLayout"
 
 
 def test_keyboard_moves_d_k_and_both_bar_charts_change(page, server):

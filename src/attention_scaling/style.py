@@ -160,12 +160,21 @@ def programs(offline: bool = False) -> CustomJS:
 @functools.cache
 def library_file() -> tuple[str, bytes]:
     """The served page's library as a script file of its own: (its file name, named by its
-    content's hash, and its bytes). Loaded before any document of the page, it compiles the
+    content's hash, and its bytes). Loaded before any document of the page, it puts the
     library where :func:`script`'s calls look first, so that a session's document needs no
     :func:`programs` model: the browser fetches the library once and keeps it in its cache,
-    instead of receiving it in every session's document."""
-    body = (f"globalThis[{_LIBRARY_KEY}] ??= (function () {{\n{library_code()}\n}})();\n"
-            ).encode("utf-8")
+    instead of receiving it in every session's document. The library runs when the first
+    program asks for it, as from the model: once BokehJS is loaded (helpers.js reads it)."""
+    body = ("(() => {\n"
+            f"const key = {_LIBRARY_KEY};\n"
+            "if (Object.hasOwn(globalThis, key)) return;\n"
+            "Object.defineProperty(globalThis, key, {configurable: true, get() {\n"
+            f"const library = (function () {{\n{library_code()}\n}})();\n"
+            "Object.defineProperty(globalThis, key, {value: library, writable: true, "
+            "configurable: true});\n"
+            "return library;\n"
+            "}});\n"
+            "})();\n").encode("utf-8")
     return f"programs-{hashlib.sha256(body).hexdigest()[:16]}.js", body
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 
 # Each session holds ~10,000 objects tracked by Python's cyclic collector; with 150 sessions
@@ -11,10 +13,28 @@ import gc
 # included, walk only what is younger; once enough sessions have ended, their frozen objects
 # are thawed and everything is collected once.
 
+# After each collection the C allocator is asked to give the memory freed since back to the
+# system (glibc's malloc_trim; elsewhere nothing is done): without it, the peaks of building
+# and serialising documents stay in the process's RSS. Twelve sessions at the heaviest address
+# (tests/test_shared_state.py) hold 265-275 MiB with it and 300-332 MiB without; a trim takes
+# about 5 ms with a 1.2 GiB heap.
+
 GC_FREEZE_PERIOD_S = 10.0
 #: Thaw and collect everything once this many sessions (or a tenth of those open) ended.
 GC_FULL_AFTER_ENDED = 8
 _GC = {"freezer": None, "live": 0, "ended": 0, "full": 0}
+
+
+def _malloc_trim():
+    """glibc's ``malloc_trim(0)`` as a function of no arguments, or None without glibc."""
+    name = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim") if name else None
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _malloc_trim()
 
 
 def track_session(doc) -> None:
@@ -31,8 +51,8 @@ def session_ended(session_context) -> None:
 
 
 def collect_and_freeze() -> bool:
-    """Collect, then freeze what survived; thaw first when enough sessions have ended (then
-    their objects are reclaimed). Returns whether the collection was a full one."""
+    """Collect, then freeze what survived, then return the freed memory to the system; thaw
+    first when enough sessions have ended (then their objects are reclaimed). Returns whether the collection was a full one."""
     full = _GC["ended"] >= max(GC_FULL_AFTER_ENDED, _GC["live"] // 10)
     if full:
         gc.unfreeze()
@@ -40,6 +60,8 @@ def collect_and_freeze() -> bool:
         _GC["full"] += 1
     gc.collect()
     gc.freeze()
+    if _TRIM is not None:
+        _TRIM(0)
     return full
 
 

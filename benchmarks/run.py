@@ -911,7 +911,7 @@ def bench_fairness() -> dict:
 
 
 #: Section *document*'s rows: a whole session's document, and each part's share of it.
-DOCUMENT_ROWS = ("a session's document: built (create_page)", "a session's document: sent "
+DOCUMENT_ROWS = ("a session's document: built (serve_session)", "a session's document: sent "
                  "(serialised for PULL-DOC)", "a session's document: models",
                  "a session's document: JSON")
 
@@ -944,7 +944,7 @@ def _own_sizes(doc_json) -> dict:
 def document_parts(doc, every: set) -> list[tuple[str, set]]:
     """A served session's document cut into the parts a reader sees, in order: the title
     bar, the controls, the notes, each block of the open tab (named by its named models),
-    then the rest (the tabs' bar and placeholders, the page's programs, Panel's wrapper);
+    then the rest (the tabs' bar and placeholders, the page's programs);
     each part the ids of the models first reached from it, so that the parts partition
     ``every`` (the ids of the models the document's JSON holds: those of its roots, and
     those its own programs are given)."""
@@ -969,7 +969,7 @@ def document_parts(doc, every: set) -> list[tuple[str, set]]:
         ids = _held(models, seen)
         seen |= ids
         out.append((name, ids))
-    out.append(("the rest (tabs, the page's programs, Panel's wrapper)", every - seen))
+    out.append(("the rest (tabs, the page's programs)", every - seen))
     return out
 
 
@@ -997,7 +997,7 @@ def _held(models, seen: set) -> set:
 
 def session_document():
     """A session's document at the defaults, built as `attention-scaling serve` builds it
-    (create_page without the programs' library, which the page loads as a file)."""
+    (page.serve_session: without the programs' library, which the page loads as a file)."""
     import panel as pn
     from bokeh.document import Document
 
@@ -1005,7 +1005,7 @@ def session_document():
     doc = Document()
     pn.state.curdoc = doc
     try:
-        page.create_page(library=False).server_doc(doc)
+        page.serve_session()
     finally:
         pn.state.curdoc = None
     return doc

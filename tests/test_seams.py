@@ -118,3 +118,34 @@ def test_panels_extension_says_whether_it_was_loaded():
     import panel as pn
     assert isinstance(pn.extension._loaded, bool)
     assert seams.panel_extension_loaded() is pn.extension._loaded
+
+
+def test_a_served_function_that_returns_none_serves_the_document_it_built():
+    """`pn.serve(fn)`: a function that puts its own root in `pn.state.curdoc` and returns
+    None (seams.add_root) gets that document served as it is, its root and title, with no
+    Panel model around the root."""
+    import asyncio
+
+    import panel as pn
+    from bokeh.models import Div
+    from conftest import free_port, run_in_thread
+
+    def session():
+        seams.add_root(pn.state.curdoc, Div(text="built here", name="own-root"), "Own title")
+
+    async def main():
+        port = free_port()
+        server = pn.serve(session, port=port, address="127.0.0.1", show=False, start=False,
+                          location=False, websocket_origin=[f"127.0.0.1:{port}"])
+        try:
+            from test_server import fetch_page
+            page = await asyncio.get_running_loop().run_in_executor(None, fetch_page, port)
+            [session_] = server.get_sessions("/")
+            doc = session_.document
+            return page.decode(), doc.title, [(type(r).__name__, r.name) for r in doc.roots]
+        finally:
+            server.stop()
+
+    page, title, roots = run_in_thread(main)
+    assert roots == [("Div", "own-root")]
+    assert title == "Own title" and "<title>Own title</title>" in page

@@ -405,7 +405,7 @@ def _server_options(args: argparse.Namespace) -> dict:
         # no Panel Location: the page writes its address itself (assets/js/write-url.js), and
         # Panel's would echo the address back to the server after every change
         location=False,
-        # the browser programs' library, fetched once and kept (create_page(library=False))
+        # the browser programs' library, fetched once and kept (page.serve_session)
         extra_patterns=server.not_served_patterns()
         + server.programs_patterns(library_file()) + (
             [("/stats", _stats_handler())] if args.stats else []),
@@ -438,15 +438,14 @@ def _serve(args: argparse.Namespace) -> int:
     from tornado import process
 
     from . import server, work
-    from .page import create_page
+    from .page import serve_session
 
     _install(args)
 
     def session_page():
-        page = create_page(library=False)
+        serve_session()
         server.track_session(pn.state.curdoc)
         server.start_gc_freezer()
-        return page
 
     try:
         # started here rather than by pn.serve: with --num-procs each process (forked by the

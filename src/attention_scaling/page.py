@@ -517,14 +517,28 @@ def _load_extension_in_notebook() -> None:
 
 
 def create_page(library: bool = True):
-    """A fresh explorer page for one browser session, set up from the URL's query string.
-    ``library``: ViewOptions.library (the server that loads the library as a file of its own
-    gives False).
+    """A fresh explorer page for one browser session, set up from the URL's query string, in
+    Panel's Bokeh pane (for ``pn.serve``, ``.servable()`` and a notebook). ``library``:
+    ViewOptions.library.
 
     Controls (state.CONTROLS) are read with state.parse_query (bad values are
     clamped or ignored, with a visible notice) and written back to the URL on every change.
     ``?embed=1`` or ``?hide=header,controls,text`` gives a bare layout for an iframe.
     """
+    return _session_explorer(library).page()
+
+
+def serve_session(title: str = TITLE) -> None:
+    """The page of one session of `attention-scaling serve`: :func:`create_page`'s explorer,
+    without the programs' library (the page loads it as a file of its own), its layout put in
+    the session's document (``pn.state.curdoc``) as it is (seams.add_root). For ``pn.serve``
+    as the function it calls per session (it returns None)."""
+    explorer = _session_explorer(library=False)
+    seams.add_root(pn.state.curdoc, explorer.view.root, title)
+
+
+def _session_explorer(library: bool) -> Explorer:
+    """The explorer of one session, from the URL's query string (see :func:`create_page`)."""
     # No BrowserInfo model: the page never asks for the browser's settings, and Panel's
     # would send seven messages back to the server while the page is being drawn. "mathjax":
     # the page loads BokehJS's own MathJax bundle, from this server, for the formulas (Panel
@@ -542,7 +556,7 @@ def create_page(library: bool = True):
     if doc is not None:
         steps = presenting(args)
         doc.on_event("document_ready", lambda _event: explorer.build_rest(steps))
-    return explorer.page()
+    return explorer
 
 
-__all__ = ["Explorer", "create_page", "TITLE"]
+__all__ = ["Explorer", "create_page", "serve_session", "TITLE"]

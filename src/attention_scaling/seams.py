@@ -99,6 +99,25 @@ SCRIPT_TAG = re.compile(r'<script[^>]*\ssrc="[^"]*/([^/"?]+?)\.min\.js[^"]*"[^>]
 ES_MODULE_OPTIONS = re.compile(r'<script type="esms-options">[^<]*</script>\s*')
 
 
+# ---- a served function that builds its own document ----------------------------------------
+# `pn.serve(fn)` calls ``fn`` for each session with `pn.state.curdoc` set to the session's
+# document, and wraps what it returns in a pane that it adds to the document; a function that
+# returns None leaves the document as the function built it (panel/io/application.py,
+# `_eval_panel`). The explorer is a Bokeh layout: in `pn.pane.Bokeh`, Panel walks the whole
+# model graph twice more per session (to rewrite the CustomJS code that names the root, which
+# is the root itself here, and to take the models out of any other document, where none is),
+# about a fifth of building a session's document (docs/benchmarks.md). So the served function
+# adds the layout itself and returns None. If Panel starts to require a returned object, the
+# page is empty: tests/test_seams.py serves such a function and looks for its root.
+
+def add_root(doc, root, title: str) -> None:
+    """Put the Bokeh layout ``root`` in the session's document ``doc`` under ``title``, as
+    `pn.serve` would with the layout in its Bokeh pane; the served function then returns
+    None."""
+    doc.title = title
+    doc.add_root(root)
+
+
 # ---- Panel's notebook extension ------------------------------------------------------------
 # `pn.extension._loaded`: whether Panel's JavaScript was already sent to this notebook.
 # `Explorer()` loads it once so that a notebook needs no `pn.extension()` cell; calling

@@ -434,15 +434,17 @@ def test_first_views_are_bounded_and_nothing_sent_can_end_their_script(caplog):
 def test_a_repeat_visit_takes_its_scripts_from_the_browser_cache(page, server):
     cdp = page.context.new_cdp_session(page)
     cdp.send("Network.enable")
-    seen = {"cached": 0, "bytes": 0}
+    seen = {"cached": 0, "bytes": 0, "files": set()}
     cdp.on("Network.requestServedFromCache",
            lambda e: seen.__setitem__("cached", seen["cached"] + 1))
     cdp.on("Network.loadingFinished",
            lambda e: seen.__setitem__("bytes", seen["bytes"] + e["encodedDataLength"]))
+    cdp.on("Network.requestWillBeSent", lambda e: e.get("type") in ("Script", "Stylesheet")
+           and seen["files"].add(e["request"]["url"].rsplit("/", 1)[-1].split("?")[0]))
     page.add_init_script(INIT)
     for visit in range(2):
         if visit:
-            seen.update(cached=0, bytes=0)
+            seen.update(cached=0, bytes=0, files=set())
         page.goto(server.url)
         page.wait_for_function("() => (window.__col('jacobian-diagonal-source', 'value') || [])"
                                ".length > 0", timeout=30_000)
@@ -450,8 +452,10 @@ def test_a_repeat_visit_takes_its_scripts_from_the_browser_cache(page, server):
         if not visit:
             first = dict(seen)
     assert first["cached"] == 0 and first["bytes"] > 100_000
+    assert {"bokeh.min.js", "bokeh-widgets.min.js", library_file()[0]} <= first["files"], first
     # every script and style again from the cache: only the page itself crosses the network
-    assert seen["cached"] >= 6 and seen["bytes"] < 20_000, (first, seen)
+    assert seen["files"] == first["files"], (first, seen)
+    assert seen["cached"] >= len(first["files"]) and seen["bytes"] < 20_000, (first, seen)
 
 
 @pytest.mark.parametrize("kind", ["switch", "rule"])

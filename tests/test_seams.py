@@ -136,7 +136,8 @@ def test_a_served_function_that_returns_none_serves_the_document_it_built():
     async def main():
         port = free_port()
         server = pn.serve(session, port=port, address="127.0.0.1", show=False, start=False,
-                          location=False, websocket_origin=[f"127.0.0.1:{port}"])
+                          location=False, websocket_origin=[f"127.0.0.1:{port}"],
+                          sign_sessions=False, secret_key=None)
         try:
             from test_server import fetch_page
             page = await asyncio.get_running_loop().run_in_executor(None, fetch_page, port)

@@ -494,7 +494,8 @@ class Explorer(pn.viewable.Viewer):
         return pn.pane.Bokeh(self.view.root, sizing_mode="stretch_width")
 
     def page(self):
-        """The page as Panel serves it (the View's Bokeh layout in a pane)."""
+        """The page in Panel's Bokeh pane: for a notebook, ``.servable()`` and
+        ``pn.serve(create_page)``."""
         return self.__panel__()
 
     def sync_url(self, doc=None) -> None:

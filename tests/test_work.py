@@ -408,3 +408,37 @@ def test_a_jobs_results_make_its_view_ready_in_a_process_that_computed_nothing(t
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                        timeout=300, check=True)
     assert r.stdout.split()[-2:] == ["False", "True"], r.stdout + r.stderr
+
+
+def test_warming_that_fails_in_the_server_s_loop_says_so_once_as_a_warning(monkeypatch, caplog):
+    """The server's loop warms the pool (work.warm, as `attention-scaling serve` calls it).
+    When every job fails, as when the pool stops with the server during the warm-up (Ctrl-C
+    sends the signal to the workers too), the log holds one warning and no error."""
+    import logging
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    from tornado.ioloop import IOLoop
+
+    def broken(values):
+        job = Future()
+        job.set_exception(BrokenProcessPool("a worker was terminated"))
+        return job
+
+    submitted = []
+    monkeypatch.setattr(work, "submit", lambda values: submitted.append(values) or broken(values))
+    monkeypatch.setattr(work, "_argument", lambda: None)
+
+    async def main():
+        IOLoop.current().add_callback(work.warm)
+        while not submitted:
+            await asyncio.sleep(0.01)
+        for _ in range(20):             # the loop's turns after the callback
+            await asyncio.sleep(0)
+
+    with caplog.at_level(logging.WARNING):
+        run_in_thread(main, 30)
+    assert len(submitted) > 10                         # every first view was asked for
+    assert [r.levelname for r in caplog.records] == ["WARNING"], \
+        [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert "Warming the first views failed" in caplog.records[0].getMessage()

@@ -154,27 +154,28 @@ def shutdown() -> None:
         child.join(timeout=5)
 
 
-def warm() -> list[Future]:
+def warm() -> None:
     """Compute the first views at the defaults (the one draw at every width and every tab)
-    in the pool, and this process's own argument tabs (:func:`ready` draws them). Each
-    future's result is already primed when it is done."""
+    in the pool, and this process's own argument tabs (:func:`ready` draws them). Each job's
+    result is primed when it is done; if jobs fail (the pool stopped with the server, a
+    worker killed), one warning says so. Nothing is returned for the caller to wait on: the
+    server's loop calls it, and Tornado would log each failed job of a returned list as an
+    error."""
     start = defaults()
     targets = [{**start, "tab": tab.key} for tab in TABS] + [
         {**start, "d_k": d_k} for d_k in core.D_K_VALUES if d_k != start["d_k"]]
-    jobs = []
+    failed = []
+
+    def done(job: Future) -> None:
+        if job.cancelled():
+            return
+        error = job.exception()
+        if error is None:
+            core.prime(job.result())
+        elif not failed:
+            failed.append(error)
+            log.warning("Warming the first views failed: %r", error)
+
     for values in targets:
-        job = submit(values)
-        job.add_done_callback(_prime_done)
-        jobs.append(job)
+        submit(values).add_done_callback(done)
     _argument()
-    return jobs
-
-
-def _prime_done(job: Future) -> None:
-    if job.cancelled():
-        return
-    error = job.exception()
-    if error is not None:
-        log.warning("Warming the first views failed: %r", error)
-        return
-    core.prime(job.result())

@@ -29,6 +29,7 @@ from conftest import (CLI, UI_WAIT_MS, Server, free_port, page_token, run_in_thr
 from testkit.bokeh_client import Connection
 
 from attention_scaling import server as served
+from attention_scaling import work
 
 ZEN = "Beautiful is better than ugly"
 COMPONENT_PATHS = ["components/this/x/__css__/y", "components/venv.__main__/x/__css__/y",
@@ -904,6 +905,55 @@ def test_a_server_with_workers_stops_on_a_signal_workers_included(signum):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+
+def test_ctrl_c_in_a_terminal_stops_the_server_and_its_workers_quietly():
+    """Ctrl-C in the terminal that runs `attention-scaling serve` (`make serve`): SIGINT to
+    the whole process group, the workers included. The server says it stopped, its workers
+    leave, and no process prints a traceback or its name."""
+    port = free_port()
+    proc = subprocess.Popen([CLI, "serve", "--port", str(port), "--address", "127.0.0.1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        assert wait_until_live(f"http://127.0.0.1:{port}/liveness", proc, 60)
+
+        def started(pid: int) -> bool:           # its start ran: its leave-with-parent thread
+            try:
+                return len(os.listdir(f"/proc/{pid}/task")) >= 2
+            except OSError:
+                return False
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            workers = [p for p in _children_of(proc.pid)
+                       if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
+            if len(workers) == work.workers() and all(started(p) for p in workers):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the pool's workers did not start")
+
+        def cpu() -> list[int]:                  # the workers' CPU ticks so far
+            return [sum(map(int, Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1]
+                            .split()[11:13])) for p in workers]
+        before, still = cpu(), 0                 # then idle on their queue (warmed up)
+        while still < 5 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            now = cpu()
+            still, before = (still + 1 if now == before else 0), now
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+        deadline = time.monotonic() + 10
+        while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert "attention-scaling: stopped" in out, out
+    for noise in ("Traceback", "KeyboardInterrupt", "Process SpawnProcess", "ERROR"):
+        assert noise not in out, out
+    assert not any(Path(f"/proc/{w}").exists() for w in workers)
 
 
 def test_requests_that_never_connect_hold_no_place_in_the_line():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -85,7 +86,10 @@ PARENT_CHECK_S = 1.0
 
 def _start_worker(parent: int) -> None:
     """A worker's start: it leaves when ``parent`` (the server process that started it) is
-    gone, and draws its own argument tabs, so that its first job does not pay for them."""
+    gone, and draws its own argument tabs, so that its first job does not pay for them. It
+    ignores Ctrl-C, which a terminal sends to the server and its workers alike: the server
+    stops the pool (a worker interrupted in its queue printed "Process SpawnProcess-1:")."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_leave_with, args=(parent,), name="leave-with-parent",
                      daemon=True).start()
     _argument()

@@ -129,17 +129,15 @@ def test_a_served_function_that_returns_none_serves_the_document_it_built():
     import panel as pn
     from bokeh.models import Div
     from conftest import free_port, run_in_thread
+    from test_server import fetch_page, serve_in_process
 
     def session():
         seams.add_root(pn.state.curdoc, Div(text="built here", name="own-root"), "Own title")
 
     async def main():
         port = free_port()
-        server = pn.serve(session, port=port, address="127.0.0.1", show=False, start=False,
-                          location=False, websocket_origin=[f"127.0.0.1:{port}"],
-                          sign_sessions=False, secret_key=None)
+        server = serve_in_process(port, session)
         try:
-            from test_server import fetch_page
             page = await asyncio.get_running_loop().run_in_executor(None, fetch_page, port)
             [session_] = server.get_sessions("/")
             doc = session_.document

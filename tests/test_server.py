@@ -240,11 +240,12 @@ def test_the_periodic_collection_gives_freed_memory_back_to_the_system():
     assert rss["after"] < rss["freed"] - 200, rss       # given back
 
 
-def serve_in_process(port: int):
-    """The app as the CLI serves it (no Location), in this thread's event loop; sessions
-    unsigned whatever Bokeh's process-wide defaults (read when Bokeh's server module is first
-    imported) say, as this test process imports it in many ways."""
-    return pn.serve(serve_session, port=port, address="127.0.0.1", show=False, start=False,
+def serve_in_process(port: int, app=serve_session):
+    """``app`` (by default the app as the CLI serves it) served as the CLI serves it (no
+    Location), in this thread's event loop; sessions unsigned whatever Bokeh's process-wide
+    defaults (read when Bokeh's server module is first imported) say, as this test process
+    imports it in many ways."""
+    return pn.serve(app, port=port, address="127.0.0.1", show=False, start=False,
                     location=False, websocket_origin=[f"127.0.0.1:{port}"],
                     sign_sessions=False, secret_key=None)
 

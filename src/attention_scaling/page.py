@@ -529,13 +529,13 @@ def create_page(library: bool = True):
     return _session_explorer(library).page()
 
 
-def serve_session(title: str = TITLE) -> None:
+def serve_session() -> None:
     """The page of one session of `attention-scaling serve`: :func:`create_page`'s explorer,
     without the programs' library (the page loads it as a file of its own), its layout put in
     the session's document (``pn.state.curdoc``) as it is (seams.add_root). For ``pn.serve``
     as the function it calls per session (it returns None)."""
     explorer = _session_explorer(library=False)
-    seams.add_root(pn.state.curdoc, explorer.view.root, title)
+    seams.add_root(pn.state.curdoc, explorer.view.root, TITLE)
 
 
 def _session_explorer(library: bool) -> Explorer:

@@ -16,7 +16,7 @@ import gc
 # After each collection the C allocator is asked to give the memory freed since back to the
 # system (glibc's malloc_trim; elsewhere nothing is done): without it, the peaks of building
 # and serialising documents stay in the process's RSS. Twelve sessions at the heaviest address
-# (tests/test_shared_state.py) hold 265-275 MiB with it and 300-332 MiB without; a trim takes
+# (tests/test_shared_state.py) hold 265-276 MiB with it and 300-332 MiB without; a trim takes
 # about 5 ms with a 1.2 GiB heap.
 
 GC_FREEZE_PERIOD_S = 10.0
@@ -52,7 +52,8 @@ def session_ended(session_context) -> None:
 
 def collect_and_freeze() -> bool:
     """Collect, then freeze what survived, then return the freed memory to the system; thaw
-    first when enough sessions have ended (then their objects are reclaimed). Returns whether the collection was a full one."""
+    first when enough sessions have ended (then their objects are reclaimed). Returns
+    whether the collection was a full one."""
     full = _GC["ended"] >= max(GC_FULL_AFTER_ENDED, _GC["live"] // 10)
     if full:
         gc.unfreeze()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import INIT, LIVE, TRAINING_WAIT_MS, UI_WAIT_MS, column, open_app, open_at
 from conftest import eventually, wait_column, wait_still
+from test_phone_layout import BLANK, FLAT, click_tab
 from playwright.sync_api import expect
 
 from attention_scaling import core, style
@@ -25,8 +26,12 @@ ALL_SHOTS = ROOT / "build" / "screenshots"
 WIDTHS = (375, 768, 1280, 1920)
 
 
-def _open(browser, server, width, search="", height=900, **context):
+def _open(browser, server, width, search="", height=900, init="", **context):
+    """The served page at ``search`` in a window of ``width`` x ``height``, drawn and still;
+    ``init``: a script run in it before the page's own (after conftest.INIT)."""
     ctx = browser.new_context(viewport={"width": width, "height": height}, **context)
+    if init:
+        ctx.add_init_script(init)
     page = ctx.new_page()
     page.console_errors = []
     page.on("pageerror", lambda e: page.console_errors.append(str(e)))
@@ -46,34 +51,36 @@ def sideways(page):
     return page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
 
 
-def test_no_sideways_scroll_at_any_width(browser, server):
-    """At every width (one page, its window resized): nothing scrolls sideways on the one
-    draw nor on Saturation, and the controls stand above the charts on a narrow screen,
-    beside them on a wide one."""
-    ctx, page = _open(browser, server, WIDTHS[0])
+def test_no_sideways_scroll_on_the_narrowest_phone(browser, server):
+    """At 320 px, the narrowest phone still sold: nothing scrolls sideways on the one draw
+    nor on Saturation, and the controls stand above the charts. The four wider widths are
+    the screenshot walks' (every tab, and where the controls stand)."""
+    ctx, page = _open(browser, server, 320)
     try:
-        for width in (320, *WIDTHS):         # 320: the narrowest phone still sold
-            page.set_viewport_size({"width": width, "height": 900})
-            _show_tab(page, "draw")
-            assert sideways(page) <= 0, width
-            # controls above the charts on a narrow screen, beside them on a wide one
-            boxes = page.evaluate("""() => ['d_k', 'scaled-weights'].map((n) => {
-                const b = window.__AS.view(Bokeh.documents[0].get_model_by_name(n)).el
-                          .getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })""")
-            slider, chart = boxes
-            if width < 900:
-                assert slider[3] <= chart[1], (width, slider, chart)
-            else:
-                assert slider[2] <= chart[0], (width, slider, chart)
-            page.locator(".bk-tab", has_text="2 Saturation").click()
-            page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
-                                   "'saturation-curves'); return m && window.__AS.view(m); }",
-                                   timeout=UI_WAIT_MS)
-            wait_still(page, "saturation-curves")
-            assert sideways(page) <= 0, width
+        _show_tab(page, "draw")
+        assert sideways(page) <= 0
+        assert_controls_placed(page, 320)
+        page.locator(".bk-tab", has_text="2 Saturation").click()
+        page.wait_for_function("() => { const m = Bokeh.documents[0].get_model_by_name("
+                               "'saturation-curves'); return m && window.__AS.view(m); }",
+                               timeout=UI_WAIT_MS)
+        wait_still(page, "saturation-curves")
+        assert sideways(page) <= 0
         assert page.console_errors == []
     finally:
         ctx.close()
+
+
+def assert_controls_placed(page, width):
+    """The controls stand above the charts on a narrow screen (below 900 px), beside them on
+    a wide one: the d_k slider's box against the scaled bar chart's."""
+    slider, chart = page.evaluate("""() => ['d_k', 'scaled-weights'].map((n) => {
+        const b = window.__AS.view(Bokeh.documents[0].get_model_by_name(n)).el
+                  .getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })""")
+    if width < 900:
+        assert slider[3] <= chart[1], (width, slider, chart)
+    else:
+        assert slider[2] <= chart[0], (width, slider, chart)
 
 
 #: A tab's chart drawn and still: its view as wide as a chart, its data in it (but the
@@ -104,24 +111,34 @@ def test_screenshots_of_every_tab_at_every_width_light_and_dark(browser, server,
     window resized; tests above open the page at each width), drawn and photographed
     (build/screenshots/<tab>-<width>-<theme>.png: its first screen, what a reader sees on
     opening it): as wide as the screen, nothing sideways, its chart and its page to the
-    bottom (photographed scrolled there) in the theme asked for; at 1280 px, axe-core finds
+    bottom (photographed scrolled there) in the theme asked for, and on the one draw the
+    controls above the charts or beside them (:func:`assert_controls_placed`); at 1280 px, axe-core finds
     no violation of any impact (minor and moderate too) on any tab. The one draw in light is
-    kept in assets/screenshots/ (the whole page from 1280 px, the first screen below). Over
-    20 s: 6 tabs at 4 widths, and axe over the whole page on six tabs. A full-page
-    photograph of each took ten times a screen's (the page laid out again at its whole
-    height, and back)."""
+    kept in assets/screenshots/ (the whole page from 1280 px, the first screen below).
+    Light walks the tabs in order, each opened through the tab list's model; dark walks them
+    the other way, each opened by a click on its header, and there each tab ends within
+    100 px of its content's bottom (a tab left as tall as a taller one shown before it would
+    not: test_phone_layout.BLANK). Over 20 s: 6 tabs at 4 widths, and axe over the whole
+    page on six tabs. A full-page photograph of each took ten times a screen's (the page
+    laid out again at its whole height, and back)."""
     import io
 
     from PIL import Image
     ALL_SHOTS.mkdir(parents=True, exist_ok=True)
-    ctx, page = _open(browser, server, WIDTHS[0], f"?theme={theme}")
+    ctx, page = _open(browser, server, WIDTHS[0], f"?theme={theme}", init=FLAT)
+    walk = list(enumerate(TABS)) if theme == "light" else list(reversed(list(enumerate(TABS))))
     try:
-        found = {}
+        found, blanks = {}, {}
         for width in WIDTHS:
             page.set_viewport_size({"width": width, "height": 900})
-            for i, tab in enumerate(TABS):
-                page.evaluate("(i) => { Bokeh.documents[0].get_model_by_name('sections')"
-                              ".active = i; }", i)
+            wait_still(page)
+            for i, tab in walk:
+                if theme == "light":
+                    page.evaluate("(i) => { Bokeh.documents[0].get_model_by_name('sections')"
+                                  ".active = i; }", i)
+                else:
+                    click_tab(page, i, tab.title)
+                    blanks[(width, tab.key)] = page.evaluate(BLANK)
                 page.wait_for_function(DRAWN, arg=TAB_CHART[tab.key], timeout=UI_WAIT_MS)
                 page.evaluate(SETTLED, [TAB_CHART[tab.key], tab.key == "training"])
                 assert sideways(page) <= 0, (tab.key, width)
@@ -138,6 +155,8 @@ def test_screenshots_of_every_tab_at_every_width_light_and_dark(browser, server,
                     assert corner < 3 * 60 and chart < 60, (tab.key, width, corner, chart)
                 else:
                     assert corner > 3 * 230 and chart > 230, (tab.key, width, corner, chart)
+                if tab.key == "draw":
+                    assert_controls_placed(page, width)
                 if tab.key == "draw" and theme == "light":
                     SHOTS.mkdir(exist_ok=True)
                     page.screenshot(path=str(SHOTS / f"explorer-{width}.png"),
@@ -145,6 +164,8 @@ def test_screenshots_of_every_tab_at_every_width_light_and_dark(browser, server,
                 if width == 1280:
                     found[tab.key] = violations(page)
         assert found == {tab.key: [] for tab in TABS}
+        assert all(0 <= blank <= 100 for blank in blanks.values()), blanks
+        assert len(blanks) == (len(WIDTHS) * len(TABS) if theme == "dark" else 0)
         assert page.console_errors == []
     finally:
         ctx.close()

@@ -108,19 +108,19 @@ SETTLED = """async ([name, empty]) => {
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_screenshots_of_every_tab_at_every_width_light_and_dark(browser, server, theme):
     """Each tab of state.TABS at each width, one page per theme walking through them (the
-    window resized; tests above open the page at each width), drawn and photographed
-    (build/screenshots/<tab>-<width>-<theme>.png: its first screen, what a reader sees on
-    opening it): as wide as the screen, nothing sideways, its chart and its page to the
-    bottom (photographed scrolled there) in the theme asked for, and on the one draw the
-    controls above the charts or beside them (:func:`assert_controls_placed`); at 1280 px, axe-core finds
-    no violation of any impact (minor and moderate too) on any tab. The one draw in light is
-    kept in assets/screenshots/ (the whole page from 1280 px, the first screen below).
-    Light walks the tabs in order, each opened through the tab list's model; dark walks them
-    the other way, each opened by a click on its header, and there each tab ends within
-    100 px of its content's bottom (a tab left as tall as a taller one shown before it would
-    not: test_phone_layout.BLANK). Over 20 s: 6 tabs at 4 widths, and axe over the whole
-    page on six tabs. A full-page photograph of each took ten times a screen's (the page
-    laid out again at its whole height, and back)."""
+    window resized), drawn and photographed (build/screenshots/<tab>-<width>-<theme>.png:
+    its first screen, what a reader sees on opening it): as wide as the screen, nothing
+    sideways, its chart and its page to the bottom (photographed scrolled there) in the
+    theme asked for, and on the one draw the controls above the charts or beside them
+    (:func:`assert_controls_placed`); at 1280 px, axe-core finds no violation of any impact
+    (minor and moderate too) on any tab. The one draw in light is kept in
+    assets/screenshots/ (the whole page from 1280 px, the first screen below). Light walks
+    the tabs in order, each opened through the tab list's model; dark walks them the other
+    way, each opened by a click on its header, and there each tab ends within 100 px of its
+    content's bottom (a tab left as tall as a taller one shown before it would not:
+    test_phone_layout.BLANK). Over 20 s: 6 tabs at 4 widths, and axe over the whole page on
+    six tabs. A full-page photograph of each took ten times a screen's (the page laid out
+    again at its whole height, and back)."""
     import io
 
     from PIL import Image

@@ -295,6 +295,15 @@ INIT = HELPERS + """window.__col = (name, col) => {
 };"""
 
 
+#: The argument's tabs are all built, or none is and the page is on the one draw (the server
+#: builds none until a step is asked for): BokehJS draws the tab headers anew when the server
+#: puts built steps in their panels, and a click in the middle of that can meet a header on
+#: its way out (seen once, under load: the click changed no tab).
+NO_TAB_TO_BUILD = """() => { const tabs = Bokeh.documents[0].get_model_by_name('sections');
+  const waiting = tabs.tabs.slice(1).filter((p) => p.child.type === 'Div').length;
+  return waiting === 0 || (tabs.active === 0 && waiting === tabs.tabs.length - 1); }"""
+
+
 #: The live explorer is drawn: its data in the page and no ready-made first view left (a page
 #: that arrives while other sessions open shows one until its own session is drawn).
 LIVE = ("() => !document.getElementById('as-first-view') && "

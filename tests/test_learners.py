@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import INIT, LIVE, TRAINING_WAIT_MS, UI_WAIT_MS, column, open_app, open_at
-from conftest import eventually, wait_column, wait_still
+from conftest import NO_TAB_TO_BUILD, eventually, wait_column, wait_still
 from test_phone_layout import BLANK, FLAT, click_tab
 from playwright.sync_api import expect
 
@@ -254,11 +254,6 @@ def test_the_readme_s_iframe_works_in_a_course_page_of_another_site(browser, ser
 
 #: No tab of the page is still to be built: every argument tab is built, or none is and the
 #: one draw is open (a page opened there builds them only when a step is asked for).
-NO_TAB_TO_BUILD = """() => { const tabs = Bokeh.documents[0].get_model_by_name('sections');
-  const waiting = tabs.tabs.slice(1).filter((p) => p.child.type === 'Div').length;
-  return waiting === 0 || (tabs.active === 0 && waiting === tabs.tabs.length - 1); }"""
-
-
 def violations(page):
     """axe-core's violations on ``page``, of every impact: (rule, impact, first targets);
     once the page's tabs are all built (BokehJS draws the tab headers anew when the server
@@ -555,9 +550,18 @@ def test_the_charts_are_text_too_and_changes_are_announced_once_still(page, serv
 
 
 def _download(page, name):
-    with page.expect_download(timeout=UI_WAIT_MS) as info:
-        page.get_by_role("button", name=name).click()
-    download = info.value
+    """The file the button ``name`` downloads: its name and bytes. A download that does not
+    come fails with the page's errors and the button's state (enabled, in view)."""
+    from playwright.sync_api import TimeoutError as Timeout
+    button = page.get_by_role("button", name=name)
+    try:
+        with page.expect_download(timeout=UI_WAIT_MS) as info:
+            button.click()
+        download = info.value
+    except Timeout:
+        state = button.evaluate("(b) => [b.disabled, b.getBoundingClientRect().toJSON()]")
+        raise AssertionError(f"no download from {name!r}: page errors "
+                             f"{getattr(page, 'console_errors', None)}, button {state}") from None
     return download.suggested_filename, Path(download.path()).read_bytes()
 
 

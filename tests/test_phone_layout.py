@@ -8,7 +8,7 @@ import json
 from contextlib import contextmanager
 
 import pytest
-from conftest import INIT, LIVE, UI_WAIT_MS, column, wait_still
+from conftest import INIT, LIVE, NO_TAB_TO_BUILD, UI_WAIT_MS, column, wait_still
 from playwright.sync_api import expect
 
 from attention_scaling.figures import LABEL_CAP
@@ -286,8 +286,10 @@ BLANK = """() => {
 
 
 def click_tab(page, index, title):
-    """Open the tab ``index`` by a click on its header ``title``; wait until it is shown,
-    its busy notes gone, and the page keeps still."""
+    """Open the tab ``index`` by a click on its header ``title``, once the headers are drawn
+    for good (conftest.NO_TAB_TO_BUILD); wait until it is shown, its busy notes gone, and the
+    page keeps still."""
+    page.wait_for_function(NO_TAB_TO_BUILD, timeout=UI_WAIT_MS)
     page.locator(".bk-tab", has_text=title).click()
     page.wait_for_function("(i) => { const t = Bokeh.documents[0].get_model_by_name('sections');"
                            " const v = window.__AS.view(t); return t.active === i && v && "
